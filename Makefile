@@ -1,0 +1,36 @@
+# purecover — developer commands. `make test` is what CI runs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONSTRAINTS ?= constraints-cpu.txt
+EXTRAS ?= dense,dev
+# The stamp changes whenever the dependency declarations change, so `setup` reinstalls only then.
+STAMP := $(VENV)/.purecover-installed-$(shell cat pyproject.toml $(CONSTRAINTS) | cksum | cut -d' ' -f1)
+
+.PHONY: setup test lint demo bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	@rm -f $(VENV)/.purecover-installed-*
+	@touch $@
+
+lint: setup
+	$(BIN)/ruff check purecover tests benchmarks
+
+test: setup lint
+	TORCH_EXTENSIONS_DIR=$${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/purecover/torch_extensions} \
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
+	$(BIN)/python -m pytest -q
+
+# Until the `pipeline` command lands, the demo runs the stages that exist.
+demo: setup
+	$(BIN)/purecover data configs/recipes/demo_cpu.yaml
+
+bench: setup
+	$(BIN)/python benchmarks/retrieval.py --out benchmarks/results/retrieval.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,123 @@
+"""The `purecover` command. Each stage is a subcommand reading a recipe and writing into `run_dir`.
+
+    purecover data RECIPE [--set section.key=value ...]
+    purecover config RECIPE [--set ...]        # print the resolved recipe
+
+Stages are registered here as they land (DESIGN §8); each handler imports its stage lazily so
+`purecover --help` stays fast and optional dependencies are only needed by the stages using them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import __version__
+from .config import ConfigError, Recipe, dump_recipe_yaml, load_recipe
+
+__all__ = ["build_parser", "main"]
+
+_EPILOG = """\
+examples:
+  purecover data configs/recipes/demo_cpu.yaml
+  purecover data configs/recipes/demo_cpu.yaml --set data.k1=10 --set run_dir=runs/k10
+  purecover data --set data.dataset=hotpotqa --set data.path=hotpot_dev_distractor_v1.json \\
+                 --set data.corpus=shared --set run_dir=runs/hotpot
+  purecover config configs/recipes/demo_cpu.yaml --set teacher.lam=0.5
+
+Every key of the recipe can be overridden with --set section.key=value (values are YAML:
+numbers, true/false, null, [lists]). Unknown keys are errors that name the closest valid key.
+"""
+
+
+def _recipe(args: argparse.Namespace) -> Recipe:
+    return load_recipe(args.recipe, args.overrides)
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    sys.stdout.write(dump_recipe_yaml(_recipe(args)))
+    return 0
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from .data.candidates import run_data_stage
+
+    summary = run_data_stage(_recipe(args), show_progress=not args.quiet)
+    _print_summary("data", summary)
+    return 0
+
+
+def _print_summary(stage: str, summary: dict[str, Any]) -> None:
+    width = max(len(k) for k in summary)
+    print(f"purecover {stage}: done")
+    for key, value in summary.items():
+        shown = json.dumps(value) if not isinstance(value, str) else value
+        print(f"  {key:<{width}}  {shown}")
+
+
+# name -> (one-line help, description, handler)
+_COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
+    "data": (
+        "retrieve top-K1 candidates per question -> run_dir/candidates.jsonl",
+        "Load the dataset (data.dataset, data.path), build the corpus (data.corpus: per_question, shared "
+        "or a corpus JSONL), retrieve data.k1 passages per question with data.retriever (bm25 or dense) "
+        "and write run_dir/candidates.jsonl. Resumable: a rerun skips questions already written.",
+        _cmd_data,
+    ),
+    "config": (
+        "print the resolved recipe (validates keys and overrides)",
+        "Load RECIPE, apply --set overrides, validate every key and print the resolved recipe as YAML.",
+        _cmd_config,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="purecover",
+        description="Distilled set-wise document selection for RAG (PureCover).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"purecover {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_text, description, handler) in _COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=description)
+        p.add_argument("recipe", nargs="?", metavar="RECIPE",
+                       help="recipe YAML (omit to start from the built-in defaults)")
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override a recipe key (repeatable), e.g. --set data.k1=50")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("bm25s", "httpx", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    from .data.errors import DataFormatError, HubUnavailableError
+
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"purecover: recipe error: {exc}", file=sys.stderr)
+        return 2
+    except (DataFormatError, HubUnavailableError, FileNotFoundError, PermissionError, ValueError,
+            RuntimeError, OSError) as exc:
+        print(f"purecover {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,383 @@
+"""Recipe configuration: one dataclass per stage, loaded from YAML with dotted overrides.
+
+A recipe is a YAML mapping with the sections of DESIGN.md §8. `load_recipe(path, overrides)`
+reads it, applies `section.key=value` overrides (values parsed as YAML), and validates every
+key and type. Unknown keys raise `ConfigError` naming the key and the closest valid one.
+
+Paths in a recipe (``run_dir``, ``data.path``, ...) are relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+__all__ = [
+    "ConfigError",
+    "DataConfig",
+    "EvalConfig",
+    "ExportConfig",
+    "LancerConfig",
+    "LoraConfig",
+    "Recipe",
+    "StudentConfig",
+    "TeacherConfig",
+    "load_recipe",
+    "parse_override",
+    "recipe_from_dict",
+    "recipe_to_dict",
+    "section_fingerprint",
+]
+
+
+class ConfigError(ValueError):
+    """A recipe or override is invalid; the message names the key and what is expected."""
+
+
+@dataclass
+class DataConfig:
+    """`data` section: which questions, which corpus, which retriever, how many candidates."""
+
+    dataset: Literal["hotpotqa", "2wiki", "musique", "strategyqa", "flashrag"] = "hotpotqa"
+    path: str | None = None  # local file, "demo" (bundled demo set) or a Hub dataset name
+    split: str = "dev"
+    limit: int | None = None  # first N questions
+    corpus: str = "shared"  # per_question | shared | path to a corpus JSONL
+    retriever: Literal["bm25", "dense"] = "bm25"
+    dense_model: str = "intfloat/e5-base-v2"
+    k1: int = 20
+    # Additions beyond DESIGN §8 (documented in README):
+    hub_config: str | None = None  # Hub dataset configuration name (e.g. FlashRAG's "hotpotqa")
+    aliases: str | None = None  # 2Wiki id_aliases.json, adds answer aliases
+    skip_invalid: bool = False  # count and report malformed records instead of failing
+    query_prefix: str | None = None  # dense: None = "query: " for e5 models, else ""
+    passage_prefix: str | None = None  # dense: None = "passage: " for e5 models, else ""
+    dense_batch_size: int = 64
+    bm25_stopwords: str | None = "en"  # bm25s stopword list name, or null for none
+
+
+@dataclass
+class LancerConfig:
+    """`teacher.lancer`: optional sub-question answerability signal (DESIGN §3.6)."""
+
+    enabled: bool = False
+    n_subquestions: int = 2
+    beta: float = 0.0
+    expected_rating: bool = False
+
+
+@dataclass
+class TeacherConfig:
+    """`teacher` section: the labelling LLM and the estimation/selection hyper-parameters."""
+
+    model: str = "Qwen/Qwen2.5-32B-Instruct"
+    backend: Literal["hf", "vllm"] = "hf"
+    steps: Literal["model", "oracle"] = "model"
+    estimator: Literal["attention", "embedding"] = "attention"
+    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    layers: Literal["all"] | list[int] = "all"
+    calibrate: bool = True
+    cot_weighting: bool = True
+    tau1: float = 4.0e-5
+    tau2: float = 4.0e-5
+    lam: float = 0.3
+    budget: int = 5
+    tau_stop: float = 0.0
+    min_select: int = 1
+    max_new_tokens: int = 512
+    lancer: LancerConfig = field(default_factory=LancerConfig)
+
+
+@dataclass
+class LoraConfig:
+    """`student.lora`: peft LoRA hyper-parameters."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"
+
+
+@dataclass
+class StudentConfig:
+    """`student` section: the distilled selector and its training."""
+
+    model: str = "Qwen/Qwen2.5-7B-Instruct"
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    lm_weight: float = 1.0
+    m_exact: int = 5
+    max_passage_tokens: int = 192
+    training: dict[str, Any] = field(default_factory=dict)  # transformers TrainingArguments fields
+
+
+@dataclass
+class ExportConfig:
+    """`export` section."""
+
+    merge: bool = True
+
+
+@dataclass
+class EvalConfig:
+    """`eval` section: end-to-end QA evaluation."""
+
+    generator: str = "Qwen/Qwen2.5-7B-Instruct"
+    backend: Literal["hf", "vllm"] = "hf"
+    methods: list[str] = field(default_factory=lambda: ["retrieval", "teacher", "student"])
+    budgets: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 15])
+
+
+@dataclass
+class Recipe:
+    """A whole run: every stage reads from and writes to `run_dir`."""
+
+    run_dir: str = "runs/demo"
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    student: StudentConfig = field(default_factory=StudentConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    @property
+    def run_path(self) -> Path:
+        return Path(self.run_dir)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e-5` as a float (YAML 1.2), as people write learning rates."""
+
+
+_FLOAT_RE = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_RecipeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
+
+
+def _yaml_load(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_RecipeLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """Split ``section.key=value`` into the dotted key and its YAML-typed value."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r}: expected section.key=value")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r}: empty key")
+    value = _yaml_load(raw, f"override {key}") if raw.strip() else None
+    return key, value
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {dotted}: {'.'.join(parts[: i + 1])} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        return f"list of {_type_name(inner)}"
+    if origin is dict:
+        return "mapping"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Return `value` checked against the annotation `tp`; raise ConfigError naming `key`."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        errors = []
+        for option in typing.get_args(tp):
+            try:
+                return _coerce(value, option, key)
+            except ConfigError as exc:
+                errors.append(exc)
+        literal_errors = [e for e in errors if "did you mean" in str(e)]
+        if literal_errors:
+            raise literal_errors[0]
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value in choices:
+            return value
+        hint = ""
+        if isinstance(value, str):
+            close = difflib.get_close_matches(value, [str(c) for c in choices], n=1)
+            if close:
+                hint = f"; did you mean {close[0]!r}?"
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, choices))}{hint}")
+    if origin is list:
+        (inner,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+        return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is Any:
+        return value
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ConfigError(f"{key}: expected null, got {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key)
+    raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # pragma: no cover - programming error
+
+
+def _build(cls: type, values: Any, prefix: str) -> Any:
+    label = prefix or "recipe"
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{label}: expected a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in values.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+            hint = f"; did you mean {(prefix + '.' if prefix else '') + close[0]!r}?" if close else ""
+            valid = ", ".join(names)
+            raise ConfigError(f"unknown key {dotted!r}{hint} (valid keys of {label}: {valid})")
+        kwargs[key] = _coerce(value, hints[key], dotted)
+    obj = cls(**kwargs)
+    _check_values(obj, prefix)
+    return obj
+
+
+def _check_values(obj: Any, prefix: str) -> None:
+    """Range checks that types alone cannot express."""
+
+    def need(cond: bool, key: str, msg: str) -> None:
+        if not cond:
+            raise ConfigError(f"{prefix}.{key}: {msg}")
+
+    if isinstance(obj, DataConfig):
+        need(obj.k1 >= 1, "k1", f"must be >= 1, got {obj.k1}")
+        need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
+        need(obj.dense_batch_size >= 1, "dense_batch_size", "must be >= 1")
+    elif isinstance(obj, TeacherConfig):
+        need(obj.tau1 > 0, "tau1", "must be > 0")
+        need(obj.tau2 > 0, "tau2", "must be > 0")
+        need(obj.lam >= 0, "lam", "must be >= 0")
+        need(obj.budget >= 1, "budget", "must be >= 1")
+        need(obj.min_select >= 0, "min_select", "must be >= 0")
+        need(obj.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+    elif isinstance(obj, LancerConfig):
+        need(0.0 <= obj.beta <= 1.0, "beta", f"must be in [0, 1], got {obj.beta}")
+        need(obj.n_subquestions >= 1, "n_subquestions", "must be >= 1")
+    elif isinstance(obj, StudentConfig):
+        need(obj.m_exact >= 1, "m_exact", "must be >= 1")
+        need(obj.max_passage_tokens >= 8, "max_passage_tokens", "must be >= 8")
+        need(obj.lm_weight >= 0, "lm_weight", "must be >= 0")
+    elif isinstance(obj, EvalConfig):
+        need(all(b >= 1 for b in obj.budgets), "budgets", "every budget must be >= 1")
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def recipe_from_dict(tree: dict[str, Any] | None, source: str = "recipe") -> Recipe:
+    """Validate a recipe mapping and build the `Recipe`; `source` prefixes error messages."""
+    try:
+        return _build(Recipe, tree or {}, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+    """Read a YAML recipe (or start from defaults when `path` is None) and apply overrides."""
+    tree: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"recipe {str(p)!r} does not exist")
+        source = str(p)
+        loaded = _yaml_load(p.read_text(encoding="utf-8"), source)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{source}: a recipe must be a YAML mapping, got {type(loaded).__name__}")
+        tree = loaded or {}
+    for item in overrides:
+        key, value = parse_override(item)
+        _set_dotted(tree, key, value)
+    if overrides:
+        source += " + overrides"
+    return recipe_from_dict(tree, source)
+
+
+def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
+    """Plain-data form of a recipe (what is written next to every stage's output)."""
+    return dataclasses.asdict(recipe)
+
+
+def section_fingerprint(recipe: Recipe, *keys: str) -> str:
+    """Stable hash of the named top-level recipe keys (e.g. "data", "seed"): 16 hex chars."""
+    tree = recipe_to_dict(recipe)
+    blob = json.dumps({k: tree[k] for k in keys}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def dump_recipe_yaml(recipe: Recipe) -> str:
+    """The resolved recipe as YAML text."""
+    return yaml.safe_dump(recipe_to_dict(recipe), sort_keys=False, allow_unicode=True)

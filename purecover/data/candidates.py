@@ -1,0 +1,214 @@
+"""The data stage: questions + corpus + retriever → ``candidates.jsonl`` (DESIGN §4).
+
+Record: ``{qid, dataset, question, answers, docs: [{doc_id, title, text, score}], gold_doc_ids,
+gold_titles, oracle_steps, meta}``. ``gold_doc_ids`` lists every gold passage id, retrieved or
+not, so coverage of the candidates can be measured:
+
+* corpus built from the dataset's paragraphs (``per_question``/``shared``): the content ids of
+  the question's supporting paragraphs (HotpotQA/2Wiki supporting-fact titles, MuSiQue
+  ``is_supporting``, StrategyQA facts);
+* corpus file: passages whose title matches a supporting title (all passages of that title,
+  as with 100-word Wikipedia chunks), or, for passages without titles (StrategyQA facts),
+  whose text equals a supporting paragraph.
+
+The job appends one record per question and is resumable: rerun it and it skips the qids
+already written (a truncated last line from a crash is cut off and redone).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..config import Recipe, recipe_to_dict, section_fingerprint
+from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
+from ..utils.provenance import write_stage_manifest
+from .corpus import (
+    Corpus,
+    Doc,
+    content_doc_id,
+    corpus_from_examples,
+    load_corpus_jsonl,
+    normalize_title,
+    question_docs,
+)
+from .errors import InvalidRecord
+from .example import Example
+from .loaders import ExampleSource
+from .retrieval.base import Hit
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CANDIDATES_FILE", "build_record", "gold_doc_ids", "run_data_stage", "supporting_recall"]
+
+CANDIDATES_FILE = "candidates.jsonl"
+REPORT_FILE = "data_report.json"
+_BATCH = 32
+
+
+def gold_doc_ids(example: Example, corpus: Corpus | None) -> list[str]:
+    """Ids of the gold passages of `example` (see module docstring for the rule)."""
+    supporting = example.supporting_paragraphs
+    if corpus is None:  # corpus built from the dataset's own paragraphs
+        ids = [content_doc_id(p.title, p.text) for p in supporting]
+        return list(dict.fromkeys(ids))
+    ids = []
+    for title in example.supporting_titles:
+        ids += corpus.title_index.get(normalize_title(title), [])
+    for p in supporting:
+        if not p.title and p.text.strip() in corpus.text_index:
+            ids.append(corpus.text_index[p.text.strip()])
+    return list(dict.fromkeys(ids))
+
+
+def build_record(example: Example, docs: list[tuple[Doc, float]], gold: list[str]) -> dict[str, Any]:
+    """The candidates.jsonl record of one question (docs in retrieval order, best first)."""
+    return {
+        "qid": example.qid,
+        "dataset": example.dataset,
+        "question": example.question,
+        "answers": example.answers,
+        "docs": [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "score": round(float(s), 6)}
+                 for d, s in docs],
+        "gold_doc_ids": gold,
+        "gold_titles": example.supporting_titles,
+        "oracle_steps": example.oracle_steps,
+        "meta": example.meta,
+    }
+
+
+def supporting_recall(records: Iterable[dict[str, Any]]) -> float | None:
+    """Mean over questions with gold passages of |retrieved ∩ gold| / |gold| (None if none have gold)."""
+    values = []
+    for r in records:
+        gold = set(r["gold_doc_ids"])
+        if gold:
+            values.append(len(gold & {d["doc_id"] for d in r["docs"]}) / len(gold))
+    return float(np.mean(values)) if values else None
+
+
+def _make_retriever(recipe: Recipe, corpus: Corpus, index_dir: Path | None, show_progress: bool) -> Any:
+    cfg = recipe.data
+    if cfg.retriever == "bm25":
+        from .retrieval.bm25 import BM25Retriever
+
+        return BM25Retriever(corpus, index_dir=index_dir, stopwords=cfg.bm25_stopwords, show_progress=show_progress)
+    from .retrieval.dense import DenseRetriever
+
+    return DenseRetriever(corpus, cfg.dense_model, cache_dir=index_dir, query_prefix=cfg.query_prefix,
+                          passage_prefix=cfg.passage_prefix, batch_size=cfg.dense_batch_size,
+                          show_progress=show_progress)
+
+
+def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _check_same_config(run_dir: Path, config_hash: str) -> None:
+    """Refuse to append to candidates made with a different data config."""
+    manifest = run_dir / "data.run.json"
+    out = run_dir / CANDIDATES_FILE
+    if not manifest.is_file() or not out.is_file() or out.stat().st_size == 0:
+        return
+    import json
+
+    previous = json.loads(manifest.read_text(encoding="utf-8")).get("config_hash")
+    if previous and previous != config_hash:
+        raise RuntimeError(
+            f"{out} was made with a different data configuration (hash {previous}, now {config_hash}); "
+            "use another run_dir or delete the file to rebuild it"
+        )
+
+
+def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+    """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json."""
+    cfg = recipe.data
+    started = _dt.datetime.now(_dt.timezone.utc)
+    run_dir = recipe.run_path
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_hash = section_fingerprint(recipe, "data")
+    _check_same_config(run_dir, config_hash)
+    external = cfg.corpus not in ("per_question", "shared")
+    if external and not Path(cfg.corpus).is_file():
+        raise FileNotFoundError(f"data.corpus {cfg.corpus!r} is neither per_question, shared nor an existing file")
+
+    write_stage_manifest(run_dir, "data", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+    source = ExampleSource(cfg.dataset, cfg.path, split=cfg.split, limit=cfg.limit, skip_invalid=cfg.skip_invalid,
+                           aliases_path=cfg.aliases, require_paragraphs=not external, hub_config=cfg.hub_config)
+    examples = list(tqdm(source, desc="load questions", unit="q", disable=not show_progress))
+    if not examples:
+        raise ValueError(f"no valid questions in {cfg.path!r} ({len(source.invalid)} invalid)")
+    corpus_invalid: list[InvalidRecord] = []
+    index_dir = run_dir / "index"
+    corpus: Corpus | None = None
+    if external:
+        corpus = load_corpus_jsonl(cfg.corpus, skip_invalid=cfg.skip_invalid, invalid=corpus_invalid)
+    elif cfg.corpus == "shared":
+        corpus = corpus_from_examples(examples)
+
+    with ResumableJsonl(run_dir / CANDIDATES_FILE) as out:
+        pending = [ex for ex in examples if ex.qid not in out.done]
+        n_done_before = len(examples) - len(pending)
+        retriever = None
+        if pending and corpus is not None:
+            t0 = time.perf_counter()
+            retriever = _make_retriever(recipe, corpus, index_dir, show_progress)
+            log.info("%s index over %d passages ready in %.1fs (%s)", cfg.retriever, len(corpus),
+                     time.perf_counter() - t0, "cached" if retriever.from_cache else "built")
+        t0 = time.perf_counter()
+        bar = tqdm(total=len(pending), desc="retrieve", unit="q", disable=not show_progress)
+        empty_queries = 0
+        for batch in _batched(pending, _BATCH):
+            if corpus is not None:
+                hits = retriever.search([ex.question for ex in batch], cfg.k1)
+                for ex, row in zip(batch, hits):
+                    docs = [(corpus[h.index], h.score) for h in row]
+                    gold = gold_doc_ids(ex, None if not external else corpus)
+                    out.write(build_record(ex, docs, gold))
+            else:  # per_question: rank each question's own paragraphs
+                for ex in batch:
+                    own = Corpus(question_docs(ex), f"question {ex.qid}")
+                    r = _make_retriever(recipe, own, None, False)
+                    row: list[Hit] = r.search([ex.question], cfg.k1)[0]
+                    empty_queries += getattr(r, "empty_queries", 0)
+                    out.write(build_record(ex, [(own[h.index], h.score) for h in row], gold_doc_ids(ex, None)))
+            bar.update(len(batch))
+        bar.close()
+        elapsed = time.perf_counter() - t0
+        if retriever is not None:
+            empty_queries += getattr(retriever, "empty_queries", 0)
+        repaired = out.repaired
+
+    invalid = [r.to_dict() for r in source.invalid + corpus_invalid]
+    if invalid or (run_dir / REPORT_FILE).exists():
+        atomic_write_json(run_dir / REPORT_FILE, {"invalid_records": invalid, "n_invalid": len(invalid)})
+    records = [r for _, r in read_jsonl(run_dir / CANDIDATES_FILE)]
+    recall = supporting_recall(records)
+    summary = {
+        "status": "complete",
+        "questions": len(examples),
+        "written": len(pending),
+        "already_done": n_done_before,
+        "repaired_lines": repaired,
+        "invalid_records": len(invalid),
+        "corpus": cfg.corpus,
+        "corpus_size": len(corpus) if corpus is not None else None,
+        "retriever": cfg.retriever,
+        "k1": cfg.k1,
+        "empty_queries": empty_queries,
+        "questions_per_second": round(len(pending) / elapsed, 2) if pending and elapsed > 0 else None,
+        f"supporting_recall@{cfg.k1}": None if recall is None else round(recall, 4),
+        "candidates": str(run_dir / CANDIDATES_FILE),
+    }
+    if empty_queries:
+        log.warning("%d questions had no indexed word: their candidates are in corpus order", empty_queries)
+    write_stage_manifest(run_dir, "data", recipe_to_dict(recipe), config_hash, summary, started)
+    return summary

@@ -1,0 +1,155 @@
+"""Passage corpora: from the questions' own paragraphs, or from a corpus JSONL file.
+
+Passages built from dataset paragraphs get a content id (``d`` + 16 hex of SHA-1 over title and
+text), so the same paragraph has the same id in ``per_question`` and ``shared`` mode and across
+runs. A corpus file keeps its own ids; it may hold ``{id, title, text}`` rows or FlashRAG's
+``{id, contents}`` rows (``contents`` = title line, newline, text; quotes around the title are
+dropped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from .errors import DataFormatError, InvalidRecord
+from .example import Example
+from .loaders._fields import RecordView
+from .readers import iter_jsonl
+
+__all__ = ["Corpus", "Doc", "content_doc_id", "corpus_from_examples", "load_corpus_jsonl", "normalize_title",
+           "question_docs"]
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One passage."""
+
+    doc_id: str
+    title: str
+    text: str
+
+    @property
+    def contents(self) -> str:
+        """Title and text as one string (what retrievers index)."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+def content_doc_id(title: str, text: str) -> str:
+    """Stable id of a passage from its content: ``d`` + 16 hex digits."""
+    return "d" + hashlib.sha1(f"{title}\x1f{text}".encode()).hexdigest()[:16]
+
+
+def normalize_title(title: str) -> str:
+    """Title key for matching across sources: NFC, case-folded, outer quotes and spaces removed."""
+    return unicodedata.normalize("NFC", title).strip().strip('"').strip().casefold()
+
+
+class Corpus:
+    """An ordered list of unique passages; index i is the retrievers' document number."""
+
+    def __init__(self, docs: Iterable[Doc], source: str) -> None:
+        self.source = source
+        self.docs: list[Doc] = []
+        self._pos: dict[str, int] = {}
+        for doc in docs:
+            if doc.doc_id in self._pos:
+                continue
+            self._pos[doc.doc_id] = len(self.docs)
+            self.docs.append(doc)
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def __getitem__(self, i: int) -> Doc:
+        return self.docs[i]
+
+    def position(self, doc_id: str) -> int | None:
+        return self._pos.get(doc_id)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 over ids, titles and texts in order: changes whenever the corpus does."""
+        h = hashlib.sha256()
+        for d in self.docs:
+            h.update(d.doc_id.encode())
+            h.update(b"\x1f")
+            h.update(d.title.encode())
+            h.update(b"\x1f")
+            h.update(d.text.encode())
+            h.update(b"\x1e")
+        return h.hexdigest()
+
+    @cached_property
+    def title_index(self) -> dict[str, list[str]]:
+        """Normalised title → doc ids with that title."""
+        index: dict[str, list[str]] = {}
+        for d in self.docs:
+            if d.title:
+                index.setdefault(normalize_title(d.title), []).append(d.doc_id)
+        return index
+
+    @cached_property
+    def text_index(self) -> dict[str, str]:
+        """Stripped text → first doc id with that text (for datasets whose passages have no title)."""
+        index: dict[str, str] = {}
+        for d in self.docs:
+            index.setdefault(d.text.strip(), d.doc_id)
+        return index
+
+
+def question_docs(example: Example) -> list[Doc]:
+    """The question's own paragraphs as passages (duplicates removed, order kept)."""
+    seen: set[str] = set()
+    docs = []
+    for p in example.paragraphs:
+        doc = Doc(content_doc_id(p.title, p.text), p.title, p.text)
+        if doc.doc_id not in seen:
+            seen.add(doc.doc_id)
+            docs.append(doc)
+    return docs
+
+
+def corpus_from_examples(examples: Iterable[Example], source: str = "shared") -> Corpus:
+    """Union of the paragraphs of all `examples` (the ``shared`` corpus), in first-seen order."""
+    return Corpus((d for ex in examples for d in question_docs(ex)), source)
+
+
+def load_corpus_jsonl(path: str | Path, skip_invalid: bool = False,
+                      invalid: list[InvalidRecord] | None = None) -> Corpus:
+    """Read a corpus JSONL of ``{id, title, text}`` or ``{id, contents}`` rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"corpus file {str(path)!r} does not exist")
+
+    def rows() -> Iterable[Doc]:
+        seen: dict[str, str] = {}
+        for location, obj in iter_jsonl(path):
+            try:
+                view = RecordView(obj, str(path), location)
+                doc_id = view.first(("id", "doc_id", "_id"), str, nonempty=True, numbers_as_text=True)
+                if view.has("contents"):
+                    contents = view.get("contents", str)
+                    head, sep, rest = contents.partition("\n")
+                    title, text = (head.strip().strip('"'), rest.strip()) if sep else ("", head.strip())
+                else:
+                    title = view.get("title", str, optional=True, default="")
+                    text = view.get("text", str)
+                if not text.strip():
+                    raise view.fail("text", "is empty")
+                if doc_id in seen:
+                    raise view.fail("id", f"duplicate passage id {doc_id!r} (first at {seen[doc_id]})")
+            except DataFormatError as err:
+                if not skip_invalid:
+                    raise
+                if invalid is not None:
+                    invalid.append(InvalidRecord.from_error(err))
+                continue
+            seen[doc_id] = location
+            yield Doc(doc_id, title.strip(), text.strip())
+
+    return Corpus(rows(), str(path))

@@ -1,0 +1,1 @@
+"""Bundled demo set: a small fictional multi-hop QA set in HotpotQA format, written for purecover."""

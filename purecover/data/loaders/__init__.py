@@ -1,0 +1,129 @@
+"""Dataset loaders: official files, FlashRAG JSONL, the bundled demo set and Hub datasets.
+
+`ExampleSource` is the single entry point: it streams `Example`s from a file or a Hub name,
+checks each record, and either stops at the first malformed one (the error names file,
+line/index and field) or, with ``skip_invalid=True``, skips it and records it in `invalid`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataFormatError, InvalidRecord
+from ..example import Example
+from ..readers import iter_records
+from .flashrag import parse_flashrag
+from .hotpotqa import load_2wiki_aliases, parse_2wiki, parse_hotpotqa
+from .hub import default_hub_config, iter_hub_rows
+from .musique import parse_musique
+from .strategyqa import parse_strategyqa
+
+__all__ = ["DATASETS", "ExampleSource", "load_examples", "parse_record"]
+
+DATASETS = ("hotpotqa", "2wiki", "musique", "strategyqa", "flashrag")
+
+Parser = Callable[..., Example]
+_PARSERS: dict[str, Parser] = {
+    "hotpotqa": parse_hotpotqa,
+    "2wiki": parse_2wiki,
+    "musique": parse_musique,
+    "strategyqa": parse_strategyqa,
+}
+
+
+def demo_path() -> Path:
+    """The bundled demo set (HotpotQA format, our own text)."""
+    return Path(__file__).resolve().parent.parent / "demo" / "demo_hotpot.json"
+
+
+def parse_record(dataset: str, record: Any, source: str, location: str, *, require_paragraphs: bool = True,
+                 aliases: dict[str, list[str]] | None = None) -> Example:
+    """Parse one raw record of `dataset`; FlashRAG-shaped records (``golden_answers``) are detected."""
+    if dataset == "flashrag" or (isinstance(record, dict) and "golden_answers" in record):
+        example = parse_flashrag(record, source, location, dataset=dataset, require_paragraphs=require_paragraphs)
+        if dataset == "2wiki" and aliases and example.meta.get("answer_id"):
+            example.answers += [a for a in aliases.get(example.meta["answer_id"], []) if a not in example.answers]
+        return example
+    if dataset == "2wiki":
+        return parse_2wiki(record, source, location, require_paragraphs=require_paragraphs, aliases=aliases)
+    if dataset not in _PARSERS:
+        raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
+    return _PARSERS[dataset](record, source, location, require_paragraphs=require_paragraphs)
+
+
+class ExampleSource:
+    """Iterable of `Example`s from `path` (a file, ``"demo"``, or a Hub dataset name).
+
+    After (or during) iteration, `invalid` lists the skipped records and `n_read` counts the raw
+    records seen. Duplicate qids are malformed input too.
+    """
+
+    def __init__(self, dataset: str, path: str | Path | None, *, split: str = "dev", limit: int | None = None,
+                 skip_invalid: bool = False, aliases_path: str | Path | None = None,
+                 require_paragraphs: bool = True, hub_config: str | None = None) -> None:
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
+        if path is None:
+            raise ValueError("data.path is not set: give a dataset file, 'demo', or a Hub dataset name")
+        self.dataset = dataset
+        self.path = str(path)
+        self.split = split
+        self.limit = limit
+        self.skip_invalid = skip_invalid
+        self.require_paragraphs = require_paragraphs
+        self.hub_config = hub_config
+        self.aliases = load_2wiki_aliases(aliases_path) if aliases_path else None
+        self.invalid: list[InvalidRecord] = []
+        self.n_read = 0
+        if self.path == "demo" and dataset != "hotpotqa":
+            raise ValueError("the bundled demo set is in HotpotQA format: use data.dataset=hotpotqa with data.path=demo")
+
+    @property
+    def is_hub(self) -> bool:
+        return self.path != "demo" and not Path(self.path).exists()
+
+    def _raw(self) -> Iterator[tuple[str, str, Any]]:
+        if self.path == "demo":
+            file = demo_path()
+            for loc, rec in iter_records(file):
+                yield str(file), loc, rec
+        elif not self.is_hub:
+            for loc, rec in iter_records(self.path):
+                yield self.path, loc, rec
+        else:
+            looks_like_hub = "/" in self.path and not self.path.startswith((".", "/", "~")) \
+                and not Path(self.path).suffix
+            if not looks_like_hub:
+                raise FileNotFoundError(f"data.path {self.path!r} does not exist (and is not a Hub dataset name)")
+            config = self.hub_config or default_hub_config(self.path, self.dataset)
+            for loc, rec in iter_hub_rows(self.path, config, self.split):
+                yield f"hub:{self.path}", loc, rec
+
+    def __iter__(self) -> Iterator[Example]:
+        seen: dict[str, str] = {}
+        produced = 0
+        for source, location, record in self._raw():
+            if self.limit is not None and produced >= self.limit:
+                return
+            self.n_read += 1
+            try:
+                example = parse_record(self.dataset, record, source, location,
+                                       require_paragraphs=self.require_paragraphs, aliases=self.aliases)
+                if example.qid in seen:
+                    raise DataFormatError(source, location, "id",
+                                          f"duplicate question id {example.qid!r} (first at {seen[example.qid]})")
+            except DataFormatError as err:
+                if not self.skip_invalid:
+                    raise
+                self.invalid.append(InvalidRecord.from_error(err))
+                continue
+            seen[example.qid] = location
+            produced += 1
+            yield example
+
+
+def load_examples(dataset: str, path: str | Path | None, **kwargs: Any) -> list[Example]:
+    """All examples of a source as a list (see `ExampleSource` for the keyword arguments)."""
+    return list(ExampleSource(dataset, path, **kwargs))

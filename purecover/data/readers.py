@@ -1,0 +1,121 @@
+"""Lazy readers for the two file shapes datasets come in: a JSON array and JSON lines.
+
+Both yield ``(location, record)`` where location is ``"line N"`` (JSONL) or ``"record I (line N)"``
+(JSON array, 0-based index), so errors can point at the record. Large files are streamed:
+the JSON array reader decodes one element at a time from a moving buffer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import DataFormatError
+
+__all__ = ["iter_json_array", "iter_jsonl", "iter_records"]
+
+_CHUNK = 1 << 20
+_WS = " \t\r\n"
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """Yield (``"line N"``, object) for each non-blank line; invalid JSON raises DataFormatError."""
+    path = Path(path)
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(str(path), f"line {lineno}", None,
+                                      f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+            yield f"line {lineno}", obj
+
+
+def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """Stream the elements of a top-level JSON array without loading the whole file."""
+    path = Path(path)
+    decoder = json.JSONDecoder()
+    with path.open("r", encoding="utf-8") as fh:
+        buf = fh.read(_CHUNK)
+        pos = 0
+        line = 1  # line number of buf[pos]
+        eof = False
+
+        def skip_ws() -> None:
+            nonlocal pos, line
+            while pos < len(buf) and buf[pos] in _WS:
+                if buf[pos] == "\n":
+                    line += 1
+                pos += 1
+
+        def refill() -> None:
+            nonlocal buf, pos, eof
+            more = fh.read(_CHUNK)
+            if not more:
+                eof = True
+            buf = buf[pos:] + more
+            pos = 0
+
+        skip_ws()
+        while pos >= len(buf) and not eof:
+            refill()
+            skip_ws()
+        if pos >= len(buf) or buf[pos] != "[":
+            raise DataFormatError(str(path), "line 1", None, "expected a JSON array ('[' at the start of the file)")
+        pos += 1
+        index = 0
+        expect_value = True  # after '[' or ','
+        while True:
+            skip_ws()
+            while pos >= len(buf) and not eof:
+                refill()
+                skip_ws()
+            if pos >= len(buf):
+                raise DataFormatError(str(path), f"record {index} (line {line})", None,
+                                      "file ends before the closing ']' (truncated JSON)")
+            ch = buf[pos]
+            if ch == "]" and (index == 0 or not expect_value):
+                return
+            if not expect_value:
+                if ch != ",":
+                    raise DataFormatError(str(path), f"after record {index - 1} (line {line})", None,
+                                          f"expected ',' or ']' but found {ch!r}")
+                pos += 1
+                expect_value = True
+                continue
+            while True:
+                try:
+                    obj, end = decoder.raw_decode(buf, pos)
+                    # A number or literal cut by the buffer edge may decode short: make sure it ended.
+                    if end >= len(buf) and not eof:
+                        raise ValueError("at buffer edge")
+                    break
+                except (json.JSONDecodeError, ValueError) as exc:
+                    if eof:
+                        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                        raise DataFormatError(str(path), f"record {index} (line {line})", None,
+                                              f"invalid or truncated JSON ({msg})") from None
+                    refill()
+            location = f"record {index} (line {line})"
+            line += buf.count("\n", pos, end)
+            pos = end
+            yield location, obj
+            index += 1
+            expect_value = False
+
+
+def iter_records(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """JSON array or JSONL, decided by the first non-blank character ('[' means array)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {str(path)!r} does not exist")
+    with path.open("r", encoding="utf-8") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith("["):
+        yield from iter_json_array(path)
+    else:
+        yield from iter_jsonl(path)

@@ -1,0 +1,1 @@
+"""Helpers shared by every stage (file I/O, provenance). Imports no stage."""

@@ -1,0 +1,148 @@
+"""Crash-safe files: atomic whole-file writes and resumable, append-only JSONL.
+
+A JSONL output is appended one record per line and flushed (and fsync'ed) after each record,
+so a killed job loses at most the record in flight. On restart, `ResumableJsonl` reads what is
+there, drops a truncated or corrupt last line (left by a crash), and reports the keys already
+done so the job can skip them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ResumableJsonl", "atomic_write_json", "atomic_write_text", "read_jsonl", "write_jsonl_atomic"]
+
+
+def _check_writable_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"cannot create output directory {str(directory)!r}: {exc.strerror}") from exc
+    if not os.access(directory, os.W_OK):
+        raise PermissionError(f"output directory {str(directory)!r} is not writable")
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename: readers see old or new, never half."""
+    path = Path(path)
+    _check_writable_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 2) -> None:
+    """`atomic_write_text` of `obj` as JSON (UTF-8, not ASCII-escaped)."""
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write all `records` as JSONL atomically; returns the count."""
+    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, record) of a JSONL file; a bad line raises ValueError naming file and line."""
+    path = Path(path)
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+            yield lineno, record
+
+
+class ResumableJsonl:
+    """Append-only JSONL output keyed by a field (default ``qid``), safe to kill and rerun.
+
+    Opening scans the existing file: complete records are kept and their keys collected in
+    `done`; a last line without a newline or that does not parse (a crash mid-write) is cut
+    off and counted in `repaired`. A corrupt line that is *not* the last one is an error, since
+    something other than a crash damaged the file.
+    """
+
+    def __init__(self, path: str | Path, key: str = "qid", fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.key = key
+        self.fsync = fsync
+        self.done: set[str] = set()
+        self.repaired = 0
+        _check_writable_dir(self.path.parent)
+        self._scan()
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def _scan(self) -> None:
+        if not self.path.exists():
+            return
+        good_bytes = 0
+        with self.path.open("rb") as fh:
+            data = fh.read()
+        lines = data.split(b"\n")
+        # After the last "\n" comes either b"" (clean end) or a partial line.
+        for i, raw in enumerate(lines):
+            is_last = i == len(lines) - 1
+            if is_last:
+                if raw.strip():
+                    self.repaired += 1
+                    log.warning("%s: dropping a truncated last line (%d bytes) left by an interrupted run",
+                                self.path, len(raw))
+                break
+            try:
+                record = json.loads(raw.decode("utf-8"))
+                value = record[self.key]
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+                if i == len(lines) - 2 and not lines[-1]:
+                    # Corrupt final complete line: treat as crash damage too.
+                    self.repaired += 1
+                    log.warning("%s:%d: dropping a corrupt last line left by an interrupted run", self.path, i + 1)
+                    break
+                raise ValueError(f"{self.path}:{i + 1}: corrupt record in the middle of the file ({exc})") from None
+            if value in self.done:
+                raise ValueError(f"{self.path}:{i + 1}: duplicate {self.key} {value!r}")
+            self.done.add(value)
+            good_bytes += len(raw) + 1
+        if good_bytes != len(data):
+            with self.path.open("r+b") as fh:
+                fh.truncate(good_bytes)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record (must carry the key and not be done yet) and make it durable."""
+        value = record[self.key]
+        if value in self.done:
+            raise ValueError(f"{self.path}: {self.key} {value!r} written twice")
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        if self.fsync:
+            os.fsync(self._fh.fileno())
+        self.done.add(value)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> ResumableJsonl:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

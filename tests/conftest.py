@@ -1,0 +1,55 @@
+"""Shared fixtures: the real sample folder (skip when absent) and small hand-written files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+
+
+@pytest.fixture(scope="session")
+def sample_dir() -> Path:
+    path = sample_data_dir()
+    if path is None:
+        pytest.skip("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_file(sample_dir: Path):
+    def get(dataset: str) -> Path:
+        return sample_dir / SAMPLE_FILES[dataset]
+
+    return get
+
+
+def write_json(path: Path, obj) -> Path:
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def hotpot_record(qid: str = "q1", **changes):
+    """A small valid HotpotQA record (bridge question over two of three paragraphs)."""
+    record = {
+        "_id": qid,
+        "question": "Which river flows through the town where Ada Brill was born?",
+        "answer": "Mirren",
+        "type": "bridge",
+        "level": "easy",
+        "supporting_facts": [["Ada Brill", 0], ["Tollbridge", 1]],
+        "context": [
+            ["Ada Brill", ["Ada Brill was born in Tollbridge.", " She built clocks."]],
+            ["Tollbridge", ["Tollbridge is a market town.", " The river Mirren flows through it."]],
+            ["Corven", ["Corven is a fishing village.", " It has a lighthouse."]],
+        ],
+    }
+    record.update(changes)
+    return record

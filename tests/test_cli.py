@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from purecover.cli import main
+
+DEMO = str(Path(__file__).resolve().parents[1] / "configs" / "recipes" / "demo_cpu.yaml")
+
+
+def test_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "data" in out and "--set section.key=value" in out
+
+
+def test_stage_help_describes_recipe_and_set(capsys):
+    with pytest.raises(SystemExit):
+        main(["data", "--help"])
+    out = capsys.readouterr().out
+    assert "candidates.jsonl" in out and "--set SECTION.KEY=VALUE" in out
+
+
+def test_config_prints_resolved_recipe(capsys):
+    assert main(["config", DEMO, "--set", "data.k1=7"]) == 0
+    out = capsys.readouterr().out
+    assert "k1: 7" in out and "path: demo" in out
+
+
+def test_unknown_key_exit_code_and_message(capsys):
+    assert main(["config", "--set", "data.kk1=3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key 'data.kk1'" in err and "did you mean 'data.k1'" in err
+
+
+def test_data_command_writes_candidates(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    code = main(["data", DEMO, "-q", "--set", f"run_dir={run_dir}", "--set", "data.limit=4"])
+    assert code == 0
+    lines = (run_dir / "candidates.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0])["qid"] == "demo-001"
+    assert "supporting_recall@10" in capsys.readouterr().out
+
+
+def test_data_errors_are_reported_not_raised(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"_id": "x"}]')
+    code = main(["data", "-q", "--set", f"run_dir={tmp_path / 'r'}", "--set", f"data.path={bad}"])
+    assert code == 1
+    assert "field 'question': missing" in capsys.readouterr().err
+
+
+def test_console_script_entry_point(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "purecover", "--version"], capture_output=True, text=True, check=True)
+    assert result.stdout.startswith("purecover ")
+
+
+@pytest.mark.samples
+def test_issue_command_on_real_hotpotqa(sample_file, tmp_path):
+    """The command of issue 2's 'done when', as a user types it."""
+    run_dir = tmp_path / "x"
+    result = subprocess.run(
+        [sys.executable, "-m", "purecover", "data", DEMO, "-q",
+         "--set", "data.dataset=hotpotqa", "--set", f"data.path={sample_file('hotpotqa')}",
+         "--set", "data.corpus=shared", "--set", "data.k1=20", "--set", f"run_dir={run_dir}"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (run_dir / "candidates.jsonl").read_text().splitlines()]
+    assert len(records) == 252 and all(len(r["docs"]) == 20 for r in records)

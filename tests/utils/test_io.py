@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from purecover.utils.io import ResumableJsonl, atomic_write_json, atomic_write_text, read_jsonl
+
+
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_resumable_skips_done_and_appends(tmp_path):
+    path = tmp_path / "out.jsonl"
+    with ResumableJsonl(path) as out:
+        out.write({"qid": "a", "x": 1})
+        out.write({"qid": "b", "x": 2})
+    with ResumableJsonl(path) as out:
+        assert out.done == {"a", "b"} and out.repaired == 0
+        out.write({"qid": "c", "x": 3})
+    assert [r["qid"] for r in _lines(path)] == ["a", "b", "c"]
+
+
+def test_truncated_last_line_is_cut_and_redone(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"qid": "a"}\n{"qid": "b"}\n{"qid": "c", "doc')
+    with ResumableJsonl(path) as out:
+        assert out.done == {"a", "b"} and out.repaired == 1
+        out.write({"qid": "c", "doc": 1})
+    assert [r["qid"] for r in _lines(path)] == ["a", "b", "c"]
+
+
+def test_corrupt_complete_last_line_is_cut(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"qid": "a"}\n{"qid": \n')
+    with ResumableJsonl(path) as out:
+        assert out.done == {"a"} and out.repaired == 1
+    assert path.read_text() == '{"qid": "a"}\n'
+
+
+def test_corrupt_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"qid": "a"}\nGARBAGE\n{"qid": "c"}\n')
+    with pytest.raises(ValueError, match=r"out.jsonl:2: corrupt record"):
+        ResumableJsonl(path)
+
+
+def test_duplicates_are_refused(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"qid": "a"}\n{"qid": "a"}\n')
+    with pytest.raises(ValueError, match="duplicate qid 'a'"):
+        ResumableJsonl(path)
+    with ResumableJsonl(tmp_path / "new.jsonl") as out:
+        out.write({"qid": "x"})
+        with pytest.raises(ValueError, match="written twice"):
+            out.write({"qid": "x"})
+
+
+def test_atomic_write_leaves_no_temp_files_and_replaces(tmp_path):
+    path = tmp_path / "sub" / "f.json"
+    atomic_write_json(path, {"a": 1})
+    atomic_write_text(path, "new")
+    assert path.read_text() == "new"
+    assert os.listdir(path.parent) == ["f.json"]
+
+
+def test_unwritable_output_location_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(OSError, match="cannot create output directory .*a_file/run"):
+        atomic_write_text(blocker / "run" / "f.txt", "x")
+    with pytest.raises(OSError, match="cannot create output directory"):
+        ResumableJsonl(blocker / "run" / "candidates.jsonl")
+
+
+def test_read_only_directory_is_a_clear_error(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("root can write into read-only directories; covered by the test above")
+        with pytest.raises(PermissionError, match="not writable"):
+            atomic_write_text(locked / "f.txt", "x")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_read_jsonl_names_file_and_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"a": 1}\n\n[1]\n')
+    with pytest.raises(ValueError, match=r"r.jsonl:3: expected a JSON object"):
+        list(read_jsonl(path))
