@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..utils.io import JsonlLineError, iter_json_lines
 from .errors import DataFormatError
 
 __all__ = ["iter_json_array", "iter_jsonl", "iter_records"]
@@ -22,17 +23,11 @@ _WS = " \t\r\n"
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
     """Yield (``"line N"``, object) for each non-blank line; invalid JSON raises DataFormatError."""
-    path = Path(path)
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(str(path), f"line {lineno}", None,
-                                      f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    try:
+        for lineno, obj in iter_json_lines(path):
             yield f"line {lineno}", obj
+    except JsonlLineError as exc:
+        raise DataFormatError(str(exc.path), f"line {exc.lineno}", None, exc.problem) from None
 
 
 def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:

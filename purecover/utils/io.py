@@ -18,7 +18,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ResumableJsonl", "atomic_write_json", "atomic_write_text", "read_jsonl", "write_jsonl_atomic"]
+__all__ = ["JsonlLineError", "ResumableJsonl", "atomic_write_json", "atomic_write_text", "iter_json_lines", "read_jsonl", "write_jsonl_atomic"]
 
 
 def _check_writable_dir(directory: Path) -> None:
@@ -58,20 +58,33 @@ def write_jsonl_atomic(path: str | Path, records: Iterable[dict[str, Any]]) -> i
     return len(lines)
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, record) of a JSONL file; a bad line raises ValueError naming file and line."""
+class JsonlLineError(ValueError):
+    """A JSONL line that does not parse; carries the file and 1-based line number."""
+
+    def __init__(self, path: Path, lineno: int, problem: str) -> None:
+        self.path, self.lineno, self.problem = path, lineno, problem
+        super().__init__(f"{path}:{lineno}: {problem}")
+
+
+def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, value) for each non-blank line; bad JSON raises JsonlLineError."""
     path = Path(path)
     with path.open("r", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
+                raise JsonlLineError(path, lineno, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, record) of a JSONL file of objects; errors name file and line."""
+    for lineno, record in iter_json_lines(path):
+        if not isinstance(record, dict):
+            raise JsonlLineError(Path(path), lineno, f"expected a JSON object, got {type(record).__name__}")
+        yield lineno, record
 
 
 class ResumableJsonl:

@@ -19,14 +19,19 @@ from ._fields import RecordView, join_sentences
 __all__ = ["load_2wiki_aliases", "parse_2wiki", "parse_hotpotqa"]
 
 
-def _context_pairs(view: RecordView, value: Any, field: str) -> list[tuple[str, list[str]]]:
-    if isinstance(value, dict):  # Hub layout: {"title": [...], "sentences": [[...]]}
+def _rows(view: RecordView, value: Any, field: str, second: str) -> list[Any]:
+    """Pairs as rows: the official ``[[title, x], ...]`` or the Hub's ``{"title": [...], second: [...]}``."""
+    if isinstance(value, dict):
         titles = view.check(value.get("title"), f"{field}.title", list)
-        sents = view.check(value.get("sentences"), f"{field}.sentences", list)
-        if len(titles) != len(sents):
-            raise view.fail(field, f"{len(titles)} titles but {len(sents)} sentence lists")
-        value = [[t, s] for t, s in zip(titles, sents)]
-    view.check(value, field, list)
+        others = view.check(value.get(second), f"{field}.{second}", list)
+        if len(titles) != len(others):
+            raise view.fail(field, f"{len(titles)} titles but {len(others)} {second} entries")
+        return [[t, o] for t, o in zip(titles, others)]
+    return view.check(value, field, list)
+
+
+def _context_pairs(view: RecordView, value: Any, field: str) -> list[tuple[str, list[str]]]:
+    value = _rows(view, value, field, "sentences")
     pairs = []
     for i, item in enumerate(value):
         f = f"{field}[{i}]"
@@ -41,13 +46,7 @@ def _context_pairs(view: RecordView, value: Any, field: str) -> list[tuple[str, 
 
 
 def _supporting_pairs(view: RecordView, value: Any, field: str) -> list[tuple[str, int]]:
-    if isinstance(value, dict):  # Hub layout: {"title": [...], "sent_id": [...]}
-        titles = view.check(value.get("title"), f"{field}.title", list)
-        ids = view.check(value.get("sent_id"), f"{field}.sent_id", list)
-        if len(titles) != len(ids):
-            raise view.fail(field, f"{len(titles)} titles but {len(ids)} sentence ids")
-        value = [[t, s] for t, s in zip(titles, ids)]
-    view.check(value, field, list)
+    value = _rows(view, value, field, "sent_id")
     pairs = []
     for i, item in enumerate(value):
         f = f"{field}[{i}]"
