@@ -51,6 +51,20 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from .teacher.job import run_calibrate_stage
+
+    _print_summary("calibrate", run_calibrate_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
+def _cmd_label(args: argparse.Namespace) -> int:
+    from .teacher.job import run_label_stage
+
+    _print_summary("label", run_label_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
 def _print_summary(stage: str, summary: dict[str, Any]) -> None:
     width = max(len(k) for k in summary)
     print(f"purecover {stage}: done")
@@ -67,6 +81,22 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "or a corpus JSONL), retrieve data.k1 passages per question with data.retriever (bm25 or dense) "
         "and write run_dir/candidates.jsonl. Resumable: a rerun skips questions already written.",
         _cmd_data,
+    ),
+    "calibrate": (
+        "teacher position-bias calibration -> run_dir/bias.json",
+        "Run the teacher once over the prompt template with data.k1 content-free documents and a fixed dummy "
+        "reasoning trace; write the per-position attention bias to run_dir/bias.json (keys: model, k1, "
+        "template, layers). Needed by `label` when teacher.calibrate is true.",
+        _cmd_calibrate,
+    ),
+    "label": (
+        "teacher labels: CoT, attention coverage, greedy subset -> run_dir/labels.jsonl",
+        "Read run_dir/candidates.jsonl; get reasoning steps (teacher.steps: model = the teacher's reply, "
+        "oracle = the dataset's decomposition), estimate step weights e and coverage W (teacher.estimator: "
+        "attention or embedding), optionally fuse LANCER ratings, and select a subset with the "
+        "coverage-minus-noise greedy. Resumable. For several processes/GPUs use "
+        "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, rank 0 merges).",
+        _cmd_label,
     ),
     "config": (
         "print the resolved recipe (validates keys and overrides)",
@@ -104,8 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("bm25s", "httpx", "urllib3", "filelock"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    noisy = ("bm25s", "httpx", "urllib3", "filelock")
+
+    def quiet_libraries(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not record.name.startswith(noisy)
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(quiet_libraries)
     from .data.errors import DataFormatError, HubUnavailableError
 
     try:

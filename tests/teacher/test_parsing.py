@@ -1,0 +1,285 @@
+"""Parsing the teacher's reply into steps and an answer, with the documented fallbacks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from purecover.teacher.parsing import ParsedReply, parse_reply
+
+Q = "Which river flows through the town where Ada Brill was born?"
+
+
+# ---------------------------------------------------------------------------- canonical form
+
+
+def test_canonical_reply():
+    reply = "[Step 1]: Ada Brill was born in Tollbridge.\n[Step 2]: The Mirren flows through Tollbridge.\n[Answer]: Mirren"
+    r = parse_reply(reply, Q)
+    assert isinstance(r, ParsedReply)
+    assert r.steps == ["Ada Brill was born in Tollbridge.", "The Mirren flows through Tollbridge."]
+    assert r.answer == "Mirren"
+    assert r.status == "ok"
+    assert r.reason is None
+
+
+def test_step_text_keeps_inner_punctuation_and_collapses_spaces():
+    r = parse_reply("[Step 1]:   A:  b - c.   \n[Answer]:  x   y ", Q)
+    assert r.steps == ["A: b - c."]
+    assert r.answer == "x y"
+
+
+def test_step_numbers_need_not_be_consecutive_or_single_digit():
+    r = parse_reply("Step 10: ten\nStep 3: three\nAnswer: x", Q)
+    assert r.steps == ["ten", "three"]
+    assert r.status == "ok"
+
+
+# ---------------------------------------------------------------------------- tolerant variants
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[step 1]: one\n[STEP 2]: two\n[answer]: x",
+        "Step 1: one\nStep 2: two\nAnswer: x",
+        "**Step 1:** one\n**Step 2:** two\n**Answer:** x",
+        "**Step 1.** one\n**Step 2.** two\n**Answer:** x",
+        "Step 1 - one\nStep 2 - two\nAnswer - x",
+        "step 1. one\nstep 2. two\nanswer: x",
+        "Step 1) one\nStep 2) two\nAnswer: x",
+        "[Step 1] one\n[Step 2] two\n[Answer]: x",
+        "  [Step 1]:  one\n\t[Step 2]:two\n   [Answer] : x",
+        "Step 1 : one\nStep 2 :- two\n(Answer) - x",
+        "step1: one\nstep2: two\nanswer: x",
+        "Step 1 – one\nStep 2 — two\nAnswer — x",
+        "### Step 1: one\n### Step 2: two\n### Answer: x",
+    ],
+)
+def test_marker_variants(reply):
+    r = parse_reply(reply, Q)
+    assert r.steps == ["one", "two"]
+    assert r.answer == "x"
+    assert (r.status, r.reason) == ("ok", None)
+
+
+def test_mixed_marker_styles_in_one_reply():
+    r = parse_reply("**Step 1:** first\nStep 2 - second\nstep 3. third\n[Answer]: z", Q)
+    assert r.steps == ["first", "second", "third"]
+    assert r.answer == "z"
+    assert r.status == "ok"
+
+
+@pytest.mark.parametrize("marker", ["(Step {n}) - ", "[Step {n}] : ", "[Step {n}] - "])
+def test_bracketed_marker_followed_by_spaced_separator(marker):
+    reply = marker.format(n=1) + "one\n" + marker.format(n=2) + "two\nAnswer: x"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["one", "two"]
+
+
+def test_multi_line_steps_are_joined():
+    reply = "[Step 1]: Ada Brill\nwas born in\n\n   Tollbridge.\n[Step 2]: The Mirren\nflows there.\n[Answer]: Mirren"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["Ada Brill was born in Tollbridge.", "The Mirren flows there."]
+    assert r.answer == "Mirren"
+    assert r.status == "ok"
+
+
+def test_preamble_is_ignored():
+    reply = "Sure! Let me think about this carefully.\nHere is my reasoning:\n\n[Step 1]: one\n[Answer]: x"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["one"]
+    assert r.answer == "x"
+    assert r.status == "ok"
+
+
+def test_text_after_the_answer_is_ignored():
+    reply = "[Step 1]: one\n[Answer]: x\nI hope this helps!\n[Step 2]: not a step\n[Answer]: y"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["one"]
+    assert r.answer == "x"
+    assert r.status == "ok"
+
+
+@pytest.mark.parametrize("marker", ["Final answer:", "Final Answer:", "**Final answer:**", "[Answer]:", "Answer:"])
+def test_answer_on_the_next_non_empty_line(marker):
+    reply = f"[Step 1]: one\n{marker}\n\n   Paris  \nmore text"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["one"]
+    assert r.answer == "Paris"
+    assert r.status == "ok"
+
+
+def test_final_answer_inline():
+    r = parse_reply("Step 1: one\nFinal answer: Paris, France", Q)
+    assert r.answer == "Paris, France"
+    assert r.steps == ["one"]
+
+
+def test_answer_marker_ends_the_last_multiline_step():
+    r = parse_reply("[Step 1]: one\ncontinued\nAnswer: x", Q)
+    assert r.steps == ["one continued"]
+    assert r.answer == "x"
+
+
+def test_words_starting_like_markers_are_not_markers():
+    # "Steps" and "Answers" are not markers: no step lines → sentence fallback
+    r = parse_reply("Steps are needed here. Answers come later.", Q)
+    assert r.status == "fallback"
+    assert r.steps == ["Steps are needed here.", "Answers come later."]
+
+
+# ---------------------------------------------------------------------------- fallbacks
+
+
+def test_no_step_markers_uses_sentences():
+    reply = "Ada Brill was born in Tollbridge. The Mirren flows through it!\nSo the river is the Mirren.\n[Answer]: Mirren"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["Ada Brill was born in Tollbridge.", "The Mirren flows through it!", "So the river is the Mirren."]
+    assert r.answer == "Mirren"
+    assert r.status == "fallback"
+    assert "no [Step N] lines" in r.reason
+    assert "3 sentence" in r.reason
+    assert "no [Answer]" not in r.reason
+
+
+def test_sentence_fallback_keeps_at_most_max_steps():
+    reply = " ".join(f"Sentence number {i}." for i in range(10)) + "\nAnswer: x"
+    r = parse_reply(reply, Q, max_steps=3)
+    assert r.steps == ["Sentence number 0.", "Sentence number 1.", "Sentence number 2."]
+    assert r.status == "fallback"
+
+
+def test_no_answer_uses_the_last_step():
+    r = parse_reply("[Step 1]: one\n[Step 2]: the Mirren", Q)
+    assert r.steps == ["one", "the Mirren"]
+    assert r.answer == "the Mirren"
+    assert r.status == "fallback"
+    assert r.reason is not None and "no [Answer]" in r.reason
+    assert "no [Step N]" not in r.reason
+
+
+def test_empty_answer_marker_at_end_falls_back_to_last_step():
+    r = parse_reply("[Step 1]: one\n[Answer]:\n\n", Q)
+    assert r.answer == "one"
+    assert r.status == "fallback"
+    assert "no [Answer]" in r.reason
+
+
+def test_no_markers_at_all_uses_both_fallbacks():
+    r = parse_reply("The sky is blue. Grass is green.", Q)
+    assert r.steps == ["The sky is blue.", "Grass is green."]
+    assert r.answer == "Grass is green."
+    assert r.status == "fallback"
+    assert "no [Step N] lines" in r.reason and "no [Answer]" in r.reason
+
+
+@pytest.mark.parametrize("reply", ["", "   ", "\n\n\t\n", "***"])
+def test_empty_reply_uses_the_question(reply):
+    r = parse_reply(reply, "  What is   the capital?  ")
+    assert r.steps == ["What is the capital?"]
+    assert r.answer == ""
+    assert r.status == "fallback"
+    assert "empty reply" in r.reason
+
+
+def test_answer_only_reply_uses_the_question_but_keeps_the_answer():
+    r = parse_reply("[Answer]: Paris", Q)
+    assert r.steps == [Q]
+    assert r.answer == "Paris"
+    assert r.status == "fallback"
+    assert "question" in r.reason
+
+
+def test_empty_step_markers_are_dropped():
+    r = parse_reply("[Step 1]:\n[Step 2]: two\n[Step 3]: **\n[Answer]: x", Q)
+    assert r.steps == ["two"]
+    assert r.status == "ok"
+
+
+# ---------------------------------------------------------------------------- max_steps
+
+
+def test_more_than_max_steps_keeps_the_first():
+    reply = "\n".join(f"[Step {i}]: s{i}" for i in range(1, 9)) + "\n[Answer]: a"
+    r = parse_reply(reply, Q, max_steps=5)
+    assert r.steps == ["s1", "s2", "s3", "s4", "s5"]
+    assert r.answer == "a"
+    assert r.status == "ok"
+    assert r.reason is not None and "8 steps" in r.reason and "5" in r.reason
+
+
+def test_exactly_max_steps_has_no_reason():
+    reply = "\n".join(f"[Step {i}]: s{i}" for i in range(1, 4)) + "\n[Answer]: a"
+    r = parse_reply(reply, Q, max_steps=3)
+    assert r.steps == ["s1", "s2", "s3"]
+    assert (r.status, r.reason) == ("ok", None)
+
+
+def test_too_many_steps_and_no_answer():
+    reply = "\n".join(f"[Step {i}]: s{i}" for i in range(1, 5))
+    r = parse_reply(reply, Q, max_steps=2)
+    assert r.steps == ["s1", "s2"]
+    assert r.answer == "s2"  # the last *kept* step
+    assert r.status == "fallback"
+    assert "4 steps" in r.reason and "no [Answer]" in r.reason
+
+
+# ---------------------------------------------------------------------------- properties
+
+
+def _check(r: ParsedReply, max_steps: int) -> None:
+    assert isinstance(r, ParsedReply)
+    assert 1 <= len(r.steps) <= max_steps
+    assert all(isinstance(s, str) and s.strip() for s in r.steps)
+    assert isinstance(r.answer, str)
+    assert r.status in {"ok", "fallback"}
+    assert r.reason is None or isinstance(r.reason, str)
+    if r.status == "fallback":
+        assert r.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(reply=st.text(), max_steps=st.integers(1, 8))
+def test_arbitrary_text_never_breaks(reply, max_steps):
+    _check(parse_reply(reply, Q, max_steps=max_steps), max_steps)
+
+
+_marker = st.sampled_from([
+    "[Step {n}]: ", "Step {n}: ", "**Step {n}:** ", "Step {n} - ", "step {n}. ", "(Step {n}) ", "STEP{n})",
+    "[Answer]: ", "Answer: ", "Final answer:", "**Answer:**", "answer -", "", "* ", "- ", "1. ",
+])
+_junk = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(["", " ", "*", "**", ":", "Paris.", "The river is blue. It flows!", "Step", "Answer",
+                     "\u2028", "\r", "\x85", "step step 1:", "[Step]:", "?!."]),
+)
+
+
+@st.composite
+def _structured_reply(draw) -> str:
+    lines = []
+    for _ in range(draw(st.integers(0, 14))):
+        marker = draw(_marker).format(n=draw(st.integers(0, 12)))
+        lines.append(marker + draw(_junk))
+    return draw(st.sampled_from(["\n", "\r\n", "\n\n"])).join(lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reply=_structured_reply(), max_steps=st.integers(1, 8))
+def test_structured_mixes_never_break(reply, max_steps):
+    _check(parse_reply(reply, Q, max_steps=max_steps), max_steps)
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=st.lists(st.from_regex(r"[A-Za-z][A-Za-z ,]{0,20}[a-z]", fullmatch=True), min_size=1, max_size=8),
+       answer=st.from_regex(r"[A-Za-z][A-Za-z ]{0,10}[a-z]", fullmatch=True), max_steps=st.integers(1, 8))
+def test_canonical_round_trip(steps, answer, max_steps):
+    reply = "".join(f"[Step {n}]: {s}\n" for n, s in enumerate(steps, 1)) + f"[Answer]: {answer}"
+    r = parse_reply(reply, Q, max_steps=max_steps)
+    norm = [" ".join(s.split()) for s in steps]
+    assert r.steps == norm[:max_steps]
+    assert r.answer == " ".join(answer.split())
+    assert r.status == "ok"
+    assert (r.reason is None) == (len(steps) <= max_steps)

@@ -1,0 +1,82 @@
+"""Prompt layout and span mapping: spans decode to exactly the document, step and answer texts."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from purecover.teacher.prompts import (
+    build_reasoning_prompt,
+    build_teacher_sequence,
+    canonical_reply,
+    char_span_to_tokens,
+    template_key,
+)
+
+DOCS = [
+    {"doc_id": "a", "title": "Tollbridge", "text": "Tollbridge is a market town on the Mirren."},
+    {"doc_id": "b", "title": "", "text": "Ada Brill was born in Tollbridge in 1841."},
+    {"doc_id": "c", "title": "Café Ölm", "text": "A café with ünïcode — and “quotes”."},
+]
+
+
+@pytest.fixture(scope="module")
+def tok(qwen_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+
+
+def test_prompt_uses_chat_template_and_lists_documents(tok):
+    prompt, spans = build_reasoning_prompt(tok, "Which river flows through Ada Brill's birthplace?", DOCS)
+    assert prompt.startswith("<|im_start|>system") and prompt.endswith("<|im_start|>assistant\n")
+    assert "[1] Tollbridge\n" in prompt and "[2] Ada Brill" in prompt and "[Step N]:" in prompt
+    assert [prompt[a:b] for a, b in spans] == [
+        "Tollbridge\nTollbridge is a market town on the Mirren.", "Ada Brill was born in Tollbridge in 1841.",
+        "Café Ölm\nA café with ünïcode — and “quotes”."]
+
+
+def test_plain_prompt_without_chat_template(tok):
+    tok_plain = type(tok).from_pretrained(tok.name_or_path)
+    tok_plain.chat_template = None
+    prompt, spans = build_reasoning_prompt(tok_plain, "Q?", DOCS[:1])
+    assert not prompt.startswith("<|im_start|>") and prompt[spans[0][0] : spans[0][1]].startswith("Tollbridge\n")
+    assert template_key(tok_plain) != template_key(tok)
+
+
+def test_canonical_reply_spans():
+    text, steps, answer = canonical_reply(["First fact.", "Second fact."], "Mirren")
+    assert text == "[Step 1]: First fact.\n[Step 2]: Second fact.\n[Answer]: Mirren"
+    assert [text[a:b] for a, b in steps] == ["First fact.", "Second fact."]
+    assert text[answer[0] : answer[1]] == "Mirren"
+
+
+def test_token_spans_decode_to_the_segments(tok):
+    prompt, spans = build_reasoning_prompt(tok, "Which river?", DOCS)
+    seq = build_teacher_sequence(tok, prompt, spans, ["Ada Brill was born in Tollbridge.", "The Mirren flows there."],
+                                 "the Mirren")
+    assert seq.input_ids == tok(seq.text, add_special_tokens=False)["input_ids"]
+
+    def decode(span):
+        return tok.decode(seq.input_ids[span[0] : span[1]])
+
+    assert decode(seq.doc_spans[0]).strip() == "Tollbridge\nTollbridge is a market town on the Mirren."
+    assert decode(seq.doc_spans[2]).strip() == "Café Ölm\nA café with ünïcode — and “quotes”."
+    assert [decode(s).strip() for s in seq.step_spans] == ["Ada Brill was born in Tollbridge.",
+                                                           "The Mirren flows there."]
+    assert decode(seq.answer_span).strip() == "the Mirren"
+    # The identifier labels are outside the document spans.
+    assert "[1]" not in decode(seq.doc_spans[0]) and "[Step" not in decode(seq.step_spans[0])
+    # Spans are ordered and disjoint.
+    flat = [*seq.doc_spans, *seq.step_spans, seq.answer_span]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(flat))
+
+
+def test_char_span_to_tokens_edges():
+    offsets = [(0, 3), (3, 4), (4, 9), (9, 9), (9, 12)]
+    assert char_span_to_tokens(offsets, (3, 9)) == (1, 3)
+    assert char_span_to_tokens(offsets, (2, 5)) == (0, 3)  # overlapping tokens are included
+    assert char_span_to_tokens(offsets, (9, 9)) == (3, 3)  # empty span: empty token range
+    with pytest.raises(ValueError, match="covers no token"):
+        char_span_to_tokens(offsets, (12, 15))
