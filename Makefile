@@ -31,6 +31,9 @@ demo: setup
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval.py --out benchmarks/results/retrieval.json
+	$(BIN)/python benchmarks/solver.py --out benchmarks/results/solver.json
+	$(BIN)/python benchmarks/attention_capture.py --out benchmarks/results/attention_capture.json
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/oracle_labels.py --out benchmarks/results/oracle_labels.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -12,21 +12,10 @@ TEXT = ("The Mirren rises in the Hollin hills and flows west through Tollbridge,
 
 
 def tiny(arch: str, tokenizer, **extra):
-    from transformers import (
-        LlamaConfig,
-        LlamaForCausalLM,
-        MistralConfig,
-        MistralForCausalLM,
-        Qwen2Config,
-        Qwen2ForCausalLM,
-    )
+    from purecover.models.tiny import tiny_causal_lm
 
-    cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM),
-           "mistral": (MistralConfig, MistralForCausalLM)}[arch]
-    torch.manual_seed(0)
-    config = cls[0](vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, **extra)
-    model = cls[1](config).eval()
+    model = tiny_causal_lm(arch, len(tokenizer), hidden_size=64, intermediate_size=96, num_layers=3,
+                           max_position_embeddings=4096, **extra)
     model.set_attn_implementation("sdpa")
     return model
 
