@@ -34,6 +34,9 @@ bench: setup
 	$(BIN)/python benchmarks/solver.py --out benchmarks/results/solver.json
 	$(BIN)/python benchmarks/attention_capture.py --out benchmarks/results/attention_capture.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/oracle_labels.py --out benchmarks/results/oracle_labels.json
+	$(BIN)/python benchmarks/perm_loss.py --out benchmarks/results/perm_loss.json
+	$(BIN)/python benchmarks/selector.py --out benchmarks/results/selector.json
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --out benchmarks/results/learnability.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -65,6 +65,27 @@ def _cmd_label(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .train.run import run_train_stage
+
+    _print_summary("train", run_train_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .train.export import run_export_stage
+
+    _print_summary("export", run_export_stage(_recipe(args)))
+    return 0
+
+
+def _cmd_select(args: argparse.Namespace) -> int:
+    from .models.select_job import run_select_stage
+
+    _print_summary("select", run_select_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
 def _print_summary(stage: str, summary: dict[str, Any]) -> None:
     width = max(len(k) for k in summary)
     print(f"purecover {stage}: done")
@@ -97,6 +118,29 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "coverage-minus-noise greedy. Resumable. For several processes/GPUs use "
         "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, rank 0 merges).",
         _cmd_label,
+    ),
+    "train": (
+        "distil the student (LoRA) from labels.jsonl -> run_dir/checkpoints/",
+        "Train the student selector with L = L_CL + student.lm_weight * L_LM (exact permutation-invariant LM "
+        "loss for up to student.m_exact selected passages). student.training takes any transformers "
+        "TrainingArguments field. Resumes from the last checkpoint. Calibrates the threshold tau3 on the "
+        "held-out split. Multi-GPU / DeepSpeed: accelerate launch --config_file configs/accelerate/<cfg>.yaml "
+        "-m purecover.train RECIPE [--set ...].",
+        _cmd_train,
+    ),
+    "export": (
+        "merge the LoRA student into its base -> run_dir/selector/ (safetensors, selector_config.json)",
+        "Merge the trained adapter of run_dir/checkpoints/final into the base model (export.merge: true) and "
+        "write a plain transformers model (safetensors shards), its tokenizer, selector_config.json "
+        "(identifiers, prompt template, k1, tau3, k_max, min_select) and a model card to run_dir/selector/ "
+        "(written to a temporary directory, then renamed into place).",
+        _cmd_export,
+    ),
+    "select": (
+        "run the exported selector over candidates.jsonl -> run_dir/selections.jsonl",
+        "Load run_dir/selector/ and score every candidate of run_dir/candidates.jsonl in one forward pass per "
+        "question; write the selected positions, all identifier logits and probabilities. Resumable.",
+        _cmd_select,
     ),
     "config": (
         "print the resolved recipe (validates keys and overrides)",

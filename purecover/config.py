@@ -110,8 +110,9 @@ class TeacherConfig:
 
 @dataclass
 class LoraConfig:
-    """`student.lora`: peft LoRA hyper-parameters."""
+    """`student.lora`: peft LoRA hyper-parameters (`enabled: false` trains all weights)."""
 
+    enabled: bool = True
     r: int = 16
     alpha: int = 32
     dropout: float = 0.05
@@ -128,6 +129,14 @@ class StudentConfig:
     m_exact: int = 5
     max_passage_tokens: int = 192
     training: dict[str, Any] = field(default_factory=dict)  # transformers TrainingArguments fields
+    # Additions beyond DESIGN §8 (documented in README):
+    identifiers: Literal["letters", "letters52"] = "letters"
+    eval_fraction: float = 0.1  # held-out share of labelled questions (eval loss, subset F1, tau3)
+    k_max: int | None = None  # at most this many passages kept at inference (None: teacher.budget)
+    min_select: int = 1  # at least this many passages kept at inference
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    score_chunk: int = 16  # orderings scored per batch in the permutation-invariant loss
+    trust_remote_code: bool = False
 
 
 @dataclass
@@ -168,7 +177,16 @@ class Recipe:
 
 
 class _RecipeLoader(yaml.SafeLoader):
-    """SafeLoader that also reads `1e-5` as a float (YAML 1.2), as people write learning rates."""
+    """SafeLoader with YAML 1.2 scalars: `1e-5` is a float, and only true/false are booleans
+    (YAML 1.1 would turn `eval_strategy: no` into False)."""
+
+
+_RecipeLoader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_RecipeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 
 _FLOAT_RE = re.compile(
@@ -345,6 +363,10 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(obj.m_exact >= 1, "m_exact", "must be >= 1")
         need(obj.max_passage_tokens >= 8, "max_passage_tokens", "must be >= 8")
         need(obj.lm_weight >= 0, "lm_weight", "must be >= 0")
+        need(0.0 <= obj.eval_fraction < 1.0, "eval_fraction", "must be in [0, 1)")
+        need(obj.k_max is None or obj.k_max >= 1, "k_max", "must be >= 1 or null")
+        need(obj.min_select >= 0, "min_select", "must be >= 0")
+        need(obj.score_chunk >= 1, "score_chunk", "must be >= 1")
     elif isinstance(obj, EvalConfig):
         need(all(b >= 1 for b in obj.budgets), "budgets", "every budget must be >= 1")
 

@@ -33,6 +33,10 @@ def test_yaml_recipe_and_typed_overrides(tmp_path):
     assert r.teacher.layers == [0, 2]
     assert r.teacher.lancer.beta == 0.5
     assert r.student.training == {"learning_rate": 1e-5}
+    r = load_recipe(None, ["student.training.eval_strategy=no", "student.training.save_strategy=on",
+                           "teacher.calibrate=False"])
+    assert r.student.training == {"eval_strategy": "no", "save_strategy": "on"}  # YAML 1.2: not booleans
+    assert r.teacher.calibrate is False
 
 
 @pytest.mark.parametrize(

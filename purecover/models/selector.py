@@ -1,0 +1,394 @@
+"""The deployed selector: one forward pass over the prompt, first-token identifier logits, threshold τ3.
+
+    from purecover.models.selector import Selector
+
+    selector = Selector.from_pretrained("runs/demo/selector")            # HF transformers, CPU or GPU
+    result = selector.select("Who ...?", [{"title": "...", "text": "..."}, ...])
+    result.indices         # kept passages, best first
+    result.logits          # first-token logit s_k of every candidate, in candidate order
+    result.probabilities   # softmax over the present identifiers, in candidate order
+
+A selector directory holds the model (merged safetensors, or a LoRA adapter to load on
+``base_model``), the tokenizer and ``selector_config.json`` (DESIGN §4). Decisions follow
+DESIGN §3.7: keep {k : s_k > τ3}, ordered by s_k (ties: earlier candidate), at most k_max, at
+least min_select.
+
+Two backends behind one interface (`SelectorBackend`):
+
+- ``hf``: transformers. One forward pass per left-padded batch with position ids from the
+  attention mask and ``logits_to_keep=1``; the logits of every identifier are read from the full
+  vocabulary row at the first reply position (never a truncated top-k).
+- ``vllm`` (``pip install 'purecover[vllm]'``, needs a merged export): one generated token per
+  prompt with ``allowed_token_ids`` = the identifiers of the prompt's candidates and
+  ``logprobs_mode="processed_logits"``, so the returned "logprobs" are the logits of exactly those
+  identifiers. A missing identifier is an error, never a silently dropped candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from .identifiers import IdentifierScheme
+from .selection import select_from_scores, softmax_probabilities
+from .selector_prompt import build_selector_prompt, prompt_template
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "SELECTOR_CONFIG",
+    "HFSelectorBackend",
+    "SelectionResult",
+    "Selector",
+    "SelectorBackend",
+    "VLLMSelectorBackend",
+    "hf_identifier_logits",
+    "read_selector_config",
+]
+
+SELECTOR_CONFIG = "selector_config.json"
+_REQUIRED_KEYS = ("base_model", "identifiers", "prompt_template", "k1", "tau3", "k_max", "min_select")
+
+
+@dataclass
+class SelectionResult:
+    """One question's selection: kept candidate positions (best first) and the scores of all candidates."""
+
+    indices: list[int]
+    logits: list[float]
+    probabilities: list[float]
+
+    def to_record(self, qid: str) -> dict[str, Any]:
+        """The selections.jsonl record (DESIGN §4)."""
+        return {"qid": qid, "selected": list(self.indices), "logits": list(self.logits),
+                "probabilities": list(self.probabilities)}
+
+
+class SelectorBackend(Protocol):
+    """Computes first-reply-position logits of given identifier tokens for tokenised prompts."""
+
+    def identifier_logits(self, prompts: Sequence[Sequence[int]],
+                          identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
+        """For prompt i, the logit of each token of `identifier_ids[i]` (same order) at the next position."""
+        ...
+
+    def close(self) -> None:
+        """Free the backend's memory."""
+        ...
+
+
+# --------------------------------------------------------------------------- HF
+
+
+@torch.no_grad()
+def hf_identifier_logits(model: Any, prompts: Sequence[Sequence[int]], identifier_ids: Sequence[Sequence[int]],
+                         batch_size: int = 8, pad_id: int = 0) -> list[list[float]]:
+    """Identifier logits at the first reply position: one forward pass per left-padded batch.
+
+    Position ids come from the attention mask (so padding does not shift positions) and only the
+    last position's logits are computed (``logits_to_keep=1``); the full vocabulary row is kept
+    and indexed, so every identifier gets its logit.
+    """
+    if len(prompts) != len(identifier_ids):
+        raise ValueError(f"{len(prompts)} prompts but {len(identifier_ids)} identifier lists")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[list[float]] = []
+    try:
+        for i in range(0, len(prompts), batch_size):
+            batch = prompts[i : i + batch_size]
+            if any(len(p) == 0 for p in batch):
+                raise ValueError("empty prompt")
+            t = max(len(p) for p in batch)
+            ids = torch.full((len(batch), t), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), t), dtype=torch.long)
+            for j, p in enumerate(batch):
+                ids[j, t - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+                mask[j, t - len(p) :] = 1
+            ids, mask = ids.to(device), mask.to(device)
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
+                           logits_to_keep=1).logits[:, -1].float()
+            for j in range(len(batch)):
+                tok = torch.tensor(list(identifier_ids[i + j]), dtype=torch.long, device=logits.device)
+                out.append(logits[j, tok].cpu().tolist())
+    finally:
+        model.train(was_training)
+    return out
+
+
+class HFSelectorBackend:
+    """A transformers causal LM (merged selector, or base + LoRA adapter)."""
+
+    def __init__(self, model: Any, pad_id: int = 0, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model = model
+        self.pad_id = pad_id
+        self.batch_size = batch_size
+
+    @classmethod
+    def load(cls, path: str | Path, config: Mapping[str, Any], *, pad_id: int = 0, device: str = "auto",
+             dtype: str = "auto", device_map: str | None = None, trust_remote_code: bool = False,
+             batch_size: int = 8, attn_implementation: str = "sdpa") -> HFSelectorBackend:
+        from .loading import load_causal_lm
+
+        kwargs = {"dtype": dtype, "device": device, "device_map": device_map,
+                  "trust_remote_code": trust_remote_code, "attn_implementation": attn_implementation}
+        if config.get("adapter"):
+            try:
+                from peft import PeftModel
+            except ImportError as exc:  # pragma: no cover - peft is a dependency
+                raise ImportError(f"{path} holds a LoRA adapter (export.merge: false); loading it needs peft") from exc
+            base = load_causal_lm(str(config["base_model"]), **kwargs)
+            model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
+            model.eval()
+        else:
+            model = load_causal_lm(str(path), **kwargs)
+        return cls(model, pad_id=pad_id, batch_size=batch_size)
+
+    def identifier_logits(self, prompts: Sequence[Sequence[int]],
+                          identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
+        return hf_identifier_logits(self.model, prompts, identifier_ids, batch_size=self.batch_size,
+                                    pad_id=self.pad_id)
+
+    def close(self) -> None:
+        self.model = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- vLLM
+
+
+class VLLMSelectorBackend:
+    """vLLM's offline engine: one token per prompt, restricted to the prompt's identifiers.
+
+    ``max_logprobs`` is K1 and every request asks for as many logprobs as it has candidates, with
+    ``allowed_token_ids`` = those identifiers and ``logprobs_mode="processed_logits"``: after the
+    allowed-token mask every other token is −inf, so the top-n entries are exactly the n
+    identifiers, carrying their logits (greedy requests are not temperature-scaled).
+    """
+
+    def __init__(self, path: str | Path, k1: int, *, dtype: str = "auto", tensor_parallel_size: int = 1,
+                 trust_remote_code: bool = False, seed: int = 0, gpu_memory_utilization: float = 0.9,
+                 max_model_len: int | None = None, **llm_kwargs: Any) -> None:
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ImportError(
+                "the selector's vllm backend needs vLLM: pip install 'purecover[vllm]' (CUDA GPU machines), "
+                "or use backend='hf'"
+            ) from exc
+        self._vllm = vllm
+        self.k1 = int(k1)
+        kwargs: dict[str, Any] = {
+            "model": str(path), "tokenizer": str(path), "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
+            "trust_remote_code": trust_remote_code, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
+            "max_logprobs": self.k1, "logprobs_mode": "processed_logits",
+        }
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+        kwargs.update(llm_kwargs)
+        try:
+            self.llm = vllm.LLM(**kwargs)
+        except TypeError as exc:
+            if "logprobs_mode" in str(exc):
+                raise RuntimeError(
+                    "this vLLM does not accept logprobs_mode (needed to read raw identifier logits); "
+                    "upgrade vLLM (>= 0.10.2) or use backend='hf'") from exc
+            raise
+
+    def identifier_logits(self, prompts: Sequence[Sequence[int]],
+                          identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
+        if len(prompts) != len(identifier_ids):
+            raise ValueError(f"{len(prompts)} prompts but {len(identifier_ids)} identifier lists")
+        if not prompts:
+            return []
+        params = []
+        for ids in identifier_ids:
+            if not 1 <= len(ids) <= self.k1:
+                raise ValueError(f"{len(ids)} identifiers; the engine was started for 1..{self.k1} (max_logprobs)")
+            params.append(self._vllm.SamplingParams(max_tokens=1, temperature=0.0, logprobs=len(ids),
+                                                    allowed_token_ids=list(ids)))
+        requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        if len(outputs) != len(prompts):
+            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
+        result = []
+        for i, (out, ids) in enumerate(zip(outputs, identifier_ids)):
+            steps = out.outputs[0].logprobs if out.outputs else None
+            if not steps:
+                raise RuntimeError(f"vLLM returned no logprobs for prompt {i} (was logprobs requested?)")
+            first = steps[0]
+            row = []
+            for k, tok in enumerate(ids):
+                entry = first.get(tok)
+                value = getattr(entry, "logprob", entry)
+                if value is None or not math.isfinite(float(value)):
+                    raise RuntimeError(
+                        f"vLLM returned no finite logit for candidate {k} (identifier token {tok}) of prompt {i}: "
+                        f"got {len(first)} entries for {len(ids)} identifiers. Every candidate must be scored; "
+                        "check that max_logprobs >= K1 and logprobs_mode='processed_logits' are in effect")
+                row.append(float(value))
+            result.append(row)
+        return result
+
+    def close(self) -> None:
+        """Release the engine and its GPU memory."""
+        import gc
+
+        try:
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
+
+            destroy_model_parallel()
+            destroy_distributed_environment()
+        except Exception:  # pragma: no cover - best effort across vLLM versions
+            log.debug("vLLM parallel state teardown skipped", exc_info=True)
+        self.llm = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------- Selector
+
+
+def read_selector_config(path: str | Path) -> dict[str, Any]:
+    """``selector_config.json`` of a selector directory, with the required keys checked."""
+    file = Path(path) / SELECTOR_CONFIG
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} does not exist: not a selector directory (run `purecover export RECIPE`)")
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{file}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{file}: expected a JSON object")
+    missing = [k for k in _REQUIRED_KEYS if k not in config]
+    if missing:
+        raise ValueError(f"{file}: missing key(s) {', '.join(missing)}")
+    if not isinstance(config["k1"], int) or config["k1"] < 1:
+        raise ValueError(f"{file}: field 'k1' must be a positive integer, got {config['k1']!r}")
+    if not isinstance(config["tau3"], (int, float)):
+        raise ValueError(f"{file}: field 'tau3' must be a number, got {config['tau3']!r}")
+    return config
+
+
+def _as_doc(doc: Any, position: int) -> dict[str, Any]:
+    if isinstance(doc, str):
+        return {"title": "", "text": doc}
+    if isinstance(doc, Mapping) and isinstance(doc.get("text"), str):
+        return dict(doc)
+    raise TypeError(f"candidate {position}: expected a dict with a 'text' string (and optional 'title') or a str, "
+                    f"got {type(doc).__name__}")
+
+
+class Selector:
+    """A trained selector bound to its tokenizer, identifier scheme and threshold (see module docstring)."""
+
+    def __init__(self, tokenizer: Any, config: Mapping[str, Any], backend: SelectorBackend) -> None:
+        self.tokenizer = tokenizer
+        self.config = dict(config)
+        self.backend = backend
+        self.k1: int = int(config["k1"])
+        self.tau3: float = float(config["tau3"])
+        self.k_max: int | None = None if config.get("k_max") is None else int(config["k_max"])
+        self.min_select: int = int(config.get("min_select", 1))
+        self.max_passage_tokens: int = int(config.get("max_passage_tokens", 192))
+        self.scheme = IdentifierScheme.from_dict(config["identifiers"]).check(tokenizer, self.k1)
+        expected = prompt_template()
+        stored = config.get("prompt_template") or {}
+        if stored.get("hash") != expected["hash"]:
+            raise ValueError(
+                f"the selector was trained with prompt template {stored.get('layout')!r} (hash {stored.get('hash')}), "
+                f"but this purecover renders {expected['layout']!r} (hash {expected['hash']}); use the purecover "
+                "version recorded in selector_config.json")
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, backend: str = "hf", *, device: str = "auto", dtype: str = "auto",
+                        batch_size: int = 8, trust_remote_code: bool = False, **backend_kwargs: Any) -> Selector:
+        """Load a selector directory (``purecover export`` output) with the ``hf`` or ``vllm`` backend.
+
+        hf: `device` (auto | cpu | cuda[:N]), `dtype` (auto | float32 | bfloat16 | float16), `batch_size`
+        (prompts per forward pass), plus `device_map` / `attn_implementation`. vllm: `dtype` and any
+        `vllm.LLM` argument (tensor_parallel_size, gpu_memory_utilization, max_model_len, ...).
+        """
+        from .loading import load_tokenizer
+
+        if backend not in ("hf", "vllm"):
+            raise ValueError(f"unknown selector backend {backend!r}; expected hf or vllm")
+        path = Path(path)
+        config = read_selector_config(path)
+        if backend == "vllm" and config.get("adapter"):
+            raise ValueError(f"{path} holds a LoRA adapter (export.merge: false); the vllm backend needs a merged "
+                             "export: rerun `purecover export` with export.merge=true")
+        tokenizer = load_tokenizer(str(path), trust_remote_code=trust_remote_code, padding_side="left")
+        impl: SelectorBackend
+        if backend == "hf":
+            pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+            impl = HFSelectorBackend.load(path, config, pad_id=pad_id, device=device, dtype=dtype,
+                                          trust_remote_code=trust_remote_code, batch_size=batch_size,
+                                          **backend_kwargs)
+        else:
+            impl = VLLMSelectorBackend(path, int(config["k1"]), dtype=dtype, trust_remote_code=trust_remote_code,
+                                       **backend_kwargs)
+        return cls(tokenizer, config, impl)
+
+    def _prompt(self, question: str, docs: Sequence[Any], where: str) -> tuple[list[int], int]:
+        if not isinstance(question, str):
+            raise TypeError(f"{where}: question must be a str, got {type(question).__name__}")
+        if isinstance(docs, (str, bytes)) or not isinstance(docs, Sequence):
+            raise TypeError(f"{where}: docs must be a list of candidates, got {type(docs).__name__}")
+        if not docs:
+            raise ValueError(f"{where}: no candidate documents to select from")
+        if len(docs) > self.k1:
+            raise ValueError(f"{where}: {len(docs)} candidates, but this selector labels at most k1={self.k1} "
+                             f"(its identifier scheme was trained for {self.k1}); pass the top {self.k1} candidates")
+        rows = [_as_doc(d, i) for i, d in enumerate(docs)]
+        prompt = build_selector_prompt(self.tokenizer, question, rows, self.scheme, self.max_passage_tokens)
+        return prompt.input_ids, len(rows)
+
+    def select_batch(self, questions: Sequence[str], docs_lists: Sequence[Sequence[Any]], tau: float | None = None,
+                     k_max: int | None = None, min_select: int | None = None) -> list[SelectionResult]:
+        """`select` for many questions (the backend batches the forward passes)."""
+        if len(questions) != len(docs_lists):
+            raise ValueError(f"{len(questions)} questions but {len(docs_lists)} candidate lists")
+        tau = self.tau3 if tau is None else float(tau)
+        k_max = self.k_max if k_max is None else int(k_max)
+        min_select = self.min_select if min_select is None else int(min_select)
+        prompts, idents = [], []
+        for i, (q, docs) in enumerate(zip(questions, docs_lists)):
+            ids, n = self._prompt(q, docs, f"question {i}")
+            prompts.append(ids)
+            idents.append(self.scheme.token_ids[:n])
+        rows = self.backend.identifier_logits(prompts, idents)
+        results = []
+        for row, ids in zip(rows, idents):
+            if len(row) != len(ids):
+                raise RuntimeError(f"backend returned {len(row)} logits for {len(ids)} candidates")
+            results.append(SelectionResult(indices=select_from_scores(row, tau, min_select, k_max), logits=list(row),
+                                           probabilities=softmax_probabilities(row)))
+        return results
+
+    def select(self, question: str, docs: Sequence[Any], tau: float | None = None, k_max: int | None = None,
+               min_select: int | None = None) -> SelectionResult:
+        """Select among `docs` (dicts with ``text`` and optional ``title``, or plain strings, in retrieval order).
+
+        `tau`, `k_max`, `min_select` default to the calibrated values in selector_config.json.
+        """
+        return self.select_batch([question], [docs], tau=tau, k_max=k_max, min_select=min_select)[0]
+
+    def close(self) -> None:
+        self.backend.close()

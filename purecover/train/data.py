@@ -1,0 +1,121 @@
+"""Training examples: candidates.jsonl joined with labels.jsonl by qid, rendered as selector prompts.
+
+Every label must name a question of candidates.jsonl and every selected index must be a
+candidate position; violations are errors naming the file, line and field. Labels with
+``status: "error"`` carry no subset and are skipped (counted). The held-out split is a
+deterministic function of the qid (a hash), so it is the same on every run and process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..models.identifiers import IdentifierScheme
+from ..models.selector_prompt import build_selector_prompt
+from ..utils.io import read_jsonl
+
+__all__ = ["SelectorCollator", "SelectorDataset", "SelectorExample", "load_training_examples", "split_examples"]
+
+
+@dataclass
+class SelectorExample:
+    """One training question: prompt token ids, the teacher's subset (pick order), candidate count."""
+
+    qid: str
+    input_ids: list[int]
+    selected: list[int]
+    n_docs: int
+
+
+def load_training_examples(candidates_path: str | Path, labels_path: str | Path, tokenizer: Any,
+                           scheme: IdentifierScheme, max_passage_tokens: int) -> tuple[list[SelectorExample], dict]:
+    """Join the two files (order of labels.jsonl) and render prompts; returns (examples, counts)."""
+    candidates_path, labels_path = Path(candidates_path), Path(labels_path)
+    for p, stage in ((candidates_path, "data"), (labels_path, "label")):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} does not exist: run `purecover {stage} RECIPE` first")
+    cands = {rec["qid"]: rec for _, rec in read_jsonl(candidates_path) if "qid" in rec}
+    examples: list[SelectorExample] = []
+    counts = {"labels": 0, "used": 0, "skipped_error": 0}
+    seen: set[str] = set()
+    for lineno, lab in read_jsonl(labels_path):
+        counts["labels"] += 1
+        where = f"{labels_path}:{lineno}"
+        qid = lab.get("qid")
+        if not isinstance(qid, str):
+            raise ValueError(f"{where}: field 'qid': missing or not a string")
+        if qid not in cands:
+            raise ValueError(f"{where}: field 'qid': {qid!r} is not in {candidates_path} (labels from another run?)")
+        if qid in seen:
+            raise ValueError(f"{where}: field 'qid': duplicate {qid!r}")
+        seen.add(qid)
+        if lab.get("status") == "error":
+            counts["skipped_error"] += 1
+            continue
+        docs = cands[qid]["docs"]
+        selected = lab.get("selected")
+        if not isinstance(selected, list) or not all(isinstance(k, int) for k in selected):
+            raise ValueError(f"{where}: field 'selected': expected a list of candidate positions")
+        bad = [k for k in selected if not 0 <= k < len(docs)]
+        if bad:
+            raise ValueError(f"{where}: field 'selected': positions {bad} outside the {len(docs)} candidates of {qid!r}")
+        if len(set(selected)) != len(selected):
+            raise ValueError(f"{where}: field 'selected': repeated positions {selected}")
+        ids = lab.get("selected_doc_ids")
+        if ids and [docs[k].get("doc_id") for k in selected] != ids:
+            raise ValueError(f"{where}: field 'selected_doc_ids': do not match the candidates of {qid!r} "
+                             "(labels made from another candidates file?)")
+        prompt = build_selector_prompt(tokenizer, cands[qid]["question"], docs, scheme, max_passage_tokens)
+        examples.append(SelectorExample(qid, prompt.input_ids, list(selected), len(docs)))
+        counts["used"] += 1
+    if not examples:
+        raise ValueError(f"{labels_path}: no usable labels ({counts})")
+    return examples, counts
+
+
+def _unit(qid: str, seed: int) -> float:
+    return int(hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest()[:12], 16) / float(1 << 48)
+
+
+def split_examples(examples: Sequence[SelectorExample], eval_fraction: float, seed: int = 0
+                   ) -> tuple[list[SelectorExample], list[SelectorExample]]:
+    """(train, held-out) by a hash of (seed, qid); at least one training example is kept."""
+    held = [e for e in examples if _unit(e.qid, seed) < eval_fraction]
+    train = [e for e in examples if _unit(e.qid, seed) >= eval_fraction]
+    if not train:
+        train, held = list(examples), []
+    return train, held
+
+
+class SelectorDataset(torch.utils.data.Dataset):
+    """A list of `SelectorExample` as a torch dataset."""
+
+    def __init__(self, examples: Sequence[SelectorExample]) -> None:
+        self.examples = list(examples)
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> SelectorExample:
+        return self.examples[i]
+
+
+class SelectorCollator:
+    """Batch of examples → ``{"prompts": [LongTensor], "selected": [[int]], "n_docs": [int], "qids": [str]}``.
+
+    Prompts stay unpadded: the loss scores orderings per prompt and pads the training batch itself.
+    """
+
+    def __call__(self, features: Sequence[SelectorExample]) -> dict[str, Any]:
+        return {
+            "prompts": [torch.tensor(f.input_ids, dtype=torch.long) for f in features],
+            "selected": [list(f.selected) for f in features],
+            "n_docs": [f.n_docs for f in features],
+            "qids": [f.qid for f in features],
+        }

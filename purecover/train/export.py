@@ -1,0 +1,404 @@
+"""The export stage: a trained checkpoint → a self-contained selector directory (DESIGN §1, §4).
+
+    purecover export RECIPE [--set ...]        # run_dir/checkpoints/final → run_dir/selector/
+
+The selector directory holds:
+
+- the model: with ``export.merge: true`` (default) the LoRA adapter merged into the base model
+  (``PeftModel.from_pretrained(base, ckpt).merge_and_unload()``), or the fully trained model, as
+  safetensors shards that load with plain ``AutoModelForCausalLM.from_pretrained`` (no peft);
+  with ``export.merge: false`` the adapter itself (``adapter_config.json`` +
+  ``adapter_model.safetensors``) and ``"adapter": true`` in selector_config.json: it must be
+  loaded on ``base_model``;
+- the tokenizer (with its chat template);
+- ``selector_config.json``: base_model, identifiers, prompt_template, k1, tau3, k_max,
+  min_select, purecover_version, max_passage_tokens (+ ``adapter`` for an unmerged export);
+- ``README.md``: a model card (base model, data, teacher, losses, held-out subset F1, τ3, usage).
+
+Everything is written to a temporary directory beside the target and renamed into place; an
+existing export is renamed away first and deleted only after the new one is in place, so the
+target path always holds one complete export (or, for an instant between two renames, none).
+Nothing is pickled: weights are safetensors only and training_args.bin is not copied.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import Recipe, recipe_to_dict, section_fingerprint
+from ..models.identifiers import IdentifierScheme
+from ..models.selector import SELECTOR_CONFIG
+from ..utils.io import atomic_write_json, atomic_write_text
+from ..utils.provenance import write_stage_manifest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SELECTOR_DIR", "export_selector", "run_export_stage"]
+
+SELECTOR_DIR = "selector"
+STUDENT_META = "purecover_student.json"  # written by train/run.py into checkpoints/final/
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        log.warning("%s is not valid JSON; ignored for the model card", path)
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _read_meta(ckpt: Path) -> dict[str, Any]:
+    meta_path = ckpt / STUDENT_META
+    if not ckpt.is_dir():
+        raise FileNotFoundError(f"checkpoint {ckpt} does not exist: run `purecover train RECIPE` first")
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path} does not exist: {ckpt} is not a finished purecover student checkpoint "
+                                "(train writes it into checkpoints/final/ at the end)")
+    meta = _read_json(meta_path)
+    if meta is None:
+        raise ValueError(f"{meta_path}: not a JSON object")
+    for key in ("base_model", "identifiers", "k1", "tau3", "k_max", "min_select", "max_passage_tokens",
+                "prompt_template"):
+        if key not in meta:
+            raise ValueError(f"{meta_path}: missing field {key!r}")
+    return meta
+
+
+def _base_dtype(base_model: str, trust_remote_code: bool) -> str:
+    """The dtype the base model is stored in (config.json), float32 when unknown."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(base_model, trust_remote_code=trust_remote_code)
+    except Exception as exc:
+        log.warning("cannot read the config of %s (%s); exporting in float32", base_model, exc)
+        return "float32"
+    dt = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    name = str(dt).replace("torch.", "") if dt is not None else "float32"
+    return name if name in _DTYPES else "float32"
+
+
+def _save_model(model: Any, out: Path, max_shard_size: str | int) -> None:
+    import inspect
+
+    kwargs: dict[str, Any] = {"max_shard_size": max_shard_size}
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:  # transformers < 5
+        kwargs["safe_serialization"] = True
+    model.save_pretrained(str(out), **kwargs)
+
+
+def _check_no_pickle(directory: Path) -> None:
+    bad = sorted(p.name for p in directory.rglob("*") if p.is_file() and p.name.endswith(_PICKLE_SUFFIXES))
+    if bad:
+        raise RuntimeError(f"export would contain pickle-based files ({', '.join(bad)}); refusing (safetensors only)")
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return "n/a" if x is None else str(x)
+
+
+def _final_losses(log_history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last logged value of each loss in the Trainer's history."""
+    out: dict[str, Any] = {}
+    for entry in log_history or []:
+        for key in ("loss", "l_cl", "l_lm", "train_loss", "eval_loss", "eval_l_cl", "eval_l_lm", "eval_subset_f1"):
+            if key in entry:
+                out[key] = entry[key]
+        if "step" in entry:
+            out["step"] = entry["step"]
+    return out
+
+
+def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: Path | None, merged: bool) -> str:
+    base = selector_config["base_model"]
+    data_run = _read_json(run_dir / "data.run.json") if run_dir else None
+    label_run = _read_json(run_dir / "label.run.json") if run_dir else None
+    train_run = _read_json(run_dir / "train.run.json") if run_dir else None
+    is_adapter = bool(selector_config.get("adapter"))
+    lines = [
+        "---",
+        "library_name: " + ("peft" if is_adapter else "transformers"),
+        "tags: [purecover, retrieval-augmented-generation, document-selection, reranking]",
+        "---",
+        "",
+        "# purecover selector",
+        "",
+        "A distilled set-wise document selector for retrieval-augmented generation, trained with "
+        f"[purecover](https://github.com/) {selector_config['purecover_version']}. Given a question and up to "
+        f"K1 = {selector_config['k1']} retrieved candidates, one forward pass gives the first-token logit of each "
+        "candidate's identifier; the selector keeps every candidate whose logit exceeds τ3.",
+        "",
+        "## Model",
+        "",
+        f"- Base model: `{base}`",
+        "- Weights: " + ("LoRA adapter, **not merged**: load it on the base model (see below)" if is_adapter else
+                         ("LoRA adapter merged into the base model" if merged else "fully fine-tuned model")
+                         + " (safetensors)"),
+    ]
+    if meta.get("lora"):
+        lora = meta["lora"]
+        lines.append(f"- LoRA: r = {lora.get('r')}, alpha = {lora.get('alpha')}, dropout = {lora.get('dropout')}, "
+                     f"target modules = {lora.get('target_modules')}")
+    ids = selector_config["identifiers"]
+    lines += [
+        f"- Identifiers: scheme `{ids['name']}` ({', '.join(ids['labels'][: min(5, selector_config['k1'])])}, ...), "
+        f"separator {ids['separator']!r}",
+        f"- Prompt template: `{selector_config['prompt_template'].get('layout')}` "
+        f"(hash `{selector_config['prompt_template'].get('hash')}`)",
+        f"- Passages cut to {selector_config['max_passage_tokens']} tokens",
+        "",
+        "## Training data",
+        "",
+    ]
+    if data_run:
+        d = data_run.get("recipe", {}).get("data", {})
+        s = data_run.get("summary", {})
+        lines += [
+            f"- Dataset: {d.get('dataset')} (`{d.get('path')}`, split {d.get('split')}, limit {d.get('limit')})",
+            f"- Candidates: top-{d.get('k1')} by {d.get('retriever')} over the {d.get('corpus')} corpus; "
+            f"{s.get('questions')} questions",
+        ]
+        recall = next((v for k, v in s.items() if k.startswith("supporting_recall@")), None)
+        if recall is not None:
+            lines.append(f"- Supporting-paragraph recall of the candidates: {_fmt(recall)}")
+    else:
+        lines.append("- (no data.run.json found next to the checkpoint)")
+    if label_run:
+        t = label_run.get("recipe", {}).get("teacher", {})
+        s = label_run.get("summary", {})
+        lines += [
+            f"- Teacher: `{t.get('model')}`, steps = {t.get('steps')}, estimator = {t.get('estimator')}, "
+            f"calibration = {t.get('calibrate')}, λ = {t.get('lam')}, budget K = {t.get('budget')}",
+            f"- Labels: {s.get('ok')} ok, {s.get('fallback')} fallback, {s.get('error')} error",
+        ]
+    else:
+        lines.append("- (no label.run.json found next to the checkpoint)")
+    losses = meta.get("losses") or {}
+    final = _final_losses(meta.get("log_history") or [])
+    tsum = (train_run or {}).get("summary", {})
+    lines += [
+        "",
+        "## Training and calibration",
+        "",
+        f"- Loss: L = L_CL + {losses.get('lm_weight')} · L_LM (permutation-invariant LM loss, exact over orderings "
+        f"for |S| ≤ {losses.get('m_exact')})",
+    ]
+    if final:
+        lines.append("- Last logged: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in final.items()))
+    if tsum:
+        lines.append(f"- Questions: {tsum.get('train_questions')} train, {tsum.get('heldout_questions')} held out")
+    split = tsum.get("threshold_split", "held-out labels")
+    lines += [
+        f"- Threshold τ3 = {selector_config['tau3']:.6g}, calibrated on {split}: subset F1 against the teacher "
+        f"= {_fmt(meta.get('heldout_subset_f1'))}",
+        f"- Inference rule: keep {{k : s_k > τ3}}, best first, at most k_max = {selector_config['k_max']}, "
+        f"at least min_select = {selector_config['min_select']}",
+        "",
+        "## Usage",
+        "",
+        "With purecover (`pip install purecover`):",
+        "",
+        "```python",
+        "from purecover.models.selector import Selector",
+        "",
+        'selector = Selector.from_pretrained("path/to/this/directory")          # backend="vllm" on GPUs',
+        'result = selector.select(question, [{"title": t, "text": x} for t, x in passages])',
+        "result.indices        # kept passages, best first",
+        "result.logits         # first-token logit of every candidate, in candidate order",
+        "result.probabilities  # softmax over the candidates' identifiers",
+        "```",
+        "",
+    ]
+    if is_adapter:
+        lines += [
+            "With plain transformers + peft (the adapter must be loaded on the base model):",
+            "",
+            "```python",
+            "from peft import PeftModel",
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            "",
+            f'base = AutoModelForCausalLM.from_pretrained("{base}")',
+            'model = PeftModel.from_pretrained(base, "path/to/this/directory").merge_and_unload()',
+            'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")',
+            "```",
+        ]
+    else:
+        lines += [
+            "With plain transformers (the prompt layout spelled out; `docs` are dicts with title and text, "
+            "each cut to `max_passage_tokens` tokens):",
+            "",
+            "```python",
+            "import json",
+            "",
+            "import torch",
+            "from transformers import AutoModelForCausalLM, AutoTokenizer",
+            "",
+            'path = "path/to/this/directory"',
+            'with open(f"{path}/selector_config.json", encoding="utf-8") as fh:',
+            "    cfg = json.load(fh)",
+            "tok = AutoTokenizer.from_pretrained(path)",
+            "model = AutoModelForCausalLM.from_pretrained(path).eval()",
+            'labels = cfg["identifiers"]["labels"][: len(docs)]',
+            "passages = \"\\n\".join(f\"{l}: {d['title']}\\n{d['text']}\" for l, d in zip(labels, docs))",
+            "user = (f\"{cfg['prompt_template']['instructions']}\\n\\nQuestion: {question}\\n\\n\"",
+            "        f\"Passages:\\n{passages}\\n\\nQuestion: {question}\")",
+            "messages = [{\"role\": \"system\", \"content\": cfg[\"prompt_template\"][\"system\"]},",
+            "            {\"role\": \"user\", \"content\": user}]",
+            "text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)",
+            "input_ids = tok(text, add_special_tokens=False, return_tensors=\"pt\").input_ids",
+            "with torch.no_grad():",
+            "    last = model(input_ids).logits[0, -1]          # logits at the first reply position",
+            "s = last[[tok(l, add_special_tokens=False).input_ids[0] for l in labels]]   # s_k per candidate",
+            'keep = sorted((k for k in range(len(docs)) if s[k] > cfg["tau3"]), key=lambda k: -s[k])',
+            'keep = keep[: cfg["k_max"]] or [int(s.argmax())]    # at most k_max, at least min_select (= 1)',
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename `tmp` to `out`, replacing an existing `out`: old renamed away, new renamed in, old deleted."""
+    old: Path | None = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: bool = True, dtype: str = "float32",
+                    max_shard_size: str | int = "2GB", trust_remote_code: bool = False,
+                    run_dir: str | Path | None = None) -> Path:
+    """Export a trained student checkpoint (``checkpoints/final``) to a selector directory; returns `out_dir`.
+
+    `dtype`: float32 | bfloat16 | float16 | auto (= the dtype the base model is stored in). `run_dir`
+    (default: the checkpoint's run directory when it sits in ``<run_dir>/checkpoints/``) supplies
+    the data/teacher/train manifests for the model card.
+    """
+    from ..models.loading import load_causal_lm, load_tokenizer
+
+    ckpt = Path(checkpoint_dir)
+    out = Path(out_dir)
+    meta = _read_meta(ckpt)
+    base_model = str(meta["base_model"])
+    if run_dir is None and ckpt.resolve().parent.name == "checkpoints":
+        run_dir = ckpt.resolve().parent.parent
+    is_adapter = (ckpt / "adapter_config.json").is_file()
+    has_full = any(ckpt.glob("*.safetensors")) and (ckpt / "config.json").is_file()
+    if is_adapter and not (ckpt / "adapter_model.safetensors").is_file():
+        raise FileNotFoundError(f"{ckpt} has adapter_config.json but no adapter_model.safetensors (no pickle weights "
+                                "are loaded)")
+    if not is_adapter and not has_full:
+        raise FileNotFoundError(f"{ckpt} holds neither a LoRA adapter nor a safetensors model")
+    if dtype == "auto":
+        dtype = _base_dtype(base_model, trust_remote_code)
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected auto, {', '.join(_DTYPES)}")
+
+    tokenizer = load_tokenizer(str(ckpt), trust_remote_code=trust_remote_code, padding_side="left")
+    k1 = int(meta["k1"])
+    scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, k1)  # fail now, not at inference
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for stale in out.parent.glob(f".{out.name}.tmp-*"):
+        log.warning("removing %s left by an interrupted export", stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        merged = False
+        if is_adapter and not merge:
+            for name in ADAPTER_FILES:
+                shutil.copy2(ckpt / name, tmp / name)
+        else:
+            if is_adapter:
+                from peft import PeftModel
+
+                base = load_causal_lm(base_model, dtype=dtype, device="cpu", trust_remote_code=trust_remote_code)
+                model = PeftModel.from_pretrained(base, str(ckpt)).merge_and_unload()
+                merged = True
+            else:
+                model = load_causal_lm(str(ckpt), dtype=dtype, device="cpu", trust_remote_code=trust_remote_code)
+            _save_model(model, tmp, max_shard_size)
+            del model
+        tokenizer.save_pretrained(str(tmp))
+        config: dict[str, Any] = {
+            "base_model": base_model,
+            "identifiers": scheme.to_dict(),
+            "prompt_template": meta["prompt_template"],
+            "k1": k1,
+            "tau3": float(meta["tau3"]),
+            "k_max": meta["k_max"],
+            "min_select": int(meta["min_select"]),
+            "purecover_version": __version__,
+            "max_passage_tokens": int(meta["max_passage_tokens"]),
+        }
+        if is_adapter and not merge:
+            config["adapter"] = True
+        atomic_write_json(tmp / SELECTOR_CONFIG, config)
+        atomic_write_text(tmp / "README.md", _model_card(config, meta, Path(run_dir) if run_dir else None, merged))
+        _check_no_pickle(tmp)
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("exported %s → %s (%s)", ckpt, out, "adapter" if is_adapter and not merge else dtype)
+    return out
+
+
+def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
+                     out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Export run_dir/checkpoints/final (or `checkpoint_dir`) to run_dir/selector (or `out_dir`).
+
+    Merges the adapter when ``export.merge`` is true; the export dtype is ``student.dtype``, with
+    ``auto`` meaning the dtype the base model is stored in. Writes ``export.run.json``.
+    """
+    started = _dt.datetime.now(_dt.timezone.utc)
+    run_dir = recipe.run_path
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else run_dir / "checkpoints" / "final"
+    out = Path(out_dir) if out_dir is not None else run_dir / SELECTOR_DIR
+    config_hash = section_fingerprint(recipe, "data", "teacher", "student", "export", "seed")
+    is_adapter = (ckpt / "adapter_config.json").is_file()
+    t0 = time.perf_counter()
+    export_selector(ckpt, out, merge=recipe.export.merge, dtype=recipe.student.dtype,
+                    trust_remote_code=recipe.student.trust_remote_code,
+                    run_dir=run_dir if checkpoint_dir is None else None)
+    config = json.loads((out / SELECTOR_CONFIG).read_text(encoding="utf-8"))
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    summary = {
+        "status": "complete",
+        "checkpoint": str(ckpt),
+        "selector": str(out),
+        "format": "adapter" if config.get("adapter") else ("merged" if is_adapter else "full"),
+        "base_model": config["base_model"],
+        "k1": config["k1"],
+        "tau3": config["tau3"],
+        "files": files,
+        "size_bytes": sum((out / f).stat().st_size for f in files),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    write_stage_manifest(run_dir, "export", recipe_to_dict(recipe), config_hash, summary, started)
+    return summary

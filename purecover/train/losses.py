@@ -1,0 +1,290 @@
+"""The student's losses (DESIGN §3.7): permutation-invariant LM loss + pairwise contrastive loss.
+
+    L_LM = min over orderings π of S of the mean token NLL of the reply in order π
+    L_CL = −(1/|P|) Σ_{(i,j) ∈ S × rejected} log σ(s_i − s_j),   0 when P is empty
+    L    = L_CL + λ_LM · L_LM
+
+s_k is the logit of passage k's identifier at the first reply position.
+
+How the minimum is computed without |S|! full passes. The gradient of a minimum is the
+gradient of its arg-min, so the orderings are *scored* without gradient: per question the
+prompt is encoded once (key/value cache) and all orderings, laid out as one prefix tree
+(shared prefixes once: 530 tokens for the 120 orderings of |S| = 5), are scored in a single
+forward over that cache. Exact when |S| <= m_exact; beyond, the ordering by descending s_k
+(detached) is used. Then one training
+forward/backward runs on prompt + best reply for the whole batch (prompts left-padded, replies
+right-padded, positions counted from each prompt's first token, logits kept only at the reply
+positions so the vocabulary projection never covers the prompt).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss", "score_orderings", "selector_loss"]
+
+
+@dataclass(frozen=True)
+class ReplyFormat:
+    """Token ids of the reply format: identifier of each passage position, separator, end of turn."""
+
+    identifier_ids: tuple[int, ...]
+    separator_id: int
+    end_id: int
+
+    def target(self, order: Sequence[int]) -> list[int]:
+        out: list[int] = []
+        for i, k in enumerate(order):
+            if i:
+                out.append(self.separator_id)
+            out.append(self.identifier_ids[k])
+        out.append(self.end_id)
+        return out
+
+
+@dataclass
+class LossOutput:
+    """Batch means of the losses, plus per question the first-position identifier logits (K,) and order."""
+
+    loss: torch.Tensor
+    l_cl: torch.Tensor
+    l_lm: torch.Tensor
+    first_logits: list[torch.Tensor]
+    orders: list[list[int]]
+
+
+
+def _prefix_tree(orderings: Sequence[Sequence[int]], fmt: ReplyFormat, t_prompt: int
+                 ) -> tuple[list[int], list[int], torch.Tensor, list[list[tuple[int, int]]]]:
+    """All replies as one prefix tree (shared prefixes appear once).
+
+    Returns the tree's tokens, their positions, the (n, n) ancestor-or-self mask, and per ordering
+    the (row, token) pairs whose log-probabilities sum to the reply's log-likelihood (row -1 is
+    the prompt's last position, which predicts the reply's first token).
+    """
+    toks: list[int] = []
+    pos: list[int] = []
+    parent: list[int] = []
+    nodes: dict[tuple[int, ...], tuple[int, int | None]] = {}
+    paths = []
+    for order in orderings:
+        order = tuple(order)
+        terms: list[tuple[int, int]] = []
+        prev = -1
+        if not order:
+            paths.append([(-1, fmt.end_id)])
+            continue
+        for j, k in enumerate(order):
+            last = j == len(order) - 1
+            prefix = order[: j + 1]
+            if prefix not in nodes or (not last and nodes[prefix][1] is None):
+                if prefix in nodes:
+                    i_id = nodes[prefix][0]
+                else:
+                    i_id = len(toks)
+                    toks.append(fmt.identifier_ids[k])
+                    pos.append(t_prompt + 2 * j)
+                    parent.append(prev)
+                i_sep = None
+                if not last:
+                    i_sep = len(toks)
+                    toks.append(fmt.separator_id)
+                    pos.append(t_prompt + 2 * j + 1)
+                    parent.append(i_id)
+                nodes[prefix] = (i_id, i_sep)
+            i_id, i_sep = nodes[prefix]
+            terms.append((prev, fmt.identifier_ids[k]))
+            if last:
+                terms.append((i_id, fmt.end_id))
+            else:
+                terms.append((i_id, fmt.separator_id))
+                prev = i_sep  # type: ignore[assignment]
+        paths.append(terms)
+    n = len(toks)
+    allowed = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        allowed[i, i] = True
+        if parent[i] >= 0:
+            allowed[i] |= allowed[parent[i]]
+    return toks, pos, allowed, paths
+
+
+@torch.no_grad()
+def _score_on_cache(model: Any, cache: Any, t_len: int, lp_first: torch.Tensor, orderings: Sequence[Sequence[int]],
+                    fmt: ReplyFormat, device: torch.device) -> torch.Tensor:
+    """Mean NLL (P,) of each ordering's reply, all laid out as one prefix tree over `cache` (not modified)."""
+    from transformers import DynamicCache
+
+    toks, pos, allowed, paths = _prefix_tree(orderings, fmt, t_len)
+    logp = None
+    if toks:
+        dtype = next(model.parameters()).dtype
+        visible = torch.cat([torch.ones(len(toks), t_len, dtype=torch.bool), allowed], dim=1).to(device)
+        mask = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill(~visible, torch.finfo(dtype).min)
+        scratch = DynamicCache()
+        for i, layer in enumerate(cache.layers):
+            scratch.update(layer.keys.detach(), layer.values.detach(), i)
+        logp = model(input_ids=torch.tensor([toks], device=device), past_key_values=scratch,
+                     attention_mask=mask[None, None], position_ids=torch.tensor([pos], device=device),
+                     use_cache=True).logits[0].float().log_softmax(-1)
+    nll = []
+    for terms in paths:
+        total = sum(float(lp_first[tok]) if row < 0 else float(logp[row, tok]) for row, tok in terms)  # type: ignore[index]
+        nll.append(-total / len(terms))
+    return torch.tensor(nll)
+
+
+@torch.no_grad()
+def score_orderings(model: Any, prompt_ids: torch.Tensor, orderings: Sequence[Sequence[int]], fmt: ReplyFormat,
+                    chunk: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean token NLL of each ordering's reply, and the first-position logits of all identifiers.
+
+    prompt_ids: (T,) one unpadded prompt. Returns (nll (P,), first_logits (n_ids,)), float32.
+    The prompt is encoded once; all replies are laid out as one prefix tree and scored in a
+    single forward over the prompt's key/value cache (a 4-D mask lets each tree token see the
+    prompt and its own ancestors only). `chunk` is kept for API compatibility.
+    """
+    del chunk
+    out = model(input_ids=prompt_ids[None], use_cache=True, logits_to_keep=1)
+    first_logits = out.logits[0, -1].float()
+    nll = _score_on_cache(model, out.past_key_values, prompt_ids.shape[0], first_logits.log_softmax(-1), orderings,
+                          fmt, prompt_ids.device)
+    ident = torch.tensor(fmt.identifier_ids, device=first_logits.device)
+    return nll, first_logits[ident]
+
+
+def best_ordering(model: Any, prompt_ids: torch.Tensor, selected: Sequence[int], n_docs: int, fmt: ReplyFormat,
+                  m_exact: int = 5, chunk: int = 16) -> tuple[list[int], torch.Tensor]:
+    """The ordering of `selected` whose reply has the lowest mean NLL (exact for |S| <= m_exact, else by
+    descending s_k), and the detached identifier logits of the first position (n_docs,)."""
+    sel = list(selected)
+    if len(sel) <= 1 or len(sel) > m_exact:
+        _, first = score_orderings(model, prompt_ids, [sel], fmt, chunk)
+        first = first[:n_docs]
+        if len(sel) > 1:
+            sel = sorted(sel, key=lambda k: (-float(first[k]), k))
+        return sel, first
+    orders = [list(p) for p in itertools.permutations(sel)]
+    nll, first = score_orderings(model, prompt_ids, orders, fmt, chunk)
+    return orders[int(torch.argmin(nll))], first[:n_docs]
+
+
+def contrastive_loss(scores: torch.Tensor, selected: Sequence[int]) -> torch.Tensor:
+    """−mean log σ(s_i − s_j) over selected i × rejected j; 0 (with grad) when either side is empty."""
+    k = scores.shape[0]
+    mask = torch.zeros(k, dtype=torch.bool, device=scores.device)
+    if selected:
+        mask[list(selected)] = True
+    pos, neg = scores[mask], scores[~mask]
+    if pos.numel() == 0 or neg.numel() == 0:
+        return scores.sum() * 0.0
+    return -F.logsigmoid(pos[:, None] - neg[None, :]).mean()
+
+
+def _choose_order(model: Any, cache: Any, t_len: int, first: torch.Tensor, selected: Sequence[int], n_docs: int,
+                  fmt: ReplyFormat, m_exact: int) -> list[int]:
+    sel = list(selected)
+    if len(sel) <= 1:
+        return sel
+    if len(sel) > m_exact:
+        ident = first[list(fmt.identifier_ids[:n_docs])]
+        return sorted(sel, key=lambda k: (-float(ident[k]), k))
+    was_training = model.training
+    model.eval()
+    try:
+        orders = [list(p) for p in itertools.permutations(sel)]
+        nll = _score_on_cache(model, cache, t_len, first.log_softmax(-1), orders, fmt, first.device)
+    finally:
+        model.train(was_training)
+    return orders[int(torch.argmin(nll))]
+
+
+def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
+                        n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int) -> LossOutput | None:
+    """Each prompt is encoded once, with gradient; orderings are scored on a detached copy of its cache and
+    the best reply continues from the cache itself. None when the model gives no cache (gradient
+    checkpointing), so the caller falls back to the two-pass path."""
+    l_lm, l_cl, firsts, orders = [], [], [], []
+    for p, sel, n in zip(prompts, selected, n_docs):
+        out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
+        if out.past_key_values is None:
+            return None
+        first = out.logits[0, -1].float()
+        t_len = p.shape[0]
+        order = _choose_order(model, out.past_key_values, t_len, first.detach(), sel, n, fmt, m_exact)
+        target = torch.tensor(fmt.target(order), device=p.device)
+        logits = first[None]
+        if target.shape[0] > 1:
+            pos = torch.arange(t_len, t_len + target.shape[0] - 1, device=p.device)[None]
+            rest = model(input_ids=target[None, :-1], past_key_values=out.past_key_values, position_ids=pos,
+                         use_cache=True).logits[0].float()
+            logits = torch.cat([logits, rest])
+        l_lm.append(F.cross_entropy(logits, target))
+        scores = first[torch.tensor(fmt.identifier_ids[:n], device=p.device)]
+        l_cl.append(contrastive_loss(scores, sel))
+        firsts.append(scores.detach())
+        orders.append(order)
+    lm, cl = torch.stack(l_lm).mean(), torch.stack(l_cl).mean()
+    return LossOutput(loss=cl + lm_weight * lm, l_cl=cl.detach(), l_lm=lm.detach(), first_logits=firsts,
+                      orders=orders)
+
+
+def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
+                  n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
+                  pad_id: int = 0, chunk: int = 16, share_prompt: bool | None = None) -> LossOutput:
+    """L = L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
+
+    `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
+    gradient, and reuse it for scoring and for the best reply. Off: a no-grad pass scores the
+    orderings, then one batched training forward runs on prompt + best reply. Same loss and
+    gradients either way (up to float rounding).
+    """
+    if share_prompt is None:
+        share_prompt = not getattr(model, "is_gradient_checkpointing", False)
+    if share_prompt:
+        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact)
+        if out is not None:
+            if not math.isfinite(float(out.loss.detach())):
+                raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_LM={float(out.l_lm)})")
+            return out
+    was_training = model.training
+    model.eval()  # orderings are chosen without dropout noise
+    try:
+        orders = [best_ordering(model, p, s, n, fmt, m_exact, chunk)[0] for p, s, n in zip(prompts, selected, n_docs)]
+    finally:
+        model.train(was_training)
+    targets = [fmt.target(o) for o in orders]
+    t_prompt = max(p.shape[0] for p in prompts)
+    l_max = max(len(t) for t in targets)
+    b = len(prompts)
+    device = prompts[0].device
+    ids = torch.full((b, t_prompt + l_max - 1), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros_like(ids)
+    labels = torch.full((b, l_max), -100, dtype=torch.long, device=device)
+    for i, (p, t) in enumerate(zip(prompts, targets)):
+        start = t_prompt - p.shape[0]  # left padding of the prompt
+        ids[i, start:t_prompt] = p
+        ids[i, t_prompt : t_prompt + len(t) - 1] = torch.tensor(t[:-1], device=device)
+        mask[i, start : t_prompt + len(t) - 1] = 1
+        labels[i, : len(t)] = torch.tensor(t, device=device)
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False,
+                   logits_to_keep=l_max).logits.float()  # (B, l_max, V): reply positions only
+    token_nll = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=-100, reduction="none")  # (B, l_max)
+    counts = (labels != -100).sum(-1).clamp(min=1)
+    l_lm = (token_nll.sum(-1) / counts).mean()
+    ident = torch.tensor(fmt.identifier_ids, device=device)
+    first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]
+    l_cl = torch.stack([contrastive_loss(s, sel) for s, sel in zip(first_logits, selected)]).mean()
+    loss = l_cl + lm_weight * l_lm
+    if not math.isfinite(float(loss.detach())):
+        raise FloatingPointError(f"non-finite selector loss (L_CL={float(l_cl)}, L_LM={float(l_lm)})")
+    return LossOutput(loss=loss, l_cl=l_cl.detach(), l_lm=l_lm.detach(),
+                      first_logits=[f.detach() for f in first_logits], orders=orders)

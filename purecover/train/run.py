@@ -1,0 +1,181 @@
+"""The train stage: labels → LoRA student checkpoints (+ τ3), in one process or under `accelerate launch`.
+
+    purecover train RECIPE [--set ...]                                   # one process
+    accelerate launch --config_file configs/accelerate/<cfg>.yaml -m purecover.train RECIPE [--set ...]
+
+Outputs in ``run_dir/checkpoints/``: the Trainer's ``checkpoint-N/`` folders (model/adapter,
+optimizer, scheduler, RNG states: a rerun resumes from the last one) and ``final/`` (the trained
+adapter or model, the tokenizer, and ``purecover_student.json`` with the identifier scheme, K1
+and the calibrated threshold τ3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import difflib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import ConfigError, Recipe, recipe_to_dict, section_fingerprint
+from ..models.identifiers import IdentifierScheme
+from ..models.selector import hf_identifier_logits
+from ..models.selector_prompt import end_token_id, prompt_template
+from ..utils.io import atomic_write_json, read_jsonl
+from ..utils.provenance import write_stage_manifest
+from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
+from .losses import ReplyFormat
+from .threshold import calibrate_threshold
+from .trainer import SelectorTrainer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["STUDENT_META", "build_training_arguments", "first_position_logits", "run_train_stage"]
+
+CHECKPOINTS = "checkpoints"
+FINAL = "final"
+STUDENT_META = "purecover_student.json"
+
+_DEFAULT_TRAINING: dict[str, Any] = {
+    "per_device_train_batch_size": 1,
+    "per_device_eval_batch_size": 1,
+    "gradient_accumulation_steps": 1,
+    "num_train_epochs": 1,
+    "learning_rate": 1e-4,
+    "lr_scheduler_type": "linear",
+    "warmup_steps": 0,
+    "logging_steps": 10,
+    "save_strategy": "steps",
+    "save_steps": 200,
+    "save_total_limit": 2,
+    "report_to": "none",
+    "remove_unused_columns": False,
+    "dataloader_num_workers": 0,
+}
+
+
+def build_training_arguments(recipe: Recipe, has_eval: bool) -> Any:
+    """TrainingArguments from the defaults above, overridden by ``student.training`` (keys checked)."""
+    from transformers import TrainingArguments
+
+    valid = {f.name for f in dataclasses.fields(TrainingArguments)}
+    user = dict(recipe.student.training)
+    for key in user:
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=1)
+            hint = f"; did you mean 'student.training.{close[0]}'?" if close else ""
+            raise ConfigError(f"unknown key 'student.training.{key}' (not a TrainingArguments field){hint}")
+    if user.get("output_dir") not in (None, str(recipe.run_path / CHECKPOINTS)):
+        raise ConfigError("student.training.output_dir is fixed to run_dir/checkpoints; change run_dir instead")
+    kwargs = {**_DEFAULT_TRAINING, "seed": recipe.seed, "data_seed": recipe.seed,
+              "eval_strategy": "epoch" if has_eval else "no", **user,
+              "output_dir": str(recipe.run_path / CHECKPOINTS)}
+    kwargs.pop("resume_from_checkpoint", None)
+    if not torch.cuda.is_available():
+        kwargs.setdefault("use_cpu", True)
+    return TrainingArguments(**kwargs)
+
+
+def _load_student(recipe: Recipe) -> tuple[Any, Any]:
+    from transformers import set_seed
+
+    from ..models.loading import load_causal_lm, load_tokenizer
+
+    cfg = recipe.student
+    set_seed(recipe.seed)  # LoRA A matrices are initialised at random: same seed, same start
+    tokenizer = load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code, padding_side="left")
+    model = load_causal_lm(cfg.model, dtype=cfg.dtype, device="cpu", trust_remote_code=cfg.trust_remote_code)
+    model.train()
+    if cfg.lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
+                          target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
+        model = get_peft_model(model, lora)
+    return model, tokenizer
+
+
+def first_position_logits(model: Any, prompts: list[list[int]], identifier_ids: list[int], n_docs: list[int],
+                          batch_size: int = 4) -> list[list[float]]:
+    """Identifier logits at the first reply position, per prompt (left-padded batches, one forward each)."""
+    return hf_identifier_logits(model, prompts, [identifier_ids[:n] for n in n_docs], batch_size=batch_size)
+
+
+def _last_complete_checkpoint(output_dir: Path) -> str | None:
+    """Newest ``checkpoint-N`` holding ``trainer_state.json`` (the Trainer writes it last; a kill during a
+    save leaves a folder without it, which is skipped)."""
+    if not output_dir.is_dir():
+        return None
+    found = []
+    for d in output_dir.glob("checkpoint-*"):
+        suffix = d.name.split("-", 1)[1]
+        if d.is_dir() and suffix.isdigit():
+            found.append((int(suffix), d))
+    for _step, d in sorted(found, reverse=True):
+        if (d / "trainer_state.json").is_file():
+            return str(d)
+        log.warning("skipping incomplete checkpoint %s (no trainer_state.json: interrupted while saving)", d)
+    return None
+
+
+def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json."""
+    cfg = recipe.student
+    started = _dt.datetime.now(_dt.timezone.utc)
+    run_dir = recipe.run_path
+    candidates, labels = run_dir / "candidates.jsonl", run_dir / "labels.jsonl"
+    model, tokenizer = _load_student(recipe)
+    k1 = max(len(rec["docs"]) for _, rec in read_jsonl(candidates)) if candidates.is_file() else recipe.data.k1
+    scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
+    examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens)
+    train, held = split_examples(examples, cfg.eval_fraction, recipe.seed)
+    args = build_training_arguments(recipe, has_eval=bool(held))
+    if not show_progress:
+        args.disable_tqdm = True
+    fmt = ReplyFormat(tuple(scheme.token_ids), int(scheme.separator_id), end_token_id(tokenizer))
+    trainer = SelectorTrainer(
+        model=model, args=args, train_dataset=SelectorDataset(train),
+        eval_dataset=SelectorDataset(held) if held else None, data_collator=SelectorCollator(),
+        processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, m_exact=cfg.m_exact,
+        pad_id=tokenizer.pad_token_id or 0, score_chunk=cfg.score_chunk,
+    )
+    is_main = trainer.accelerator.is_main_process
+    config_hash = section_fingerprint(recipe, "data", "teacher", "student", "seed")
+    if is_main:
+        write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+    resume = cfg.training.get("resume_from_checkpoint")
+    if resume is None:
+        resume = _last_complete_checkpoint(Path(args.output_dir))
+    result = trainer.train(resume_from_checkpoint=resume)
+    final = Path(args.output_dir) / FINAL
+    trainer.save_model(str(final))
+
+    # τ3 on the held-out questions (all ranks run the forward: ZeRO-3 shards the weights).
+    calib = held if held else train
+    scores = first_position_logits(trainer.model, [e.input_ids for e in calib], scheme.token_ids,
+                                   [e.n_docs for e in calib], batch_size=args.per_device_eval_batch_size)
+    k_max = cfg.k_max or recipe.teacher.budget
+    tau3, f1 = calibrate_threshold(scores, [e.selected for e in calib], cfg.min_select, k_max)
+    summary = {
+        "status": "complete", "train_questions": len(train), "heldout_questions": len(held), **counts,
+        "global_step": result.global_step, "train_loss": round(float(result.training_loss), 6),
+        "resumed_from": str(resume) if resume else None, "tau3": round(tau3, 6),
+        "heldout_subset_f1": round(f1, 4), "threshold_split": "heldout" if held else "train (no held-out split)",
+        "final": str(final),
+    }
+    if is_main:
+        tokenizer.save_pretrained(final)
+        atomic_write_json(final / STUDENT_META, {
+            "base_model": cfg.model, "lora": dataclasses.asdict(cfg.lora) if cfg.lora.enabled else None,
+            "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "heldout_subset_f1": f1,
+            "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
+            "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact},
+            "log_history": trainer.state.log_history,
+        })
+        write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, summary, started)
+        log.info("trained student: %s", json.dumps(summary))
+    return summary

@@ -1,0 +1,81 @@
+"""`SelectorTrainer`: a `transformers.Trainer` whose only change is the loss (DESIGN §3.7).
+
+Checkpointing, resume, gradient accumulation, mixed precision, DeepSpeed (through
+`accelerate launch`) and logging are the Trainer's own. The loss components L_CL and L_LM
+and, on evaluation, the subset F1 against the teacher are accumulated during `compute_loss`
+and added to the Trainer's log records (train: ``l_cl``, ``l_lm``; eval: ``eval_l_cl``,
+``eval_l_lm``, ``eval_subset_f1@0`` — passages with logit > 0 — and ``eval_subset_f1@size`` —
+the teacher's subset size taken from the top of the student's scores).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import Trainer
+
+from .losses import ReplyFormat, selector_loss
+
+__all__ = ["SelectorTrainer", "subset_f1"]
+
+
+def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
+    """F1 of two sets of passage positions (1.0 when both are empty)."""
+    p, g = set(predicted), set(gold)
+    if not p and not g:
+        return 1.0
+    hit = len(p & g)
+    if hit == 0:
+        return 0.0
+    precision, recall = hit / len(p), hit / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+class SelectorTrainer(Trainer):
+    """Trainer with L = L_CL + lm_weight · L_LM; batches come from `SelectorCollator`."""
+
+    def __init__(self, *args: Any, reply_format: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
+                 pad_id: int = 0, score_chunk: int = 16, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reply_format = reply_format
+        self.lm_weight = lm_weight
+        self.m_exact = m_exact
+        self.pad_id = pad_id
+        self.score_chunk = score_chunk
+        self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
+
+    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
+        out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
+                            lm_weight=self.lm_weight, m_exact=self.m_exact, pad_id=self.pad_id,
+                            chunk=self.score_chunk)
+        split = "train" if model.training else "eval"
+        self._extra[split]["l_cl"].append(float(out.l_cl))
+        self._extra[split]["l_lm"].append(float(out.l_lm))
+        if split == "eval":
+            for scores, gold in zip(out.first_logits, inputs["selected"]):
+                at_zero = [k for k in range(scores.shape[0]) if scores[k] > 0]
+                by_size = torch.argsort(-scores)[: len(gold)].tolist()
+                self._extra[split]["subset_f1@0"].append(subset_f1(at_zero, gold))
+                self._extra[split]["subset_f1@size"].append(subset_f1(by_size, gold))
+        if return_outputs:
+            return out.loss, {"first_logits": out.first_logits}
+        return out.loss
+
+    def prediction_step(self, model: Any, inputs: dict[str, Any], prediction_loss_only: bool,
+                        ignore_keys: list[str] | None = None) -> tuple[Any, Any, Any]:
+        """Evaluation computes the loss (and the logged metrics) only; there are no label tensors."""
+        with torch.no_grad(), self.compute_loss_context_manager():
+            loss = self.compute_loss(model, inputs)
+        return loss.detach(), None, None
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        split = "eval" if any(k.startswith("eval_") for k in logs) else "train"
+        for name, values in self._extra[split].items():
+            if values:
+                logs[("eval_" if split == "eval" else "") + name] = round(sum(values) / len(values), 6)
+        self._extra[split].clear()
+        super().log(logs, start_time)

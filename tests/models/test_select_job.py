@@ -1,0 +1,126 @@
+"""The select stage: selections.jsonl for every qid, resumable with identical bytes, clear input errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from purecover.config import load_recipe
+from purecover.models import select_job
+from purecover.models.select_job import SELECTIONS_FILE, run_select_stage
+from purecover.models.selector import HFSelectorBackend, Selector
+
+
+def _run_copy(selector_run, tmp: Path, candidates_text: str | None = None):
+    """A fresh run_dir holding the shared run's candidates (or `candidates_text`)."""
+    run_dir = tmp / "run"
+    run_dir.mkdir()
+    if candidates_text is None:
+        shutil.copy2(selector_run.run_path / "candidates.jsonl", run_dir / "candidates.jsonl")
+    else:
+        (run_dir / "candidates.jsonl").write_text(candidates_text, encoding="utf-8")
+    return load_recipe(None, [f"run_dir={run_dir}", "student.dtype=float32"])
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def first_run(selector_run, selector_dir, tmp_path_factory):
+    """The stage loads the selector itself here; later tests reuse the session's (see `reuse_selector`)."""
+    recipe = _run_copy(selector_run, tmp_path_factory.mktemp("select"))
+    summary = run_select_stage(recipe, selector_dir, show_progress=False)
+    return recipe, summary
+
+
+@pytest.fixture
+def reuse_selector(selector, monkeypatch):
+    """Make the stage use the already loaded session selector (the stage closes its backend, so wrap it)."""
+    calls = []
+
+    def from_pretrained(path, backend="hf", **kwargs):
+        calls.append((Path(path), backend, kwargs))
+        return Selector(selector.tokenizer, selector.config, HFSelectorBackend(selector.backend.model))
+
+    monkeypatch.setattr(select_job.Selector, "from_pretrained", staticmethod(from_pretrained))
+    return calls
+
+
+def test_writes_a_valid_record_for_every_qid(first_run, candidates, selector):
+    recipe, summary = first_run
+    records = _records(recipe.run_path / SELECTIONS_FILE)
+    assert [r["qid"] for r in records] == [c["qid"] for c in candidates]
+    assert len(candidates) > select_job.BATCH_SIZE  # more than one batch
+    expected = selector.select_batch([c["question"] for c in candidates], [c["docs"] for c in candidates])
+    for rec, cand, exp in zip(records, candidates, expected):
+        assert set(rec) == {"qid", "selected", "logits", "probabilities"}
+        n = len(cand["docs"])
+        assert len(rec["logits"]) == len(rec["probabilities"]) == n
+        assert sum(rec["probabilities"]) == pytest.approx(1.0)
+        assert rec["selected"] and len(set(rec["selected"])) == len(rec["selected"])
+        assert all(0 <= k < n for k in rec["selected"])
+        np.testing.assert_allclose(rec["logits"], exp.logits, atol=1e-4, rtol=0)
+    assert summary["status"] == "complete"
+    assert summary["written"] == summary["questions"] == len(candidates)
+    manifest = json.loads((recipe.run_path / "select.run.json").read_text())
+    assert manifest["stage"] == "select" and manifest["summary"]["written"] == len(candidates)
+
+
+def test_resume_after_torn_line_gives_identical_bytes(first_run, selector_dir, reuse_selector, monkeypatch):
+    recipe, _ = first_run
+    out = recipe.run_path / SELECTIONS_FILE
+    complete = out.read_bytes()
+    lines = complete.split(b"\n")
+    # Kill in the second batch: 9 records complete, the 10th torn mid-line.
+    out.write_bytes(b"\n".join(lines[:9]) + b"\n" + lines[9][: len(lines[9]) // 2])
+    summary = run_select_stage(recipe, selector_dir, show_progress=False)
+    assert out.read_bytes() == complete
+    assert summary["already_done"] == 9 and summary["repaired_lines"] == 1
+    assert summary["written"] == len(lines) - 1 - 9
+    assert reuse_selector == [(selector_dir, "hf", {"trust_remote_code": False, "dtype": "float32"})]
+
+    # Everything done: nothing is loaded or written.
+    def boom(*args, **kwargs):
+        raise AssertionError("the selector must not be loaded when every qid is done")
+
+    monkeypatch.setattr(select_job.Selector, "from_pretrained", boom)
+    again = run_select_stage(recipe, selector_dir, show_progress=False)
+    assert again["written"] == 0 and out.read_bytes() == complete
+
+
+def test_other_selector_refuses_to_resume(first_run, selector_dir, tmp_path):
+    recipe, _ = first_run
+    other = tmp_path / "other"
+    shutil.copytree(selector_dir, other)
+    config = json.loads((other / "selector_config.json").read_text())
+    config["tau3"] += 1.0
+    (other / "selector_config.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeError, match="different selector"):
+        run_select_stage(recipe, other, show_progress=False)
+
+
+def test_empty_candidates_get_an_empty_selection(selector_run, selector_dir, candidates, tmp_path, reuse_selector):
+    rows = [candidates[0], {**candidates[1], "docs": []}]
+    recipe = _run_copy(selector_run, tmp_path, "".join(json.dumps(r) + "\n" for r in rows))
+    summary = run_select_stage(recipe, selector_dir, show_progress=False)
+    records = _records(recipe.run_path / SELECTIONS_FILE)
+    assert records[1] == {"qid": rows[1]["qid"], "selected": [], "logits": [], "probabilities": []}
+    assert len(records[0]["logits"]) == len(rows[0]["docs"])
+    assert summary["no_candidates"] == 1
+
+
+def test_input_errors_name_file_line_and_field(selector_run, selector_dir, candidates, tmp_path):
+    too_many = {**candidates[0], "docs": candidates[0]["docs"] + [{"title": "x", "text": "y"}]}
+    recipe = _run_copy(selector_run, tmp_path, json.dumps(candidates[1]) + "\n" + json.dumps(too_many) + "\n")
+    with pytest.raises(ValueError, match=r"candidates\.jsonl:2: field 'docs': 7 candidates.*k1=6"):
+        run_select_stage(recipe, selector_dir, show_progress=False)
+    (recipe.run_path / "candidates.jsonl").write_text(json.dumps({"qid": "a", "docs": []}) + "\n")
+    with pytest.raises(ValueError, match=r"candidates\.jsonl:1: field 'question'"):
+        run_select_stage(recipe, selector_dir, show_progress=False)
+    with pytest.raises(FileNotFoundError, match="purecover export"):
+        run_select_stage(recipe, tmp_path / "nowhere", show_progress=False)

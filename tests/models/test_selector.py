@@ -1,0 +1,219 @@
+"""Selector: one-pass identifier logits (HF), the threshold rule, batching, errors, the vLLM adapter."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from purecover.models.selector import (
+    HFSelectorBackend,
+    SelectionResult,
+    Selector,
+    VLLMSelectorBackend,
+    hf_identifier_logits,
+    read_selector_config,
+)
+from purecover.models.selector_prompt import build_selector_prompt
+
+
+@pytest.fixture(scope="module")
+def plain_model(selector):
+    """The selector's model, called here without the backend (no padding, full logits)."""
+    return selector.backend.model
+
+
+def _manual_logits(model, selector, question, docs):
+    prompt = build_selector_prompt(selector.tokenizer, question, docs, selector.scheme, selector.max_passage_tokens)
+    with torch.no_grad():
+        last = model(torch.tensor([prompt.input_ids])).logits[0, -1]
+    return last[selector.scheme.token_ids[: len(docs)]].tolist()
+
+
+def _rule(logits, tau, k_max, min_select):
+    order = sorted(range(len(logits)), key=lambda k: (-logits[k], k))
+    kept = [k for k in order if logits[k] > tau][: k_max if k_max is not None else None]
+    return kept if len(kept) >= min_select else order[:min_select]
+
+
+def test_config_is_read(selector, selector_dir):
+    config = read_selector_config(selector_dir)
+    assert selector.k1 == config["k1"] == 6
+    assert selector.tau3 == pytest.approx(config["tau3"])
+    assert selector.scheme.token_ids and len(selector.scheme.token_ids) == 6
+
+
+def test_select_equals_manual_forward_and_threshold_rule(selector, plain_model, candidates):
+    rec = candidates[0]
+    result = selector.select(rec["question"], rec["docs"])
+    manual = _manual_logits(plain_model, selector, rec["question"], rec["docs"])
+    assert isinstance(result, SelectionResult)
+    assert len(result.logits) == len(rec["docs"]) == len(result.probabilities)
+    np.testing.assert_allclose(result.logits, manual, atol=1e-5, rtol=0)
+    assert result.indices == _rule(result.logits, selector.tau3, selector.k_max, selector.min_select)
+    # Explicit thresholds exercise the rule: ordered by logit, > tau, at most k_max, at least min_select.
+    s = result.logits
+    mid = float(np.median(s))
+    r = selector.select(rec["question"], rec["docs"], tau=mid, k_max=10, min_select=0)
+    assert r.indices == sorted([k for k in range(len(s)) if s[k] > mid], key=lambda k: -s[k])
+    assert all(s[a] >= s[b] for a, b in zip(r.indices, r.indices[1:]))
+    low = min(s) - 1.0
+    assert len(selector.select(rec["question"], rec["docs"], tau=low, k_max=2).indices) == 2
+    assert selector.select(rec["question"], rec["docs"], tau=math.inf, min_select=0).indices == []
+    assert selector.select(rec["question"], rec["docs"], tau=math.inf, min_select=2).indices == \
+        sorted(range(len(s)), key=lambda k: -s[k])[:2]
+
+
+def test_probabilities_are_softmax(selector, candidates):
+    r = selector.select(candidates[1]["question"], candidates[1]["docs"])
+    assert sum(r.probabilities) == pytest.approx(1.0, abs=1e-9)
+    z = np.exp(np.array(r.logits) - max(r.logits))
+    np.testing.assert_allclose(r.probabilities, z / z.sum(), rtol=1e-9)
+
+
+def test_batch_equals_single_calls(selector, candidates):
+    # Different candidate counts and prompt lengths, so the batch is left-padded.
+    qs = [c["question"] for c in candidates[:5]]
+    docs = [c["docs"][: 6 - (i % 3)] for i, c in enumerate(candidates[:5])]
+    batch = selector.select_batch(qs, docs, tau=0.0)
+    for q, d, b in zip(qs, docs, batch):
+        single = selector.select(q, d, tau=0.0)
+        assert len(b.logits) == len(d)
+        np.testing.assert_allclose(b.logits, single.logits, atol=1e-4, rtol=0)
+        assert b.indices == single.indices
+
+
+def test_plain_string_docs_and_fewer_than_k1(selector):
+    r = selector.select("Who built the bridge?", ["The bridge was built by Ada.", "Rivers flow."])
+    assert len(r.logits) == 2 and set(r.indices) <= {0, 1}
+
+
+def test_errors(selector, candidates):
+    rec = candidates[0]
+    too_many = rec["docs"] + [{"title": "x", "text": "y"}]
+    with pytest.raises(ValueError, match="7 candidates.*k1=6"):
+        selector.select(rec["question"], too_many)
+    with pytest.raises(ValueError, match="no candidate documents"):
+        selector.select(rec["question"], [])
+    with pytest.raises(ValueError, match="2 questions but 1"):
+        selector.select_batch(["a", "b"], [rec["docs"]])
+    with pytest.raises(TypeError, match="candidate 0"):
+        selector.select(rec["question"], [{"title": "no text"}])
+
+
+def test_unknown_backend_and_missing_vllm(selector_dir, monkeypatch):
+    with pytest.raises(ValueError, match="unknown selector backend"):
+        Selector.from_pretrained(selector_dir, backend="onnx")
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    with pytest.raises(ImportError, match=r"purecover\[vllm\]"):
+        VLLMSelectorBackend(selector_dir, 6)
+
+
+def test_prompt_template_mismatch_is_an_error(selector, selector_dir):
+    config = dict(read_selector_config(selector_dir))
+    config["prompt_template"] = {**config["prompt_template"], "hash": "0000"}
+    with pytest.raises(ValueError, match="prompt template"):
+        Selector(selector.tokenizer, config, selector.backend)
+
+
+def test_hf_logits_match_train_helper(selector, candidates):
+    """The backend's forward equals train/run.py's first_position_logits (used for τ3 calibration)."""
+    from purecover.train.run import first_position_logits
+
+    prompts = [build_selector_prompt(selector.tokenizer, c["question"], c["docs"], selector.scheme,
+                                     selector.max_passage_tokens).input_ids for c in candidates[:3]]
+    n = [len(c["docs"]) for c in candidates[:3]]
+    model = selector.backend.model
+    ours = hf_identifier_logits(model, prompts, [selector.scheme.token_ids[:k] for k in n], batch_size=2)
+    theirs = first_position_logits(model, prompts, selector.scheme.token_ids, n, batch_size=2)
+    np.testing.assert_allclose(np.concatenate(ours), np.concatenate(theirs), atol=1e-6, rtol=0)
+
+
+# --------------------------------------------------------------------------- vLLM adapter with a fake vllm
+
+
+class _Logprob:
+    def __init__(self, logprob: float) -> None:
+        self.logprob = logprob
+
+
+def _fake_vllm(model, *, drop_last: bool = False) -> types.ModuleType:
+    """A `vllm` stand-in: LLM/SamplingParams record their kwargs; generate scores with the real HF model and
+    returns, like vLLM, the top-`logprobs` entries of the masked logits, best first."""
+    mod = types.ModuleType("vllm")
+    mod.llm_kwargs = []
+    mod.params = []
+    mod.requests = []
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+            mod.params.append(kwargs)
+
+    class LLM:
+        def __init__(self, **kwargs):
+            mod.llm_kwargs.append(kwargs)
+
+        def generate(self, requests, params, use_tqdm=True):
+            mod.requests.extend(requests)
+            outputs = []
+            for req, p in zip(requests, params):
+                allowed = p.kwargs["allowed_token_ids"]
+                with torch.no_grad():
+                    row = model(torch.tensor([req["prompt_token_ids"]])).logits[0, -1]
+                masked = torch.full_like(row, -math.inf)
+                masked[allowed] = row[allowed]
+                top = torch.topk(masked, p.kwargs["logprobs"])
+                entries = {int(t): _Logprob(float(v)) for t, v in zip(top.indices, top.values)}
+                if drop_last:
+                    entries.pop(allowed[-1])
+                outputs.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(logprobs=[entries])]))
+            return outputs
+
+    mod.LLM, mod.SamplingParams = LLM, SamplingParams
+    return mod
+
+
+def test_vllm_backend_with_fake_engine(selector, selector_dir, plain_model, candidates, monkeypatch):
+    fake = _fake_vllm(plain_model)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    vsel = Selector.from_pretrained(selector_dir, backend="vllm", tensor_parallel_size=2)
+    assert isinstance(vsel.backend, VLLMSelectorBackend)
+    (kwargs,) = fake.llm_kwargs
+    assert kwargs["model"] == str(selector_dir)
+    assert kwargs["max_logprobs"] == 6
+    assert kwargs["logprobs_mode"] == "processed_logits"
+    assert kwargs["tensor_parallel_size"] == 2
+
+    qs = [c["question"] for c in candidates[:3]]
+    docs = [candidates[0]["docs"], candidates[1]["docs"][:4], candidates[2]["docs"][:1]]
+    got = vsel.select_batch(qs, docs)
+    want = selector.select_batch(qs, docs)
+    assert [p["logprobs"] for p in fake.params] == [6, 4, 1]
+    for p, d in zip(fake.params, docs):
+        assert p["allowed_token_ids"] == selector.scheme.token_ids[: len(d)]
+        assert p["max_tokens"] == 1 and p["temperature"] == 0
+    for g, w in zip(got, want):  # vLLM's dict is ordered by rank; results come back in candidate order
+        np.testing.assert_allclose(g.logits, w.logits, atol=1e-4, rtol=0)
+        assert g.indices == w.indices
+        assert sum(g.probabilities) == pytest.approx(1.0)
+    vsel.close()
+
+
+def test_vllm_missing_identifier_is_an_error(selector, selector_dir, plain_model, candidates, monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, drop_last=True))
+    vsel = Selector(selector.tokenizer, selector.config, VLLMSelectorBackend(selector_dir, selector.k1))
+    with pytest.raises(RuntimeError, match="no finite logit for candidate 5"):
+        vsel.select(candidates[0]["question"], candidates[0]["docs"])
+
+
+def test_hf_backend_interface(selector):
+    backend = selector.backend
+    assert isinstance(backend, HFSelectorBackend)
+    assert backend.identifier_logits([], []) == []
+    with pytest.raises(ValueError, match="2 prompts but 1"):
+        backend.identifier_logits([[1], [2]], [[3]])

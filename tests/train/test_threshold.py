@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+
+from purecover.models.selection import select_from_scores, softmax_probabilities
+from purecover.train.threshold import calibrate_threshold
+from purecover.train.trainer import subset_f1
+
+
+def test_select_from_scores_rules():
+    s = [0.5, 3.0, -1.0, 3.0, 2.0]
+    assert select_from_scores(s, tau=1.0) == [1, 3, 4]  # ties: earlier position first
+    assert select_from_scores(s, tau=1.0, k_max=2) == [1, 3]
+    assert select_from_scores(s, tau=10.0, min_select=1) == [1]
+    assert select_from_scores(s, tau=10.0, min_select=0) == []
+    assert abs(sum(softmax_probabilities(s)) - 1) < 1e-12
+
+
+def test_subset_f1():
+    assert subset_f1([1, 2], [2, 3]) == pytest.approx(0.5)
+    assert subset_f1([], []) == 1.0 and subset_f1([1], []) == 0.0
+
+
+def test_threshold_separating_scores_gives_perfect_f1():
+    scores = [[5.0, 4.0, -1.0, -2.0], [3.0, -3.0, -4.0, 2.5], [-1.0, 6.0, 0.0, -5.0]]
+    gold = [[0, 1], [0, 3], [1]]
+    tau, f1 = calibrate_threshold(scores, gold)
+    assert f1 == 1.0
+    assert all(sorted(select_from_scores(s, tau)) == sorted(g) for s, g in zip(scores, gold))
+    with pytest.raises(ValueError, match="no held-out"):
+        calibrate_threshold([], [])
