@@ -153,3 +153,14 @@ def test_deepspeed_training_through_accelerate(stage, labelled, tmp_path):
     assert torch.allclose(adapter_logits, ds_logits, atol=1e-4), float((adapter_logits - ds_logits).abs().max())
     effect = float((adapter_logits - base_logits).abs().max())
     assert effect > 1e-2, f"the adapter barely changes the logits (max |Δ| = {effect})"
+
+    # Export from the DeepSpeed run: a merged plain-transformers model with the same logits.
+    from purecover.config import load_recipe
+    from purecover.train.export import run_export_stage
+
+    recipe = load_recipe(None, [f"run_dir={run_dir}", f"student.model={tiny}", "student.dtype=float32"])
+    run_export_stage(recipe)
+    exported = AutoModelForCausalLM.from_pretrained(run_dir / "selector", dtype=torch.float32).eval()
+    assert not (run_dir / "selector" / "adapter_config.json").exists()
+    exported_logits = _logits(exported, ids)
+    assert torch.allclose(exported_logits, adapter_logits, atol=1e-4), float((exported_logits - adapter_logits).abs().max())
