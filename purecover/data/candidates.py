@@ -46,11 +46,42 @@ from .retrieval.base import Hit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CANDIDATES_FILE", "build_record", "gold_doc_ids", "run_data_stage", "supporting_recall"]
+__all__ = ["CANDIDATES_FILE", "build_record", "gold_doc_ids", "read_candidates", "run_data_stage", "supporting_recall"]
 
 CANDIDATES_FILE = "candidates.jsonl"
 REPORT_FILE = "data_report.json"
 _BATCH = 32
+
+
+def read_candidates(path: str | Path, max_docs: int | None = None, max_docs_hint: str = "") -> list[dict[str, Any]]:
+    """The records of a candidates.jsonl, checked for what later stages need (errors name line and field).
+
+    `max_docs`: reject records with more candidates (e.g. more than a selector was trained for).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run `purecover data RECIPE` first")
+    records: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for lineno, rec in read_jsonl(path):
+        def bad(field: str, problem: str, lineno: int = lineno) -> ValueError:
+            return ValueError(f"{path}:{lineno}: field {field!r}: {problem}")
+
+        for name, kind in (("qid", str), ("question", str), ("docs", list), ("answers", list)):
+            if not isinstance(rec.get(name), kind):
+                raise bad(name, f"missing or not a {kind.__name__}")
+        for i, d in enumerate(rec["docs"]):
+            if not isinstance(d, dict) or not isinstance(d.get("text"), str):
+                raise bad(f"docs[{i}].text", "missing or not a string")
+        if max_docs is not None and len(rec["docs"]) > max_docs:
+            raise bad("docs", f"{len(rec['docs'])} candidates, more than {max_docs}{max_docs_hint}")
+        if rec["qid"] in seen:
+            raise bad("qid", f"duplicate {rec['qid']!r}")
+        seen.add(rec["qid"])
+        records.append(rec)
+    if not records:
+        raise ValueError(f"{path} has no records")
+    return records
 
 
 def gold_doc_ids(example: Example, corpus: Corpus | None) -> list[str]:

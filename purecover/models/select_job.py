@@ -24,6 +24,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..config import Recipe, recipe_to_dict, section_fingerprint
+from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, read_jsonl
 from ..utils.provenance import write_stage_manifest
 from .selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
@@ -38,29 +39,8 @@ BATCH_SIZE = 8
 
 def _load_candidates(path: Path, k1: int) -> list[dict[str, Any]]:
     """The records of candidates.jsonl, checked for what selection needs (errors name line and field)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: run `purecover data RECIPE` first")
-    records, seen = [], set()
-    for lineno, rec in read_jsonl(path):
-        def bad(field: str, problem: str, lineno: int = lineno) -> ValueError:
-            return ValueError(f"{path}:{lineno}: field {field!r}: {problem}")
-
-        for name, kind in (("qid", str), ("question", str), ("docs", list)):
-            if not isinstance(rec.get(name), kind):
-                raise bad(name, f"missing or not a {kind.__name__}")
-        for i, d in enumerate(rec["docs"]):
-            if not isinstance(d, dict) or not isinstance(d.get("text"), str):
-                raise bad(f"docs[{i}].text", "missing or not a string")
-        if len(rec["docs"]) > k1:
-            raise bad("docs", f"{len(rec['docs'])} candidates, but the selector was trained for k1={k1}; "
-                              "rebuild the candidates with data.k1 <= the selector's k1")
-        if rec["qid"] in seen:
-            raise bad("qid", f"duplicate {rec['qid']!r}")
-        seen.add(rec["qid"])
-        records.append(rec)
-    if not records:
-        raise ValueError(f"{path} has no records")
-    return records
+    return read_candidates(path, max_docs=k1, max_docs_hint=(
+        f", the k1={k1} the selector was trained for; rebuild the candidates with data.k1 <= {k1}"))
 
 
 def _selector_fingerprint(selector_dir: Path) -> str:

@@ -244,22 +244,10 @@ class VLLMSelectorBackend:
 
     def close(self) -> None:
         """Release the engine and its GPU memory."""
-        import gc
+        from .vllm_utils import release_vllm_memory
 
-        try:
-            from vllm.distributed.parallel_state import (
-                destroy_distributed_environment,
-                destroy_model_parallel,
-            )
-
-            destroy_model_parallel()
-            destroy_distributed_environment()
-        except Exception:  # pragma: no cover - best effort across vLLM versions
-            log.debug("vLLM parallel state teardown skipped", exc_info=True)
         self.llm = None
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        release_vllm_memory()
 
 
 # --------------------------------------------------------------------------- Selector

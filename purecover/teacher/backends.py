@@ -9,7 +9,6 @@ them from the unrestricted distribution): a candidate outside the top 20 counts 
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -135,20 +134,10 @@ class VLLMGenerator:
 
     def close(self) -> None:
         """Release the engine and its GPU memory before the HF capture model is loaded."""
-        try:
-            from vllm.distributed.parallel_state import (
-                destroy_distributed_environment,
-                destroy_model_parallel,
-            )
+        from ..models.vllm_utils import release_vllm_memory
 
-            destroy_model_parallel()
-            destroy_distributed_environment()
-        except Exception:  # pragma: no cover - best effort across vLLM versions
-            log.debug("vLLM parallel state teardown skipped", exc_info=True)
         del self.llm
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        release_vllm_memory()
 
 
 def make_generator(backend: str, *, model: Any = None, tokenizer: Any = None, model_name: str | None = None,

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..config import Recipe, TeacherConfig, recipe_to_dict, section_fingerprint
+from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, atomic_write_text, read_jsonl
 from ..utils.provenance import write_stage_manifest
 from .calibration import BIAS_FILE, bias_keys, compute_position_bias, load_bias, save_bias
@@ -52,28 +53,7 @@ SHARD_DIR = "label_shards"
 
 def load_candidates(path: str | Path) -> list[dict[str, Any]]:
     """Read candidates.jsonl and check the fields labelling needs (errors name line and field)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: run `purecover data RECIPE` first")
-    records = []
-    seen: set[str] = set()
-    for lineno, rec in read_jsonl(path):
-        def bad(field: str, problem: str, lineno: int = lineno) -> ValueError:
-            return ValueError(f"{path}:{lineno}: field {field!r}: {problem}")
-
-        for name, kind in (("qid", str), ("question", str), ("docs", list), ("answers", list)):
-            if not isinstance(rec.get(name), kind):
-                raise bad(name, f"missing or not a {kind.__name__}")
-        for i, d in enumerate(rec["docs"]):
-            if not isinstance(d, dict) or not isinstance(d.get("text"), str):
-                raise bad(f"docs[{i}].text", "missing or not a string")
-        if rec["qid"] in seen:
-            raise bad("qid", f"duplicate {rec['qid']!r}")
-        seen.add(rec["qid"])
-        records.append(rec)
-    if not records:
-        raise ValueError(f"{path} has no records")
-    return records
+    return read_candidates(path)
 
 
 def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

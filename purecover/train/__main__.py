@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 
-from ..config import load_recipe
+from ..utils.entry import stage_main
 from .run import run_train_stage
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m purecover.train", description=__doc__)
-    parser.add_argument("recipe", nargs="?")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    parser.add_argument("-q", "--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    summary = run_train_stage(load_recipe(args.recipe, args.overrides), show_progress=not args.quiet)
-    print(summary)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stage_main(run_train_stage, "python -m purecover.train", __doc__))

@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.train.helpers import labelled_run
+
 pytest.importorskip("deepspeed")
 pytest.importorskip("peft")
 
@@ -40,27 +42,7 @@ SAVE_STEPS = 2
 
 
 def _labelled_run(tmp: Path) -> tuple[Path, Path]:
-    """A tiny model + a data/label run dir (seconds); skips without the real sample tokenizer."""
-    from purecover.config import load_recipe
-    from purecover.data.candidates import run_data_stage
-    from purecover.data.samples import sample_data_dir
-    from purecover.models.tiny import build_tiny_model
-    from purecover.teacher.job import run_label_stage
-
-    samples = sample_data_dir()
-    if samples is None:
-        pytest.skip("real sample data not found (needs its qwen2_tokenizer): set PURECOVER_SAMPLE_DATA "
-                    "or put ../shared/data beside the repo")
-    tiny = build_tiny_model(tmp / "tiny", samples / "qwen2_tokenizer")
-    run = tmp / "run"
-    recipe = load_recipe(None, [
-        f"run_dir={run}", "data.path=demo", "data.k1=6", "data.limit=8", f"teacher.model={tiny}",
-        "teacher.steps=oracle", "teacher.calibrate=false", "teacher.dtype=float32", "teacher.device=cpu",
-        f"student.model={tiny}",
-    ])
-    run_data_stage(recipe, show_progress=False)
-    run_label_stage(recipe, show_progress=False)
-    return tiny, run
+    return labelled_run(tmp, 'run')
 
 
 @pytest.fixture(scope="module")

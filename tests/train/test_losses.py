@@ -102,3 +102,19 @@ def test_contrastive_loss_values():
     assert torch.allclose(contrastive_loss(s, [0]), expected)
     assert contrastive_loss(s, []).item() == 0.0 and contrastive_loss(s, [0, 1, 2]).item() == 0.0
     contrastive_loss(s, [0, 1, 2]).backward()  # zero, but differentiable
+
+
+def test_gradient_checkpointing_falls_back_to_the_two_pass_path():
+    torch.manual_seed(5)
+    prompt = torch.randint(30, VOCAB, (35,))
+    m_ckpt, m_ref = model(), model()
+    m_ckpt.gradient_checkpointing_enable()
+    m_ckpt.train()
+    m_ref.train()
+    out = selector_loss(m_ckpt, [prompt], [[1, 4, 2]], [8], FMT)  # the cache is off: two-pass path
+    ref = selector_loss(m_ref, [prompt], [[1, 4, 2]], [8], FMT, share_prompt=True)
+    out.loss.backward()
+    ref.loss.backward()
+    assert out.orders == ref.orders and torch.allclose(out.loss, ref.loss, atol=1e-5)
+    for p, q in zip(m_ckpt.parameters(), m_ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4)

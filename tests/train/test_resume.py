@@ -22,6 +22,7 @@ import torch
 
 from purecover.config import ConfigError, load_recipe
 from purecover.train.run import build_training_arguments
+from tests.train.helpers import labelled_run
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_STEPS, SAVE_STEPS = 6, 3
@@ -64,26 +65,7 @@ def test_training_output_dir_is_fixed(tmp_path):
 # --- kill and resume ------------------------------------------------------------------------------
 
 def _labelled_run(tmp: Path) -> tuple[Path, Path]:
-    """A tiny model + a data/label run dir (seconds); skips without the real sample tokenizer."""
-    from purecover.data.candidates import run_data_stage
-    from purecover.data.samples import sample_data_dir
-    from purecover.models.tiny import build_tiny_model
-    from purecover.teacher.job import run_label_stage
-
-    samples = sample_data_dir()
-    if samples is None:
-        pytest.skip("real sample data not found (needs its qwen2_tokenizer): set PURECOVER_SAMPLE_DATA "
-                    "or put ../shared/data beside the repo")
-    tiny = build_tiny_model(tmp / "tiny", samples / "qwen2_tokenizer")
-    run = tmp / "labelled"
-    recipe = load_recipe(None, [
-        f"run_dir={run}", "data.path=demo", "data.k1=6", "data.limit=8", f"teacher.model={tiny}",
-        "teacher.steps=oracle", "teacher.calibrate=false", "teacher.dtype=float32", "teacher.device=cpu",
-        f"student.model={tiny}",
-    ])
-    run_data_stage(recipe, show_progress=False)
-    run_label_stage(recipe, show_progress=False)
-    return tiny, run
+    return labelled_run(tmp, 'labelled')
 
 
 def _new_run(labelled: Path, run_dir: Path) -> Path:
