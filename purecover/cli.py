@@ -28,6 +28,7 @@ examples:
   purecover data --set data.dataset=hotpotqa --set data.path=hotpot_dev_distractor_v1.json \\
                  --set data.corpus=shared --set run_dir=runs/hotpot
   purecover config configs/recipes/demo_cpu.yaml --set teacher.lam=0.5
+  purecover score preds.jsonl --dataset hotpotqa --gold hotpot_dev_distractor_v1.json --json
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
 numbers, true/false, null, [lists]). Unknown keys are errors that name the closest valid key.
@@ -168,6 +169,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
         p.set_defaults(handler=handler)
+    from .eval.score_cli import add_score_arguments, main_score  # light module: loaders import lazily
+
+    p = sub.add_parser(
+        "score",
+        help="score a predictions file ({qid, prediction} JSONL) with the dataset's official rules",
+        description="Read PREDICTIONS.jsonl (one {\"qid\": ..., \"prediction\": ...} per line) and the gold "
+                    "answers (answer + aliases) from the dataset's own file (--gold; --aliases for 2Wiki's "
+                    "id_aliases.json); print EM, F1 and Acc (DESIGN §5). --json prints one JSON object "
+                    "{em, f1, acc, n, missing}. Missing predictions are an error unless --allow-missing.",
+    )
+    add_score_arguments(p)
+    p.set_defaults(handler=main_score)
     return parser
 
 

@@ -74,3 +74,14 @@ def test_issue_command_on_real_hotpotqa(sample_file, tmp_path):
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in (run_dir / "candidates.jsonl").read_text().splitlines()]
     assert len(records) == 252 and all(len(r["docs"]) == 20 for r in records)
+
+
+def test_score_command_json(tmp_path, capsys):
+    from tests.conftest import hotpot_record, write_json, write_jsonl
+
+    gold = write_json(tmp_path / "gold.json", [hotpot_record("q1"), hotpot_record("q2", answer="yes")])
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"qid": "q1", "prediction": "the Mirren"},
+                                               {"qid": "q2", "prediction": "no"}])
+    assert main(["score", str(preds), "--dataset", "hotpotqa", "--gold", str(gold), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"em": 0.5, "f1": 0.5, "acc": 0.5, "n": 2, "missing": 0}

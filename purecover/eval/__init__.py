@@ -1,0 +1,1 @@
+"""Stage `eval`: QA metrics, coverage metrics, baselines, RAG generation, reports and plots."""

@@ -1,0 +1,206 @@
+"""Selection metrics (Coverage@K, Purity@K) and coverage metrics (α-nDCG, StRecall, CRUX Cov)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from purecover.data import load_examples
+from purecover.data.candidates import build_record, gold_doc_ids
+from purecover.data.corpus import question_docs
+from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+from purecover.eval.selection_metrics import (
+    alpha_ndcg,
+    answer_containing,
+    coverage_at_k,
+    crux_coverage,
+    purity_at_k,
+    question_selection,
+    selection_report,
+    strecall,
+)
+
+A, B, C, D = {1, 2}, {1}, {3}, set()
+RUN = [B, A, D, C]
+
+
+# ---------------------------------------------------------------- α-nDCG / StRecall worked example
+
+
+@pytest.mark.parametrize("k, expected", [(1, 0.5), (2, 0.739812), (3, 0.675613), (4, 0.825106)])
+def test_alpha_ndcg_worked_example(k, expected):
+    assert round(alpha_ndcg(RUN, k, alpha=0.5), 6) == expected
+
+
+@pytest.mark.parametrize("k, expected", [(1, 1 / 3), (2, 2 / 3), (3, 2 / 3), (4, 1.0)])
+def test_strecall_worked_example(k, expected):
+    assert strecall(RUN, k, 3) == pytest.approx(expected)
+    assert strecall(RUN, k, {1, 2, 3}) == pytest.approx(expected)
+
+
+def test_alpha_ndcg_k_beyond_run_and_pool():
+    # k larger than the run: the score at k = 10 equals the score at 4 (nothing more to rank).
+    assert alpha_ndcg(RUN, 10) == pytest.approx(alpha_ndcg(RUN, 4))
+    # a larger judged pool (ndeval-style) can only make the ideal better, the score lower
+    pool = [A, B, C, D, {4}]
+    assert alpha_ndcg(RUN, 4, ideal_pool=pool) < alpha_ndcg(RUN, 4)
+    assert alpha_ndcg(RUN, 4, ideal_pool=pool, n_nuggets=4) == alpha_ndcg(RUN, 4, ideal_pool=pool)
+
+
+def test_alpha_zero_is_ndcg_with_nugget_count_gains():
+    # α = 0: gain = number of nuggets of the document, no redundancy penalty.
+    run = [D, B, A, C]  # gains 0, 1, 2, 1; ideal A(2), B(1), C(1), D(0)
+    dcg4 = 0 + 1 / math.log2(3) + 2 / math.log2(4) + 1 / math.log2(5)
+    idcg4 = 2 + 1 / math.log2(3) + 1 / math.log2(4) + 0
+    assert alpha_ndcg(run, 4, alpha=0.0) == pytest.approx(dcg4 / idcg4)
+    assert alpha_ndcg(run, 2, alpha=0.0) == pytest.approx((1 / math.log2(3)) / (2 + 1 / math.log2(3)))
+    # repeated nuggets are not discounted with α = 0: two copies of A rank as well as A, A
+    assert alpha_ndcg([A, A, B], 3, alpha=0.0) == pytest.approx(1.0)
+    # with α = 0.5 the repeat is discounted and the greedy ideal puts A first
+    assert alpha_ndcg([B, A, A], 3, alpha=0.5) < 1.0
+
+
+def test_alpha_ndcg_degenerate_and_bad_input():
+    assert alpha_ndcg([D, D], 2) == 0.0
+    assert alpha_ndcg([], 3) == 0.0
+    with pytest.raises(ValueError, match="k must be"):
+        alpha_ndcg(RUN, 0)
+    with pytest.raises(ValueError, match="alpha"):
+        alpha_ndcg(RUN, 2, alpha=1.5)
+    with pytest.raises(ValueError, match="n_nuggets"):
+        alpha_ndcg(RUN, 2, n_nuggets=2)
+
+
+def test_strecall_edge_cases():
+    assert strecall([D, D], 4, 0) is None
+    assert strecall(RUN, 4, set()) is None
+    # only the listed nugget ids count
+    assert strecall(RUN, 4, {1, 9}) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="n_nuggets"):
+        strecall(RUN, 4, 2)
+
+
+# ---------------------------------------------------------------- CRUX Cov
+
+
+def test_crux_coverage_by_hand():
+    # REFERENCES ratings matrix, ranked d2, d4, d3, d5, d1
+    ratings = [[1, 1, 0], [2, 2, 1], [5, 2, 0], [0, 0, 3], [3, 3, 0]]
+    expected = [0.0, 0.0, 1 / 3, 2 / 3, 1.0]
+    for k, e in enumerate(expected, start=1):
+        assert crux_coverage(ratings, k, eta=3) == pytest.approx(e)
+        assert crux_coverage(np.array(ratings), k, eta=3) == pytest.approx(e)
+    # a lower threshold: rating 2 now answers q1 and q2 from d4 at rank 2
+    assert crux_coverage(ratings, 2, eta=2) == pytest.approx(2 / 3)
+
+
+def test_crux_coverage_edge_cases():
+    assert crux_coverage([], 3) is None
+    assert crux_coverage([[], []], 3) is None
+    with pytest.raises(ValueError, match="lengths"):
+        crux_coverage([[1, 2], [3]], 2)
+
+
+# ---------------------------------------------------------------- answer-containing / coverage / purity
+
+
+def test_answer_containing_whole_token_spans():
+    docs = [
+        {"doc_id": "a", "title": "New York City", "text": "The largest city in the US."},
+        {"doc_id": "b", "title": "Yorkshire", "text": "A county of England, known as God's own county."},
+        {"doc_id": "c", "title": "Trivia", "text": "He moved to New-York in 1990."},  # "newyork" after SQuAD rules
+        {"doc_id": "d", "title": "York", "text": "A city in North Yorkshire."},
+    ]
+    assert answer_containing(docs, ["new york"]) == {0}
+    assert answer_containing(docs, ["York"]) == {0, 3}  # not "Yorkshire"
+    assert answer_containing(docs, ["The City"]) == {0, 3}  # article dropped, case ignored
+    assert answer_containing(docs, ["England!"]) == {1}  # punctuation dropped
+    assert answer_containing(docs, ["nowhere", "1990"]) == {2}  # any alias counts
+    assert answer_containing(docs, []) == set()
+
+
+def test_answer_containing_yes_no_is_empty():
+    docs = [{"doc_id": "a", "title": "Q", "text": "Yes, no, maybe."}]
+    assert answer_containing(docs, ["yes"]) == set()
+    assert answer_containing(docs, ["No."]) == set()
+    assert answer_containing(docs, ["the"]) == set()  # normalises to nothing
+
+
+def test_coverage_and_purity_by_hand():
+    assert coverage_at_k({0, 1, 2}, {1, 5}) == 0.5
+    assert purity_at_k({0, 1, 2}, {1, 5}) == pytest.approx(1 / 3)
+    assert coverage_at_k({0}, set()) is None
+    assert purity_at_k(set(), {1}) is None
+    assert purity_at_k({4}, set()) == 0.0
+
+
+def _record(qid, docs, answers, gold):
+    return {"qid": qid, "docs": [{"doc_id": i, "title": t, "text": x, "score": 0.0} for i, t, x in docs],
+            "answers": answers, "gold_doc_ids": gold}
+
+
+def test_selection_report_by_hand():
+    r1 = _record("q1", [("d0", "Paris", "Capital of France."), ("d1", "Lyon", "A city."),
+                        ("d2", "France", "Its capital is Paris."), ("d3", "Nice", "On the coast.")],
+                 ["Paris"], ["d0", "d1", "missing"])
+    r2 = _record("q2", [("e0", "Alps", "Mountains."), ("e1", "Rhine", "A river.")], ["yes"], [])
+    r3 = _record("q3", [("f0", "Moon", "Apollo 11 landed in 1969."), ("f1", "Mars", "Red.")], ["1969"], ["f0"])
+    q1 = question_selection(r1, [0, 1, 3])
+    assert q1["answer_coverage"] == 0.5 and q1["answer_purity"] == pytest.approx(1 / 3)
+    assert q1["support_coverage"] == 1.0 and q1["support_purity"] == pytest.approx(2 / 3)
+    assert q1["gold_not_retrieved"] == 1
+    report = selection_report([(r1, [0, 1, 3]), (r2, {"selected": [1]}), (r3, [])])
+    assert report["n_questions"] == 3
+    assert report["mean_k"] == pytest.approx(4 / 3)
+    ans = report["answer"]
+    # coverage: q1 0.5, q2 undefined (yes/no), q3 0.0; purity: q1 1/3, q2 0, q3 undefined (empty selection)
+    assert ans["coverage"] == pytest.approx(0.25) and ans["n_coverage"] == 2 and ans["n_undefined_coverage"] == 1
+    assert ans["purity"] == pytest.approx(1 / 6) and ans["n_purity"] == 2 and ans["n_undefined_purity"] == 1
+    sup = report["supporting"]
+    # coverage: q1 1.0, q2 undefined (no gold), q3 0.0; purity: q1 2/3, q2 0.0, q3 undefined
+    assert sup["coverage"] == pytest.approx(0.5) and sup["n_coverage"] == 2
+    assert sup["purity"] == pytest.approx(1 / 3) and sup["n_purity"] == 2
+    assert sup["gold_not_retrieved"] == 1
+
+
+def test_selection_report_empty_and_bad_positions():
+    report = selection_report([])
+    assert report["n_questions"] == 0 and report["answer"]["coverage"] is None
+    r = _record("q9", [("a", "A", "x")], ["x"], [])
+    with pytest.raises(ValueError, match="q9.*outside"):
+        selection_report([(r, [1])])
+    with pytest.raises(ValueError, match="not an integer"):
+        question_selection(r, ["0"])
+
+
+# ---------------------------------------------------------------- real HotpotQA questions
+
+
+@pytest.fixture(scope="module")
+def hotpot_records():
+    folder = sample_data_dir()
+    if folder is None or not (folder / SAMPLE_FILES["hotpotqa"]).is_file():
+        pytest.skip("HotpotQA sample not found (set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo)")
+    examples = load_examples("hotpotqa", folder / SAMPLE_FILES["hotpotqa"], limit=3)
+    assert len(examples) == 3
+    return [build_record(ex, [(d, 0.0) for d in question_docs(ex)], gold_doc_ids(ex, None)) for ex in examples]
+
+
+def test_hotpotqa_gold_paragraph_selection(hotpot_records):
+    gold_sel, non_gold_sel = [], []
+    for rec in hotpot_records:
+        gold = set(rec["gold_doc_ids"])
+        assert len(gold) == 2
+        positions = [i for i, d in enumerate(rec["docs"]) if d["doc_id"] in gold]
+        others = [i for i, d in enumerate(rec["docs"]) if d["doc_id"] not in gold][:2]
+        assert len(positions) == 2
+        gold_sel.append((rec, positions))
+        non_gold_sel.append((rec, others))
+        q = question_selection(rec, positions)
+        assert q["support_coverage"] == 1.0 and q["support_purity"] == 1.0
+    good = selection_report(gold_sel)["supporting"]
+    assert good["coverage"] == 1.0 and good["purity"] == 1.0 and good["n_coverage"] == 3
+    bad = selection_report(non_gold_sel)["supporting"]
+    assert bad["coverage"] == 0.0 and bad["purity"] == 0.0 and bad["n_purity"] == 3
