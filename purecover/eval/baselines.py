@@ -1,0 +1,455 @@
+"""Baseline selectors compared with the student on the same candidates, through one interface.
+
+Every selector answers ``select(candidate_record, label_record, selection_record, k)`` with
+candidate *positions* (indices into ``candidate_record["docs"]``), best first, at most ``k``, no
+duplicates. Records are those of DESIGN §4 (``candidates.jsonl``, ``labels.jsonl``,
+``selections.jsonl``); a selector that does not need the label or selection record ignores it.
+
+Selectors (registry names of :func:`make_baseline` in brackets):
+
+* :class:`RetrievalTopK` [retrieval]: the first ``k`` candidates (retrieval order).
+* :class:`CrossEncoderRerank` [cross_encoder]: candidates by a sentence-transformers
+  ``CrossEncoder`` score of (question, passage), e.g. ``BAAI/bge-reranker-large``.
+* :class:`MMR` [mmr]: maximal marginal relevance, λ·cos(q, d) − (1 − λ)·max_{d'∈S} cos(d, d').
+* :class:`XQuAD` [xquad]: (1 − λ)·P(d|q) + λ·Σ_s P(s|q)·P(d|s)·Π_{d'∈S}(1 − P(d'|s)).
+* :class:`IASelect` [ia_select]: Σ_s P(s|q)·V(d|q,s)·Π_{d'∈S}(1 − V(d'|q,s)).
+* :class:`LancerAggregation` [lancer_sum, lancer_rrf, lancer_greedy_sum, lancer_greedy_cov,
+  lancer_greedy_alpha]: LANCER's aggregations over the label record's ``ratings``.
+* :class:`TeacherLabels` [teacher]: the teacher's ``selected``, truncated to ``k``.
+* :class:`StudentSelections` [student]: the student's ``selected``, truncated to ``k``.
+
+Embedding similarity (MMR, xQuAD, IA-Select): texts are encoded with an *embedder*, any object
+with the sentence-transformers ``encode(texts, normalize_embeddings=True, convert_to_numpy=True,
+show_progress_bar=False)`` API; similarities are cosines of the normalised embeddings. A passage is
+encoded as ``title\\ntext`` (``text`` alone when it has no title). Embeddings are cached by text
+within a selector instance.
+
+xQuAD / IA-Select probabilities: P(s|q) is uniform over the subtopics; P(d|s) (= V(d|q,s) for
+IA-Select) and, for xQuAD, P(d|q) are the softmax over the candidates of cos/``temperature``
+(default 0.1: cosines live in [−1, 1], so a softmax at temperature 1 would be almost uniform).
+Subtopics are the label record's ``steps`` (teacher reasoning steps, ``subtopics="steps"``) or
+its ``subquestions`` (LANCER sub-questions, ``subtopics="subquestions"``); when the label record
+is absent or has none, the question itself is the only subtopic (xQuAD then reduces to a
+relevance ranking and IA-Select to a relevance ranking with diminishing returns), and the
+selector counts such questions in ``fallback_count``.
+
+Tie rule (everywhere): among equal scores or gains, the earlier candidate (smaller position) wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from purecover.teacher.lancer_rank import LANCER_METHODS, lancer_rank
+
+__all__ = [
+    "BASELINE_NAMES",
+    "MMR",
+    "BaselineSelector",
+    "CrossEncoderRerank",
+    "IASelect",
+    "LancerAggregation",
+    "RetrievalTopK",
+    "StudentSelections",
+    "TeacherLabels",
+    "XQuAD",
+    "doc_text",
+    "make_baseline",
+]
+
+Record = Mapping[str, Any]
+
+
+@runtime_checkable
+class BaselineSelector(Protocol):
+    """A selector: candidate positions, best first, at most k, no duplicates."""
+
+    name: str
+
+    def select(self, candidate_record: Record, label_record: Record | None,
+               selection_record: Record | None, k: int) -> list[int]: ...
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _qid(record: Record) -> str:
+    return str(record.get("qid", "<no qid>"))
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be an integer ≥ 1, got {k!r}")
+    return int(k)
+
+
+def _docs(candidate_record: Record) -> list[Mapping[str, Any]]:
+    docs = candidate_record.get("docs")
+    if not isinstance(docs, list):
+        raise ValueError(f"question {_qid(candidate_record)}: candidate record has no 'docs' list")
+    return docs
+
+
+def _check_same_qid(candidate_record: Record, other: Record, kind: str) -> None:
+    if "qid" in other and "qid" in candidate_record and str(other["qid"]) != str(candidate_record["qid"]):
+        raise ValueError(f"{kind} record qid {other['qid']!r} does not match candidate record qid "
+                         f"{candidate_record['qid']!r}")
+
+
+def doc_text(doc: Mapping[str, Any]) -> str:
+    """The text a passage is embedded or scored as: ``title\\ntext`` (``text`` when untitled)."""
+    title = (doc.get("title") or "").strip()
+    text = (doc.get("text") or "").strip()
+    return f"{title}\n{text}" if title else text
+
+
+def _descending(scores: np.ndarray) -> list[int]:
+    """Positions by descending score, ties by smaller position."""
+    return [int(i) for i in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
+
+
+def _first_argmax(values: np.ndarray, available: np.ndarray) -> int:
+    masked = np.where(available, values, -np.inf)
+    return int(np.argmax(masked))  # np.argmax returns the first maximum
+
+
+def _softmax(x: np.ndarray, temperature: float, axis: int = -1) -> np.ndarray:
+    z = x / temperature
+    z = z - z.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _positions(values: Any, n_docs: int, qid: str, field: str) -> list[int]:
+    if not isinstance(values, list):
+        raise ValueError(f"question {qid}: {field} must be a list of candidate positions, got {values!r}")
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < n_docs:
+            raise ValueError(f"question {qid}: {field} holds {v!r}, not a candidate position in 0..{n_docs - 1}")
+        if int(v) in out:
+            raise ValueError(f"question {qid}: {field} repeats position {int(v)}")
+        out.append(int(v))
+    return out
+
+
+class _EmbeddingCache:
+    """Embeds texts with `embedder`, caching vectors by text."""
+
+    def __init__(self, embedder: Any) -> None:
+        if not callable(getattr(embedder, "encode", None)):
+            raise TypeError(f"embedder must have a sentence-transformers style encode(); got {type(embedder).__name__}")
+        self.embedder = embedder
+        self.cache: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if missing:
+            vecs = np.asarray(self.embedder.encode(missing, normalize_embeddings=True, convert_to_numpy=True,
+                                                   show_progress_bar=False), dtype=np.float64)
+            if vecs.ndim != 2 or vecs.shape[0] != len(missing):
+                raise ValueError(f"embedder returned shape {vecs.shape} for {len(missing)} texts")
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            vecs = vecs / np.where(norms > 0, norms, 1.0)
+            self.cache.update(zip(missing, vecs))
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float64)
+        return np.stack([self.cache[t] for t in texts])
+
+
+# ----------------------------------------------------------------------------- selectors
+
+class RetrievalTopK:
+    """The first k candidates, in retrieval order."""
+
+    name = "retrieval"
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        return list(range(min(k, len(_docs(candidate_record)))))
+
+
+class CrossEncoderRerank:
+    """Rerank by a sentence-transformers CrossEncoder score of (question, passage); top k.
+
+    `model_name`: a Hub id (e.g. ``BAAI/bge-reranker-large``) or a local directory, loaded on first
+    use. The model must output one score per pair (``num_labels == 1``).
+    """
+
+    name = "cross_encoder"
+
+    def __init__(self, model_name: str = "BAAI/bge-reranker-large", batch_size: int = 32, *,
+                 device: str | None = None, max_length: int | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.device = device
+        self.max_length = max_length
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import CrossEncoder
+
+            self._model = CrossEncoder(self.model_name, device=self.device, max_length=self.max_length)
+        return self._model
+
+    def scores(self, candidate_record: Record) -> np.ndarray:
+        """One score per candidate (in candidate order)."""
+        docs = _docs(candidate_record)
+        if not docs:
+            return np.zeros(0, dtype=np.float64)
+        question = str(candidate_record.get("question", ""))
+        pairs = [(question, doc_text(d)) for d in docs]
+        out = np.asarray(self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
+                                            convert_to_numpy=True), dtype=np.float64)
+        if out.ndim == 2 and out.shape[1] == 1:
+            out = out[:, 0]
+        if out.shape != (len(docs),):
+            raise ValueError(f"cross-encoder {self.model_name!r} returned scores of shape {out.shape} for "
+                             f"{len(docs)} pairs; expected one score per pair (num_labels=1)")
+        return out
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        return _descending(self.scores(candidate_record))[:k]
+
+
+class _EmbeddingSelector:
+    def __init__(self, embedder: Any) -> None:
+        self._embed = _EmbeddingCache(embedder)
+
+    def _query_docs(self, candidate_record: Record) -> tuple[np.ndarray, np.ndarray]:
+        docs = _docs(candidate_record)
+        vecs = self._embed([str(candidate_record.get("question", ""))] + [doc_text(d) for d in docs])
+        return vecs[0], vecs[1:]
+
+
+class MMR(_EmbeddingSelector):
+    """Maximal marginal relevance: argmax_d λ·cos(q, d) − (1 − λ)·max_{d'∈S} cos(d, d').
+
+    With S empty the redundancy term is 0; λ = 1 is the relevance (cosine) order.
+    """
+
+    name = "mmr"
+
+    def __init__(self, embedder: Any, lam: float = 0.5) -> None:
+        if not 0 <= lam <= 1:
+            raise ValueError(f"lam must lie in [0, 1], got {lam}")
+        super().__init__(embedder)
+        self.lam = lam
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        if not _docs(candidate_record):
+            return []
+        q, D = self._query_docs(candidate_record)
+        rel = D @ q
+        sim = D @ D.T
+        n = len(rel)
+        available = np.ones(n, dtype=bool)
+        max_sim = np.zeros(n, dtype=np.float64)
+        out: list[int] = []
+        for _ in range(min(k, n)):
+            redundancy = max_sim if out else np.zeros(n)
+            i = _first_argmax(self.lam * rel - (1 - self.lam) * redundancy, available)
+            out.append(i)
+            available[i] = False
+            max_sim = np.maximum(max_sim, sim[:, i]) if len(out) > 1 else sim[:, i].copy()
+        return out
+
+
+class _SubtopicSelector(_EmbeddingSelector):
+    def __init__(self, embedder: Any, subtopics: str = "steps", temperature: float = 0.1) -> None:
+        if subtopics not in ("steps", "subquestions"):
+            raise ValueError(f"subtopics must be 'steps' or 'subquestions', got {subtopics!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        super().__init__(embedder)
+        self.subtopics = subtopics
+        self.temperature = temperature
+        self.fallback_count = 0
+
+    def subtopic_texts(self, candidate_record: Record, label_record: Record | None) -> list[str]:
+        """The label's steps / sub-questions, or [question] when there are none (counted in fallback_count)."""
+        if label_record is not None:
+            _check_same_qid(candidate_record, label_record, "label")
+            values = label_record.get(self.subtopics) or []
+            if not isinstance(values, list):
+                raise ValueError(f"question {_qid(candidate_record)}: label field {self.subtopics!r} must be a "
+                                 f"list of strings")
+            texts = [str(v).strip() for v in values if str(v).strip()]
+            if texts:
+                return texts
+        self.fallback_count += 1
+        return [str(candidate_record.get("question", ""))]
+
+    def _probabilities(self, candidate_record: Record, label_record: Record | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """(P(d|q) over candidates (n,), P(d|s) (m, n)), softmax of cos/temperature over candidates."""
+        q, D = self._query_docs(candidate_record)
+        S = self._embed(self.subtopic_texts(candidate_record, label_record))
+        return _softmax(D @ q, self.temperature), _softmax(S @ D.T, self.temperature, axis=1)
+
+
+class XQuAD(_SubtopicSelector):
+    """xQuAD: argmax_d (1 − λ)·P(d|q) + λ·Σ_s P(s|q)·P(d|s)·Π_{d'∈S}(1 − P(d'|s)).
+
+    P(s|q) uniform, P(d|q) and P(d|s) softmax-normalised cosines (module docstring).
+    """
+
+    name = "xquad"
+
+    def __init__(self, embedder: Any, lam: float = 0.5, subtopics: str = "steps", temperature: float = 0.1) -> None:
+        if not 0 <= lam <= 1:
+            raise ValueError(f"lam must lie in [0, 1], got {lam}")
+        super().__init__(embedder, subtopics, temperature)
+        self.lam = lam
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        n = len(_docs(candidate_record))
+        if n == 0:
+            return []
+        p_dq, p_ds = self._probabilities(candidate_record, label_record)
+        m = p_ds.shape[0]
+        p_sq = np.full(m, 1.0 / m)
+        not_covered = np.ones(m, dtype=np.float64)  # Π_{d'∈S}(1 − P(d'|s))
+        available = np.ones(n, dtype=bool)
+        out: list[int] = []
+        for _ in range(min(k, n)):
+            div = (p_sq * not_covered) @ p_ds
+            i = _first_argmax((1 - self.lam) * p_dq + self.lam * div, available)
+            out.append(i)
+            available[i] = False
+            not_covered *= 1.0 - p_ds[:, i]
+        return out
+
+
+class IASelect(XQuAD):
+    """IA-Select (Agrawal et al. 2009): argmax_d Σ_s U(s)·V(d|q,s), U(s) = P(s|q)·Π_{d'∈S}(1 − V(d'|q,s)).
+
+    P(s|q) uniform, V(d|q,s) the softmax-normalised cosine P(d|s) (module docstring). This is
+    xQuAD's diversity term alone, i.e. xQuAD with λ = 1.
+    """
+
+    name = "ia_select"
+
+    def __init__(self, embedder: Any, subtopics: str = "steps", temperature: float = 0.1) -> None:
+        super().__init__(embedder, lam=1.0, subtopics=subtopics, temperature=temperature)
+
+
+class LancerAggregation:
+    """LANCER aggregation `method` (see `purecover.teacher.lancer_rank`) over the label's ``ratings``."""
+
+    def __init__(self, method: str, **params: Any) -> None:
+        if method not in LANCER_METHODS:
+            raise ValueError(f"unknown LANCER method {method!r}; expected one of {sorted(LANCER_METHODS)}")
+        self.method = method
+        self.params = params
+        self.name = "lancer_" + method.replace("-", "_")
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        qid = _qid(candidate_record)
+        n = len(_docs(candidate_record))
+        if label_record is None or label_record.get("ratings") is None:
+            raise ValueError(f"question {qid}: {self.name} needs LANCER 'ratings' in the label record, "
+                             f"but {'there is no label record' if label_record is None else 'it has none'}")
+        _check_same_qid(candidate_record, label_record, "label")
+        R = np.asarray(label_record["ratings"], dtype=np.float64)
+        if R.ndim != 2 or R.shape[0] != n:
+            raise ValueError(f"question {qid}: ratings have shape {R.shape}, expected ({n}, n_subquestions)")
+        try:
+            return lancer_rank(R, self.method, **self.params).order[:k]
+        except ValueError as exc:
+            raise ValueError(f"question {qid}: {exc}") from None
+
+
+class _StoredSelection:
+    """A subset stored in a record (teacher label or student selection), truncated to k."""
+
+    name = ""
+    source = ""  # "label" or "selection"
+
+    def _record(self, label_record: Record | None, selection_record: Record | None) -> Record | None:
+        return label_record if self.source == "label" else selection_record
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        qid = _qid(candidate_record)
+        record = self._record(label_record, selection_record)
+        what = "label record" if self.source == "label" else "selections record"
+        if record is None:
+            raise ValueError(f"question {qid}: the {self.name} baseline needs a {what}")
+        _check_same_qid(candidate_record, record, self.source)
+        if "selected" not in record:
+            raise ValueError(f"question {qid}: {what} has no 'selected' field")
+        return _positions(record["selected"], len(_docs(candidate_record)), qid, f"{self.source} 'selected'")[:k]
+
+
+class TeacherLabels(_StoredSelection):
+    """The teacher's ``selected`` positions (label record), truncated to k."""
+
+    name = "teacher"
+    source = "label"
+
+
+class StudentSelections(_StoredSelection):
+    """The student's ``selected`` positions (selections record, thresholded by the student), truncated to k."""
+
+    name = "student"
+    source = "selection"
+
+
+# ----------------------------------------------------------------------------- registry
+
+def _lancer(method: str) -> Callable[..., LancerAggregation]:
+    def make(**params: Any) -> LancerAggregation:
+        return LancerAggregation(method, **params)
+
+    return make
+
+
+_REGISTRY: dict[str, Callable[..., BaselineSelector]] = {
+    "retrieval": RetrievalTopK,
+    "cross_encoder": CrossEncoderRerank,
+    "mmr": MMR,
+    "xquad": XQuAD,
+    "ia_select": IASelect,
+    "lancer_sum": _lancer("sum"),
+    "lancer_rrf": _lancer("rrf"),
+    "lancer_greedy_sum": _lancer("greedy-sum"),
+    "lancer_greedy_cov": _lancer("greedy-cov"),
+    "lancer_greedy_alpha": _lancer("greedy-alpha"),
+    "teacher": TeacherLabels,
+    "student": StudentSelections,
+}
+
+BASELINE_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+
+def make_baseline(name: str, **kwargs: Any) -> BaselineSelector:
+    """Build the baseline `name` (one of `BASELINE_NAMES`) with constructor `kwargs`.
+
+    mmr/xquad/ia_select need ``embedder=``; cross_encoder takes ``model_name=``, ``batch_size=``;
+    the lancer_* names take the method's parameters (``tau``, ``kappa``, ``alpha``).
+    """
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown baseline {name!r}; expected one of {list(BASELINE_NAMES)}") from None
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"bad arguments {sorted(kwargs)} for baseline {name!r}: {exc}") from None
