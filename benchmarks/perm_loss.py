@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> dict:
             "model": "qwen2 (random init): 4 layers, hidden 256, 8 heads, 2 kv heads, intermediate 512, vocab 2048",
             "attention": "sdpa", "dtype": "float32", "trainable": "LoRA r=16 all-linear" if args.lora else "all weights",
             "prompt_tokens": args.prompt_len, "k1": N_DOCS, "subsets": {str(k): v for k, v in SUBSETS.items()},
-            "repeats": args.repeats, "warmup": 1, "score_chunk": 16, "naive_measured_up_to": args.naive_max,
+            "repeats": args.repeats, "warmup": 1, "naive_measured_up_to": args.naive_max,
             "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
             "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         },

@@ -135,7 +135,6 @@ class StudentConfig:
     k_max: int | None = None  # at most this many passages kept at inference (None: teacher.budget)
     min_select: int = 1  # at least this many passages kept at inference
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    score_chunk: int = 16  # orderings scored per batch in the permutation-invariant loss
     trust_remote_code: bool = False
 
 
@@ -366,7 +365,6 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(0.0 <= obj.eval_fraction < 1.0, "eval_fraction", "must be in [0, 1)")
         need(obj.k_max is None or obj.k_max >= 1, "k_max", "must be >= 1 or null")
         need(obj.min_select >= 0, "min_select", "must be >= 0")
-        need(obj.score_chunk >= 1, "score_chunk", "must be >= 1")
     elif isinstance(obj, EvalConfig):
         need(all(b >= 1 for b in obj.budgets), "budgets", "every budget must be >= 1")
 

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from ..config import Recipe, recipe_to_dict, section_fingerprint
 from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
-from ..utils.provenance import write_stage_manifest
+from ..utils.provenance import check_same_config, write_stage_manifest
 from .corpus import (
     Corpus,
     Doc,
@@ -143,22 +143,6 @@ def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
         yield items[i : i + n]
 
 
-def _check_same_config(run_dir: Path, config_hash: str) -> None:
-    """Refuse to append to candidates made with a different data config."""
-    manifest = run_dir / "data.run.json"
-    out = run_dir / CANDIDATES_FILE
-    if not manifest.is_file() or not out.is_file() or out.stat().st_size == 0:
-        return
-    import json
-
-    previous = json.loads(manifest.read_text(encoding="utf-8")).get("config_hash")
-    if previous and previous != config_hash:
-        raise RuntimeError(
-            f"{out} was made with a different data configuration (hash {previous}, now {config_hash}); "
-            "use another run_dir or delete the file to rebuild it"
-        )
-
-
 def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json."""
     cfg = recipe.data
@@ -166,7 +150,8 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
     run_dir = recipe.run_path
     run_dir.mkdir(parents=True, exist_ok=True)
     config_hash = section_fingerprint(recipe, "data")
-    _check_same_config(run_dir, config_hash)
+    check_same_config(run_dir, "data", config_hash, [run_dir / CANDIDATES_FILE], "data",
+                      "use another run_dir or delete the file to rebuild it")
     external = cfg.corpus not in ("per_question", "shared")
     if external and not Path(cfg.corpus).is_file():
         raise FileNotFoundError(f"data.corpus {cfg.corpus!r} is neither per_question, shared nor an existing file")

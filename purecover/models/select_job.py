@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..config import Recipe, recipe_to_dict, section_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, read_jsonl
-from ..utils.provenance import write_stage_manifest
+from ..utils.provenance import check_same_config, write_stage_manifest
 from .selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
 
 log = logging.getLogger(__name__)
@@ -49,20 +49,6 @@ def _selector_fingerprint(selector_dir: Path) -> str:
     for p in sorted(selector_dir.glob("*.safetensors")):
         h.update(f"{p.name}:{p.stat().st_size}".encode())
     return h.hexdigest()[:16]
-
-
-def _check_same_config(run_dir: Path, out: Path, config_hash: str) -> None:
-    import json
-
-    manifest = run_dir / "select.run.json"
-    if not manifest.is_file() or not out.is_file() or out.stat().st_size == 0:
-        return
-    previous = json.loads(manifest.read_text(encoding="utf-8")).get("config_hash")
-    if previous and previous != config_hash:
-        raise RuntimeError(
-            f"{out} was made with a different selector or data configuration (hash {previous}, now {config_hash}); "
-            f"use another run_dir or delete {out} to redo the selections"
-        )
 
 
 def _select_batch(selector: Selector, batch: Sequence[dict[str, Any]]) -> list[SelectionResult]:
@@ -89,7 +75,8 @@ def run_select_stage(recipe: Recipe, selector_dir: str | Path | None = None, sho
     out_path = run_dir / SELECTIONS_FILE
     config_hash = hashlib.sha256(
         (section_fingerprint(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
-    _check_same_config(run_dir, out_path, config_hash)
+    check_same_config(run_dir, "select", config_hash, [out_path], "selector or data",
+                      f"use another run_dir or delete {out_path} to redo the selections")
     write_stage_manifest(run_dir, "select", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
 
     selector: Selector | None = None

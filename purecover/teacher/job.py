@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from ..config import Recipe, TeacherConfig, recipe_to_dict, section_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, atomic_write_text, read_jsonl
-from ..utils.provenance import write_stage_manifest
+from ..utils.provenance import check_same_config, write_stage_manifest
 from .calibration import BIAS_FILE, bias_keys, compute_position_bias, load_bias, save_bias
 from .capture import SegmentSpec, capture_segment_attention
 from .estimation import Estimate, SegmentAttention, estimate_from_attention, estimate_from_embeddings
@@ -409,18 +409,6 @@ class _Labeler:
         return written
 
 
-def _check_same_config(path: Path, config_hash: str) -> None:
-    import json
-
-    if path.is_file():
-        previous = json.loads(path.read_text(encoding="utf-8")).get("config_hash")
-        if previous and previous != config_hash:
-            raise RuntimeError(
-                f"{path.parent} holds labels made with a different data/teacher configuration (hash {previous}, "
-                f"now {config_hash}); use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}"
-            )
-
-
 def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> dict[str, int]:
     """Join the shards into labels.jsonl in candidates order; every qid exactly once."""
     import json
@@ -452,7 +440,8 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     rank, world, state = _distributed()
     candidates = load_candidates(run_dir / "candidates.jsonl")
     config_hash = section_fingerprint(recipe, "data", "teacher", "seed")
-    _check_same_config(run_dir / "label.run.json", config_hash)
+    check_same_config(run_dir, "label", config_hash, [run_dir / SHARD_DIR, run_dir / LABELS_FILE], "data/teacher",
+                      f"use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}")
     if rank == 0:
         write_stage_manifest(run_dir, "label", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
     torch.manual_seed(recipe.seed)

@@ -142,16 +142,15 @@ def _score_on_cache(model: Any, cache: Any, t_len: int, lp_first: torch.Tensor, 
 
 
 @torch.no_grad()
-def score_orderings(model: Any, prompt_ids: torch.Tensor, orderings: Sequence[Sequence[int]], fmt: ReplyFormat,
-                    chunk: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+def score_orderings(model: Any, prompt_ids: torch.Tensor, orderings: Sequence[Sequence[int]], fmt: ReplyFormat
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean token NLL of each ordering's reply, and the first-position logits of all identifiers.
 
     prompt_ids: (T,) one unpadded prompt. Returns (nll (P,), first_logits (n_ids,)), float32.
     The prompt is encoded once; all replies are laid out as one prefix tree and scored in a
     single forward over the prompt's key/value cache (a 4-D mask lets each tree token see the
-    prompt and its own ancestors only). `chunk` is kept for API compatibility.
+    prompt and its own ancestors only).
     """
-    del chunk
     out = model(input_ids=prompt_ids[None], use_cache=True, logits_to_keep=1)
     first_logits = out.logits[0, -1].float()
     nll = _score_on_cache(model, out.past_key_values, prompt_ids.shape[0], first_logits.log_softmax(-1), orderings,
@@ -161,18 +160,18 @@ def score_orderings(model: Any, prompt_ids: torch.Tensor, orderings: Sequence[Se
 
 
 def best_ordering(model: Any, prompt_ids: torch.Tensor, selected: Sequence[int], n_docs: int, fmt: ReplyFormat,
-                  m_exact: int = 5, chunk: int = 16) -> tuple[list[int], torch.Tensor]:
+                  m_exact: int = 5) -> tuple[list[int], torch.Tensor]:
     """The ordering of `selected` whose reply has the lowest mean NLL (exact for |S| <= m_exact, else by
     descending s_k), and the detached identifier logits of the first position (n_docs,)."""
     sel = list(selected)
     if len(sel) <= 1 or len(sel) > m_exact:
-        _, first = score_orderings(model, prompt_ids, [sel], fmt, chunk)
+        _, first = score_orderings(model, prompt_ids, [sel], fmt)
         first = first[:n_docs]
         if len(sel) > 1:
             sel = sorted(sel, key=lambda k: (-float(first[k]), k))
         return sel, first
     orders = [list(p) for p in itertools.permutations(sel)]
-    nll, first = score_orderings(model, prompt_ids, orders, fmt, chunk)
+    nll, first = score_orderings(model, prompt_ids, orders, fmt)
     return orders[int(torch.argmin(nll))], first[:n_docs]
 
 
@@ -238,7 +237,7 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
 
 def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                   n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
-                  pad_id: int = 0, chunk: int = 16, share_prompt: bool | None = None) -> LossOutput:
+                  pad_id: int = 0, share_prompt: bool | None = None) -> LossOutput:
     """L = L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
 
     `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
@@ -257,7 +256,7 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     was_training = model.training
     model.eval()  # orderings are chosen without dropout noise
     try:
-        orders = [best_ordering(model, p, s, n, fmt, m_exact, chunk)[0] for p, s, n in zip(prompts, selected, n_docs)]
+        orders = [best_ordering(model, p, s, n, fmt, m_exact)[0] for p, s, n in zip(prompts, selected, n_docs)]
     finally:
         model.train(was_training)
     targets = [fmt.target(o) for o in orders]

@@ -141,7 +141,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         model=model, args=args, train_dataset=SelectorDataset(train),
         eval_dataset=SelectorDataset(held) if held else None, data_collator=SelectorCollator(),
         processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, m_exact=cfg.m_exact,
-        pad_id=tokenizer.pad_token_id or 0, score_chunk=cfg.score_chunk,
+        pad_id=tokenizer.pad_token_id or 0,
     )
     is_main = trainer.accelerator.is_main_process
     config_hash = section_fingerprint(recipe, "data", "teacher", "student", "seed")

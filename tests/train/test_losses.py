@@ -74,7 +74,7 @@ def test_scoring_with_cache_equals_full_forward():
     prompt = torch.randint(30, VOCAB, (30,))
     m = model()
     orders = [list(p) for p in itertools.permutations([0, 3, 5])]
-    nll, first = score_orderings(m, prompt, orders, FMT, chunk=4)
+    nll, first = score_orderings(m, prompt, orders, FMT)
     for o, value in zip(orders, nll):
         target = FMT.target(o)
         ids = torch.cat([prompt, torch.tensor(target[:-1], dtype=torch.long)])[None]
