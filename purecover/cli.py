@@ -28,6 +28,8 @@ examples:
   purecover data --set data.dataset=hotpotqa --set data.path=hotpot_dev_distractor_v1.json \\
                  --set data.corpus=shared --set run_dir=runs/hotpot
   purecover config configs/recipes/demo_cpu.yaml --set teacher.lam=0.5
+  purecover evaluate configs/recipes/demo_cpu.yaml --set eval.budgets=[1,3,5]
+  purecover report runs/hotpotqa runs/2wiki runs/musique runs/strategyqa --out table.md
   purecover score preds.jsonl --dataset hotpotqa --gold hotpot_dev_distractor_v1.json --json
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
@@ -87,6 +89,22 @@ def _cmd_select(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .eval.job import run_evaluate_stage
+
+    _print_summary("evaluate", run_evaluate_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .eval.report import write_combined_report
+
+    sys.stdout.write(write_combined_report(args.runs, args.out, args.k))
+    if args.out:
+        print(f"written to {args.out}", file=sys.stderr)
+    return 0
+
+
 def _print_summary(stage: str, summary: dict[str, Any]) -> None:
     width = max(len(k) for k in summary)
     print(f"purecover {stage}: done")
@@ -143,6 +161,17 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "question; write the selected positions, all identifier logits and probabilities. Resumable.",
         _cmd_select,
     ),
+    "evaluate": (
+        "RAG QA evaluation: methods x budgets -> run_dir/eval/ (metrics.json, report.md, plots)",
+        "For every method of eval.methods (retrieval, cross_encoder, mmr, xquad, ia_select, lancer_*, teacher, "
+        "student, none; teacher:DIR / student:DIR for another run's labels or selections) and every budget of "
+        "eval.budgets, select at most K passages, answer with eval.generator (QA prompt, greedy) and score EM/F1/Acc "
+        "with the dataset's rules plus Coverage@K / Purity@K. Questions: eval.path (a test set), else the "
+        "student's held-out split of run_dir/candidates.jsonl (eval.questions: all for every question). "
+        "Generations are cached by prompt hash in run_dir/eval/generations.jsonl: a rerun only generates what "
+        "is missing. Writes predictions/<method>@<K>.jsonl, metrics.json, report.md and plots/*.png.",
+        _cmd_evaluate,
+    ),
     "config": (
         "print the resolved recipe (validates keys and overrides)",
         "Load RECIPE, apply --set overrides, validate every key and print the resolved recipe as YAML.",
@@ -181,6 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_score_arguments(p)
     p.set_defaults(handler=main_score)
+    p = sub.add_parser(
+        "report",
+        help="the paper's table over several evaluated runs (rows methods, columns datasets x EM/F1/Acc)",
+        description="Read RUN_DIR/eval/metrics.json (or a metrics.json path) of each run and print one markdown "
+                    "table: a row per method, a column group per dataset (EM, F1, Acc) at each run's "
+                    "eval.table_budget (or --k).",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or metrics.json files")
+    p.add_argument("--k", type=int, default=None, help="budget to report (default: each run's eval.table_budget)")
+    p.add_argument("--out", default=None, help="also write the table to this file")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(handler=_cmd_report)
     return parser
 
 

@@ -106,6 +106,7 @@ class TeacherConfig:
     tensor_parallel_size: int = 1  # vLLM
     trust_remote_code: bool = False
     capture_chunk_mb: int = 256  # working memory bound of one attention row chunk
+    selection: Literal["greedy", "avg", "max"] = "greedy"  # ablation "w/o optimisation": top-budget by mean/max
 
 
 @dataclass
@@ -153,6 +154,21 @@ class EvalConfig:
     backend: Literal["hf", "vllm"] = "hf"
     methods: list[str] = field(default_factory=lambda: ["retrieval", "teacher", "student"])
     budgets: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 15])
+    # Additions beyond DESIGN §8 (documented in README):
+    path: str | None = None  # evaluation questions from another file (e.g. the dev set); None = run_dir's
+    split: str = "dev"  # split of `path` (Hub datasets)
+    limit: int | None = None  # first N evaluation questions (the paper: 500)
+    questions: Literal["heldout", "all"] = "heldout"  # without `path`: the student's held-out split, or all
+    table_budget: int = 5  # the budget of report.md's main table
+    max_new_tokens: int = 32
+    batch_size: int = 8
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    tensor_parallel_size: int = 1  # vLLM
+    trust_remote_code: bool = False
+    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # mmr / xquad / ia_select
+    cross_encoder: str = "BAAI/bge-reranker-large"
+    subtopics: Literal["steps", "subquestions"] = "steps"  # xquad / ia_select subtopics
 
 
 @dataclass

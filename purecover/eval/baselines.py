@@ -15,6 +15,8 @@ Selectors (registry names of :func:`make_baseline` in brackets):
 * :class:`IASelect` [ia_select]: Σ_s P(s|q)·V(d|q,s)·Π_{d'∈S}(1 − V(d'|q,s)).
 * :class:`LancerAggregation` [lancer_sum, lancer_rrf, lancer_greedy_sum, lancer_greedy_cov,
   lancer_greedy_alpha]: LANCER's aggregations over the label record's ``ratings``.
+* :class:`GoldSupporting` [gold_support]: the candidates that are gold supporting paragraphs
+  (``gold_doc_ids``), in retrieval order: an upper-bound reference, not a method.
 * :class:`TeacherLabels` [teacher]: the teacher's ``selected``, truncated to ``k``.
 * :class:`StudentSelections` [student]: the student's ``selected``, truncated to ``k``.
 
@@ -50,6 +52,7 @@ __all__ = [
     "MMR",
     "BaselineSelector",
     "CrossEncoderRerank",
+    "GoldSupporting",
     "IASelect",
     "LancerAggregation",
     "RetrievalTopK",
@@ -225,6 +228,14 @@ class _EmbeddingSelector:
     def __init__(self, embedder: Any) -> None:
         self._embed = _EmbeddingCache(embedder)
 
+    def prepare(self, candidate_records: Sequence[Record]) -> None:
+        """Embed the questions and passages of many records in one batched call (optional speed-up)."""
+        texts: list[str] = []
+        for rec in candidate_records:
+            texts.append(str(rec.get("question", "")))
+            texts += [doc_text(d) for d in _docs(rec)]
+        self._embed(texts)
+
     def _query_docs(self, candidate_record: Record) -> tuple[np.ndarray, np.ndarray]:
         docs = _docs(candidate_record)
         vecs = self._embed([str(candidate_record.get("question", ""))] + [doc_text(d) for d in docs])
@@ -375,6 +386,18 @@ class LancerAggregation:
             raise ValueError(f"question {qid}: {exc}") from None
 
 
+class GoldSupporting:
+    """The gold supporting paragraphs among the candidates (``gold_doc_ids``), in retrieval order, first k."""
+
+    name = "gold_support"
+
+    def select(self, candidate_record: Record, label_record: Record | None = None,
+               selection_record: Record | None = None, k: int = 5) -> list[int]:
+        k = _check_k(k)
+        gold = set(candidate_record.get("gold_doc_ids") or [])
+        return [i for i, d in enumerate(_docs(candidate_record)) if d.get("doc_id") in gold][:k]
+
+
 class _StoredSelection:
     """A subset stored in a record (teacher label or student selection), truncated to k."""
 
@@ -432,6 +455,7 @@ _REGISTRY: dict[str, Callable[..., BaselineSelector]] = {
     "lancer_greedy_sum": _lancer("greedy-sum"),
     "lancer_greedy_cov": _lancer("greedy-cov"),
     "lancer_greedy_alpha": _lancer("greedy-alpha"),
+    "gold_support": GoldSupporting,
     "teacher": TeacherLabels,
     "student": StudentSelections,
 }

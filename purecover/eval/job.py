@@ -1,0 +1,421 @@
+"""The evaluate stage: methods × budgets → selections → RAG answers → QA and selection metrics, report, plots.
+
+    purecover evaluate RECIPE [--set ...]
+
+Evaluation questions (``eval.path``, ``eval.questions``):
+
+* ``eval.path`` set: the questions of that file or Hub dataset (``eval.split``, ``eval.limit``),
+  retrieved with the recipe's data settings into ``run_dir/eval/candidates.jsonl`` (the data stage,
+  resumable); the student selects them into ``run_dir/eval/selections.jsonl``.
+* otherwise the questions of ``run_dir/candidates.jsonl``: with ``eval.questions: heldout`` (the
+  default) only the student's held-out split (the hash split of ``student.eval_fraction``), so the
+  student is never scored on questions it was trained on; ``all`` takes every question.
+
+Methods (``eval.methods``): the baselines of `purecover.eval.baselines` (``retrieval``,
+``cross_encoder``, ``mmr``, ``xquad``, ``ia_select``, ``lancer_*``, ``teacher``, ``student``),
+``none`` (closed book, no passage), and ``teacher:DIR`` / ``student:DIR`` for the labels or
+selections of another run directory (e.g. an ablation's). Each method picks at most K passages for
+every budget K of ``eval.budgets``; ``teacher`` and ``student`` keep their own set, cut to K.
+
+Outputs in ``run_dir/eval/``: ``generations.jsonl`` (the cache, keyed by prompt hash),
+``predictions/<method>@<K>.jsonl`` (one record per question: ``{qid, prediction, ...}``, readable by
+``purecover score``), ``metrics.json``, ``report.md`` and ``plots/*.png``. A rerun regenerates
+nothing that is cached; everything else is recomputed from the cache and rewritten atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import difflib
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..config import Recipe, recipe_to_dict
+from ..data.candidates import read_candidates
+from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
+from ..utils.provenance import package_versions, write_stage_manifest
+from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
+from .generation_cache import GenerationCache, prompt_key
+from .qa_metrics import score_prediction
+from .rag_prompt import render_qa_prompt
+from .selection_metrics import question_selection
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EVAL_DIR", "MethodSpec", "parse_methods", "run_evaluate_stage"]
+
+EVAL_DIR = "eval"
+NO_RETRIEVAL = "none"
+_NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
+                 "lancer_greedy_alpha")
+_OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
+_EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodSpec:
+    """One entry of ``eval.methods``: the selector `kind`, its display `name`, and an optional
+    run directory `source` whose labels (teacher) or selections (student) it reads."""
+
+    name: str
+    kind: str
+    source: Path | None = None
+
+    @property
+    def slug(self) -> str:
+        """A file-name-safe form of `name`."""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip("_") or "method"
+
+
+def parse_methods(methods: Sequence[str]) -> list[MethodSpec]:
+    """Validate ``eval.methods``; unknown names are errors that suggest the closest valid one."""
+    valid = (*BASELINE_NAMES, NO_RETRIEVAL)
+    specs: list[MethodSpec] = []
+    for raw in methods:
+        name = str(raw).strip()
+        kind, _, source = name.partition(":")
+        if kind not in valid:
+            close = difflib.get_close_matches(kind, valid, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(valid)}"
+            raise ValueError(f"eval.methods: unknown method {name!r}{hint}")
+        if source and kind not in ("teacher", "student"):
+            raise ValueError(f"eval.methods: {name!r}: only teacher:DIR and student:DIR take a run directory")
+        specs.append(MethodSpec(name, kind, Path(source) if source else None))
+    if len({s.name for s in specs}) != len(specs):
+        raise ValueError(f"eval.methods lists a method twice: {list(methods)}")
+    if not specs:
+        raise ValueError("eval.methods is empty")
+    return specs
+
+
+def _check_budgets(budgets: Sequence[int]) -> list[int]:
+    if not budgets:
+        raise ValueError("eval.budgets is empty")
+    for k in budgets:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"eval.budgets: {k!r} is not an integer ≥ 1")
+    return sorted(set(budgets))
+
+
+def _hash_unit(qid: str, seed: int) -> float:
+    from ..train.data import _unit  # the student's own split rule
+
+    return _unit(qid, seed)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _eval_recipe(recipe: Recipe, eval_dir: Path) -> Recipe:
+    """The recipe whose data stage builds the evaluation candidates into `eval_dir`."""
+    cfg = recipe.eval
+    data = dataclasses.replace(recipe.data, path=cfg.path, split=cfg.split, limit=cfg.limit)
+    return dataclasses.replace(recipe, run_dir=str(eval_dir), data=data)
+
+
+def _questions(recipe: Recipe, eval_dir: Path, show_progress: bool) -> tuple[list[dict[str, Any]], str]:
+    """The evaluation questions (candidates records) and a description of where they came from."""
+    cfg = recipe.eval
+    if cfg.path:
+        from ..data.candidates import run_data_stage
+
+        run_data_stage(_eval_recipe(recipe, eval_dir), show_progress=show_progress)
+        path = eval_dir / "candidates.jsonl"
+        return read_candidates(path), f"{cfg.path} (split {cfg.split}) → {path}"
+    path = recipe.run_path / "candidates.jsonl"
+    records = read_candidates(path)
+    source = f"{path} (all questions)"
+    if cfg.questions == "heldout":
+        frac = recipe.student.eval_fraction
+        records = [r for r in records if _hash_unit(r["qid"], recipe.seed) < frac]
+        source = f"{path} (the student's held-out split, student.eval_fraction={frac})"
+        if not records:
+            raise ValueError(f"no question of {path} falls in the held-out split (student.eval_fraction={frac}); "
+                             "set eval.questions=all, raise student.eval_fraction, or set eval.path to a test set")
+    if cfg.limit is not None:
+        records = records[: cfg.limit]
+    return records, source
+
+
+def _read_by_qid(path: Path) -> dict[str, dict[str, Any]]:
+    return {str(rec["qid"]): rec for _, rec in read_jsonl(path)} if path.is_file() else {}
+
+
+def _labels(recipe: Recipe, eval_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
+    if spec.source is not None:
+        path = spec.source / "labels.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
+        return _read_by_qid(path)
+    return {**_read_by_qid(recipe.run_path / "labels.jsonl"), **_read_by_qid(eval_dir / "labels.jsonl")}
+
+
+def _selections(recipe: Recipe, eval_dir: Path, spec: MethodSpec, show_progress: bool) -> dict[str, dict[str, Any]]:
+    if spec.source is not None:
+        path = spec.source / "selections.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
+        return _read_by_qid(path)
+    from ..models.select_job import run_select_stage
+
+    selector_dir = recipe.run_path / "selector"
+    if recipe.eval.path:
+        run_select_stage(_eval_recipe(recipe, eval_dir), selector_dir=selector_dir, show_progress=show_progress)
+        return _read_by_qid(eval_dir / "selections.jsonl")
+    run_select_stage(recipe, selector_dir=selector_dir, show_progress=show_progress)
+    return _read_by_qid(recipe.run_path / "selections.jsonl")
+
+
+def _require(records: dict[str, dict[str, Any]], questions: Sequence[dict[str, Any]], spec: MethodSpec,
+             what: str, remedy: str) -> None:
+    missing = [q["qid"] for q in questions if q["qid"] not in records]
+    if missing:
+        raise ValueError(f"method {spec.name}: {len(missing)} of {len(questions)} evaluation questions have no "
+                         f"{what} (first: {', '.join(missing[:3])}); {remedy}")
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineSelector | None:
+    if spec.kind == NO_RETRIEVAL:
+        return None
+    kwargs: dict[str, Any] = {}
+    if spec.kind in _EMBEDDING_METHODS:
+        kwargs["embedder"] = embedder
+    if spec.kind in ("xquad", "ia_select"):
+        kwargs["subtopics"] = recipe.eval.subtopics
+    if spec.kind == "cross_encoder":
+        kwargs["model_name"] = recipe.eval.cross_encoder
+    return make_baseline(spec.kind, **kwargs)
+
+
+def _load_embedder(name: str) -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    from ..data.retrieval.dense import resolve_embedding_model
+
+    return SentenceTransformer(resolve_embedding_model(name), device=None)
+
+
+def _select_all(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: Sequence[dict[str, Any]],
+                recipe: Recipe, eval_dir: Path, show_progress: bool) -> tuple[dict[tuple[str, int], list[list[int]]],
+                                                                            dict[str, int]]:
+    """Selected positions per (method name, K), one list per question; and fallback counts per method."""
+    embedder = _load_embedder(recipe.eval.embedding_model) if any(
+        s.kind in _EMBEDDING_METHODS for s in specs) else None
+    chosen: dict[tuple[str, int], list[list[int]]] = {}
+    fallbacks: dict[str, int] = {}
+    for spec in specs:
+        labels: dict[str, dict[str, Any]] = {}
+        selections: dict[str, dict[str, Any]] = {}
+        if spec.kind in _NEEDS_LABELS or spec.kind in _OPTIONAL_LABELS:
+            labels = _labels(recipe, eval_dir, spec)
+            if spec.kind in _NEEDS_LABELS:
+                _require(labels, questions, spec, "teacher label",
+                         "run `purecover label` on them (with eval.path, label run_dir/eval with "
+                         "--set run_dir=<run_dir>/eval) or drop the method")
+        if spec.kind == "student":
+            selections = _selections(recipe, eval_dir, spec, show_progress)
+            _require(selections, questions, spec, "student selection", "run `purecover select` on them")
+        selector = _make_selector(spec, recipe, embedder)
+        if hasattr(selector, "prepare"):
+            selector.prepare(questions)  # one batched embedding call instead of one per question
+        for k in budgets:
+            rows = []
+            for q in tqdm(questions, desc=f"select {spec.name}@{k}", unit="q", disable=not show_progress,
+                          leave=False):
+                if selector is None or not q["docs"]:
+                    rows.append([])
+                    continue
+                rows.append(selector.select(q, labels.get(q["qid"]), selections.get(q["qid"]), k))
+            chosen[(spec.name, k)] = rows
+            if k == budgets[0]:  # count questions once, not once per budget
+                fallbacks[spec.name] = int(getattr(selector, "fallback_count", 0) or 0)
+    return chosen, fallbacks
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def _load_tokenizer(recipe: Recipe) -> Any:
+    from ..models.loading import load_tokenizer
+
+    return load_tokenizer(recipe.eval.generator, trust_remote_code=recipe.eval.trust_remote_code)
+
+
+def _backend_loader(recipe: Recipe, tokenizer: Any, show_progress: bool) -> Any:
+    cfg = recipe.eval
+
+    def load() -> Any:
+        from ..teacher.backends import make_generator
+
+        if cfg.backend == "vllm":
+            return make_generator("vllm", model_name=cfg.generator, tensor_parallel_size=cfg.tensor_parallel_size,
+                                  dtype=cfg.dtype, trust_remote_code=cfg.trust_remote_code, seed=recipe.seed)
+        from ..models.loading import load_causal_lm
+
+        model = load_causal_lm(cfg.generator, dtype=cfg.dtype, device=cfg.device,
+                               trust_remote_code=cfg.trust_remote_code)
+        return make_generator("hf", model=model, tokenizer=tokenizer, batch_size=cfg.batch_size)
+
+    return load
+
+
+def _generator_id(recipe: Recipe) -> str:
+    """What identifies the generator in cache keys: its name, plus a fingerprint of local weights."""
+    name = recipe.eval.generator
+    local = Path(name)
+    if local.is_dir():
+        h = hashlib.sha256()
+        for p in sorted(local.glob("*.safetensors")) + sorted(local.glob("config.json")):
+            h.update(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}".encode())
+        return f"{local.resolve()}#{h.hexdigest()[:12]}"
+    return name
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return round(sum(kept) / len(kept), 6) if kept else None
+
+
+def _aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    return {
+        "n": n,
+        "em": _mean([r["em"] for r in rows]),
+        "f1": _mean([r["f1"] for r in rows]),
+        "acc": _mean([r["acc"] for r in rows]),
+        "mean_k": _mean([len(r["selected"]) for r in rows]),
+        "answer": {"coverage": _mean([r["answer_coverage"] for r in rows]),
+                   "purity": _mean([r["answer_purity"] for r in rows]),
+                   "n_coverage": sum(r["answer_coverage"] is not None for r in rows),
+                   "n_purity": sum(r["answer_purity"] is not None for r in rows)},
+        "supporting": {"coverage": _mean([r["support_coverage"] for r in rows]),
+                       "purity": _mean([r["support_purity"] for r in rows]),
+                       "n_coverage": sum(r["support_coverage"] is not None for r in rows),
+                       "n_purity": sum(r["support_purity"] is not None for r in rows)},
+        "prompt_tokens": _mean([r["prompt_tokens"] for r in rows]),
+        "completion_tokens": _mean([r["completion_tokens"] for r in rows]),
+    }
+
+
+def _config_hash(recipe: Recipe, question_ids: Sequence[str]) -> str:
+    """What evaluate's outputs depend on besides the cache: the eval section, data and question set."""
+    tree = recipe_to_dict(recipe)
+    blob = json.dumps({"eval": tree["eval"], "data": tree["data"], "qids": list(question_ids)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+    """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json``."""
+    from .report import plot_metrics, render_report
+
+    started = _dt.datetime.now(_dt.timezone.utc)
+    cfg = recipe.eval
+    specs = parse_methods(cfg.methods)
+    budgets = _check_budgets(cfg.budgets)
+    run_dir = recipe.run_path
+    eval_dir = run_dir / EVAL_DIR
+    eval_dir.mkdir(parents=True, exist_ok=True)
+
+    questions, source = _questions(recipe, eval_dir, show_progress)
+    config_hash = _config_hash(recipe, [q["qid"] for q in questions])
+    # No config-change guard: the cache is keyed by prompt and generator, so it stays valid across
+    # configurations, and every other output is recomputed from it on each run.
+    write_stage_manifest(run_dir, "evaluate", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+
+    chosen, fallbacks = _select_all(specs, budgets, questions, recipe, eval_dir, show_progress)
+
+    tokenizer = _load_tokenizer(recipe)
+    generator_id = _generator_id(recipe)
+    prompts: dict[str, str] = {}
+    keys: dict[tuple[str, int], list[str]] = {}
+    for (name, k), rows in chosen.items():
+        keys[(name, k)] = []
+        for q, positions in zip(questions, rows):
+            text = render_qa_prompt(tokenizer, q["question"], [q["docs"][i] for i in positions],
+                                    q.get("dataset", recipe.data.dataset))
+            key = prompt_key(generator_id, cfg.max_new_tokens, text)
+            prompts[key] = text
+            keys[(name, k)].append(key)
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    with GenerationCache(eval_dir / "generations.jsonl") as cache:
+        gen_stats = cache.fill(prompts, _backend_loader(recipe, tokenizer, show_progress), count_tokens,
+                               cfg.max_new_tokens, cfg.batch_size, show_progress)
+        repaired = cache.repaired
+        results: dict[str, dict[str, Any]] = {}
+        pred_dir = eval_dir / "predictions"
+        pred_dir.mkdir(exist_ok=True)
+        for spec in specs:
+            per_k: dict[str, Any] = {}
+            for k in budgets:
+                rows = []
+                for q, positions, key in zip(questions, chosen[(spec.name, k)], keys[(spec.name, k)]):
+                    gen = cache[key]
+                    scores = score_prediction(q.get("dataset", recipe.data.dataset), gen["prediction"], q["answers"])
+                    sel = question_selection(q, positions)
+                    rows.append({"qid": q["qid"], "prediction": gen["prediction"], "method": spec.name, "k": k,
+                                 "selected": positions, "doc_ids": [q["docs"][i].get("doc_id") for i in positions],
+                                 "prompt_key": key, "prompt_tokens": gen["prompt_tokens"],
+                                 "completion_tokens": gen["completion_tokens"], **scores,
+                                 **{f: sel[f] for f in ("answer_coverage", "answer_purity", "support_coverage",
+                                                        "support_purity")}})
+                text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+                atomic_write_text(pred_dir / f"{spec.slug}@{k}.jsonl", text)
+                per_k[str(k)] = _aggregate(rows)
+            results[spec.name] = per_k
+
+    datasets = sorted({str(q.get("dataset", recipe.data.dataset)) for q in questions})
+    metrics = {
+        "dataset": datasets[0] if len(datasets) == 1 else "+".join(datasets),
+        "run_dir": str(run_dir),
+        "questions": len(questions),
+        "question_source": source,
+        "generator": cfg.generator,
+        "backend": cfg.backend,
+        "max_new_tokens": cfg.max_new_tokens,
+        "budgets": budgets,
+        "table_budget": cfg.table_budget,
+        "methods": {s.name: s.kind for s in specs},
+        "fallbacks": fallbacks,
+        "results": results,
+        "versions": package_versions(),
+        "recipe": recipe_to_dict(recipe),
+    }
+    atomic_write_json(eval_dir / "metrics.json", metrics)
+    plots = plot_metrics(metrics, eval_dir / "plots")
+    atomic_write_text(eval_dir / "report.md", render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
+
+    main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
+    summary = {
+        "status": "complete",
+        "questions": len(questions),
+        "methods": [s.name for s in specs],
+        "budgets": budgets,
+        "prompts": len(prompts),
+        "generated": gen_stats["generated"],
+        "cached": gen_stats["cached"],
+        "repaired_lines": repaired,
+        "prompts_per_second": gen_stats["prompts_per_second"],
+        f"em@{main_k}": {name: res[main_k]["em"] for name, res in results.items()},
+        "report": str(eval_dir / "report.md"),
+        "metrics": str(eval_dir / "metrics.json"),
+        "plots": [str(p) for p in plots],
+    }
+    write_stage_manifest(run_dir, "evaluate", recipe_to_dict(recipe), config_hash, summary, started)
+    return summary

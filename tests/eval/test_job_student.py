@@ -1,0 +1,112 @@
+"""The evaluate stage with the teacher's labels and a real (tiny) distilled student.
+
+Reuses the trained + exported tiny run of tests/models/conftest.py (demo set, 10 questions), copied
+so this module's outputs never touch the shared run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from purecover.utils.io import read_jsonl
+from tests.models.conftest import exported_run
+
+pytestmark = pytest.mark.samples
+
+
+def _copy_run(src: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
+        shutil.copy2(src / name, dst / name)
+    shutil.copytree(src / "selector", dst / "selector")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def student_recipe(tmp_path_factory, sample_dir, tiny_generator_dir):
+    base = exported_run(tmp_path_factory, sample_dir)
+    run_dir = _copy_run(base.run_path, tmp_path_factory.mktemp("eval_student") / "run")
+    ev = dataclasses.replace(base.eval, generator=str(tiny_generator_dir), methods=["retrieval", "teacher", "student"],
+                             budgets=[1, 3], max_new_tokens=3, dtype="float32", device="cpu", table_budget=3)
+    # demo-003 and demo-009 hash below 0.4: a held-out split of two of the ten questions
+    student = dataclasses.replace(base.student, eval_fraction=0.4)
+    return dataclasses.replace(base, run_dir=str(run_dir), eval=ev, student=student)
+
+
+def test_heldout_questions_only_with_teacher_and_student(student_recipe):
+    from purecover.eval.job import run_evaluate_stage
+    from purecover.train.data import _unit
+
+    recipe = student_recipe
+    summary = run_evaluate_stage(recipe, show_progress=False)
+    held = [r["qid"] for _, r in read_jsonl(recipe.run_path / "candidates.jsonl")
+            if _unit(r["qid"], recipe.seed) < recipe.student.eval_fraction]
+    assert len(held) == 2 and summary["questions"] == len(held)
+    labels = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "labels.jsonl")}
+    selections = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "selections.jsonl")}
+    for k in (1, 3):
+        pred_dir = recipe.run_path / "eval" / "predictions"
+        teacher = {r["qid"]: r for _, r in read_jsonl(pred_dir / f"teacher@{k}.jsonl")}
+        student = {r["qid"]: r for _, r in read_jsonl(pred_dir / f"student@{k}.jsonl")}
+        assert sorted(teacher) == sorted(student) == sorted(held)
+        for qid in held:
+            assert teacher[qid]["selected"] == labels[qid]["selected"][:k]  # selector order kept
+            assert student[qid]["selected"] == selections[qid]["selected"][:k]
+    assert (recipe.run_path / "select.run.json").is_file()
+
+
+def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
+    """`teacher:DIR` reads another run's labels (here a copy with reversed selections)."""
+    from purecover.eval.job import run_evaluate_stage
+
+    other = tmp_path / "ablation"
+    other.mkdir()
+    rows = [dict(r, selected=list(reversed(r["selected"]))) for _, r in read_jsonl(student_recipe.run_path /
+                                                                                      "labels.jsonl")]
+    (other / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ev = dataclasses.replace(student_recipe.eval, methods=["teacher", f"teacher:{other}"], budgets=[3])
+    recipe = dataclasses.replace(student_recipe, eval=ev)
+    run_evaluate_stage(recipe, show_progress=False)
+    pred_dir = recipe.run_path / "eval" / "predictions"
+    main = {r["qid"]: r["selected"] for _, r in read_jsonl(pred_dir / "teacher@3.jsonl")}
+    slug = f"teacher_{str(other).strip('/').replace('/', '_')}"
+    ablation = {r["qid"]: r["selected"] for _, r in read_jsonl(pred_dir / f"{slug}@3.jsonl")}
+    for qid, sel in main.items():
+        assert ablation[qid] == list(reversed(sel))[:3] or len(sel) > 3
+
+
+def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
+    """eval.path: candidates and student selections for another file, under run_dir/eval/."""
+    from purecover.eval.job import run_evaluate_stage
+
+    ev = dataclasses.replace(student_recipe.eval, path=str(sample_file("hotpotqa")), limit=3,
+                             methods=["retrieval", "student"], budgets=[2])
+    recipe = dataclasses.replace(student_recipe, eval=ev)
+    summary = run_evaluate_stage(recipe, show_progress=False)
+    eval_dir = recipe.run_path / "eval"
+    cands = [r for _, r in read_jsonl(eval_dir / "candidates.jsonl")]
+    assert summary["questions"] == len(cands) == 3
+    assert all(len(r["docs"]) == recipe.data.k1 for r in cands)
+    sel = {r["qid"] for _, r in read_jsonl(eval_dir / "selections.jsonl")}
+    assert sel == {r["qid"] for r in cands}
+
+
+def test_teacher_method_without_labels_is_a_clear_error(student_recipe, sample_file):
+    from purecover.eval.job import run_evaluate_stage
+
+    ev = dataclasses.replace(student_recipe.eval, path=str(sample_file("hotpotqa")), limit=3, methods=["teacher"])
+    with pytest.raises(ValueError, match=r"method teacher: 3 of 3 evaluation questions have no teacher label"):
+        run_evaluate_stage(dataclasses.replace(student_recipe, eval=ev), show_progress=False)
+
+
+def test_empty_heldout_split_is_a_clear_error(student_recipe):
+    from purecover.eval.job import run_evaluate_stage
+
+    student = dataclasses.replace(student_recipe.student, eval_fraction=0.0)
+    with pytest.raises(ValueError, match="held-out split"):
+        run_evaluate_stage(dataclasses.replace(student_recipe, student=student), show_progress=False)
