@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python benchmarks/perm_loss.py --out benchmarks/results/perm_loss.json
 	$(BIN)/python benchmarks/selector.py --out benchmarks/results/selector.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --out benchmarks/results/learnability.json
+	$(BIN)/python benchmarks/summarize.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,172 @@
+"""benchmarks/summarize.py on a temporary copy of the committed results (runs no benchmark)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+RESULTS = BENCH / "results"
+NAMES = ["retrieval", "solver", "attention_capture", "oracle_labels", "perm_loss", "selector", "learnability"]
+
+
+def _load_module():
+    spec = importlib.util.spec_from_file_location("bench_summarize", BENCH / "summarize.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look the module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+summarize = _load_module()
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    missing = [n for n in NAMES if not (RESULTS / f"{n}.json").exists()]
+    if missing:
+        pytest.skip(f"committed benchmark results missing: {missing}")
+    out = tmp_path / "results"
+    out.mkdir()
+    for name in NAMES:
+        shutil.copy2(RESULTS / f"{name}.json", out / f"{name}.json")
+    return out
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _rows(summary, benchmark: str):
+    return [r for r in summary["rows"] if r.benchmark == benchmark]
+
+
+def _perm_row(summary, size: int = 5):
+    (row,) = [r for r in _rows(summary, "perm_loss") if r.figure.endswith(f"|S|={size}")]
+    return row
+
+
+def test_real_results_rows(results: Path) -> None:
+    summary = summarize.summarize(results)
+    assert [n for n in summary["files"]][: len(NAMES)] == NAMES
+    assert all(summary["files"][n]["status"] == "ok" for n in NAMES)
+    for name in NAMES:
+        assert _rows(summary, name), name
+
+    data = json.loads((results / "perm_loss.json").read_text())
+    row = _perm_row(summary)
+    assert row.measured == data["results"]["5"]["ratio_exact_vs_one_order"] == data["target"]["value"]
+    assert row.target == data["target"]["max_ratio"] and row.op == "<=" and row.target_source == "results file"
+    assert row.met is (data["target"]["value"] <= data["target"]["max_ratio"])
+    assert _perm_row(summary, 4).target is None and _perm_row(summary, 4).met is None
+
+    learn = json.loads((results / "learnability.json").read_text())
+    main_row, *ablations = _rows(summary, "learnability")
+    assert main_row.measured == learn["results"]["cl+lm"]["heldout_subset_f1"]
+    assert main_row.target == learn["target_f1"]
+    assert [r.target for r in ablations] == [None, None] and [r.target_text() for r in ablations] == ["—", "—"]
+    assert all(r.target is None for r in _rows(summary, "retrieval") + _rows(summary, "oracle_labels"))
+
+    # attention_capture stores its thresholds in the names of its flags: 1.5x time, 0.1x peak, 1e-6 diff
+    att = _rows(summary, "attention_capture")
+    assert {r.target for r in att} == {1.5, 0.1, 1e-6}
+    assert all(r.target_source == "results file" for r in att)
+
+
+def test_cli_writes_markdown_json_and_stdout(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(BENCH / "summarize.py"), "--results", str(results), "--out", str(out)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    md = (out / "SUMMARY.md").read_text()
+    assert "| benchmark | figure | measured | target | met |" in md
+    assert "**Machine** (as recorded in the result files)" in md and "x86_64" in md
+    assert "perm_loss " in md.split("**Result files**")[1].splitlines()[0]  # each file's date
+    assert "\\|S\\|=5" in md  # pipes inside cells are escaped
+    assert proc.stdout.startswith("| benchmark | figure | measured | target | met |")
+    rows = json.loads((out / "summary.json").read_text())["rows"]
+    assert len(rows) == proc.stdout.count("\n") - 2  # header and separator lines
+    perm = next(r for r in rows if r["benchmark"] == "perm_loss" and r["figure"].endswith("|S|=5"))
+    assert perm["measured"] == json.loads((results / "perm_loss.json").read_text())["target"]["value"]
+    assert perm["met"] is True and perm["target"] == 1.5
+    assert not (results / "SUMMARY.md").exists()  # --out is honoured
+
+
+def test_missed_target_is_not_met(results: Path) -> None:
+    def slower(data):
+        data["results"]["5"]["ratio_exact_vs_one_order"] = 1.8
+        data["target"].update(value=1.8)  # the stored pass flag is left at true: met is recomputed
+
+    _edit(results / "perm_loss.json", slower)
+    _edit(results / "selector.json", lambda d: d["ratios"].update(full_ranking_over_one_pass=2.5))
+    summary = summarize.summarize(results)
+    row = _perm_row(summary)
+    assert row.measured == 1.8 and row.met is False and row.met_text() == "NO"
+    (sel,) = [r for r in _rows(summary, "selector") if r.target is not None]
+    assert sel.met is False
+    assert "| NO |" in summarize.markdown(summary)
+
+
+def test_fallback_targets_when_none_stored(results: Path) -> None:
+    def drop_targets(data):
+        del data["target_f1"]
+        data["results"]["cl+lm"]["heldout_subset_f1"] = 0.85
+
+    _edit(results / "learnability.json", drop_targets)
+    _edit(results / "attention_capture.json", lambda d: d.pop("targets"))
+    summary = summarize.summarize(results)
+    row = _rows(summary, "learnability")[0]
+    assert (row.target, row.target_source, row.met) == (0.8, "fallback", True)
+    att = _rows(summary, "attention_capture")
+    assert {r.target for r in att} == {2.0, 0.05, 1e-6} and {r.target_source for r in att} == {"fallback"}
+
+
+def test_missing_file_is_not_run(results: Path) -> None:
+    (results / "selector.json").unlink()
+    summary = summarize.summarize(results)
+    (row,) = _rows(summary, "selector")
+    assert row.measured is None and row.measured_text() == "not run" and row.met is None
+    assert summary["files"]["selector"]["status"] == "not run"
+    assert "| selector | — | not run | — | — |" in summarize.table(summary["rows"])
+
+
+def test_unknown_result_file_is_listed(results: Path) -> None:
+    (results / "brand_new.json").write_text(json.dumps({"benchmark": "brand_new", "x": 1}))
+    (row,) = _rows(summarize.summarize(results), "brand_new")
+    assert row.measured_text() == "no extractor"
+
+
+def test_malformed_file_names_file_and_key(results: Path) -> None:
+    _edit(results / "perm_loss.json", lambda d: d["results"]["5"].pop("exact"))
+    with pytest.raises(summarize.SummaryError, match=r"perm_loss\.json: key 'results\.5\.exact': missing"):
+        summarize.summarize(results)
+
+    _edit(results / "perm_loss.json", lambda d: d["results"]["5"].update(exact={"median_s": "fast"}))
+    with pytest.raises(summarize.SummaryError, match=r"perm_loss\.json: key 'results\.5\.exact\.median_s': expected a number"):
+        summarize.summarize(results)
+
+    (results / "solver.json").write_text("{not json")
+    proc = subprocess.run([sys.executable, str(BENCH / "summarize.py"), "--results", str(results)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "solver.json: not readable JSON" in proc.stderr
+    assert not (results / "SUMMARY.md").exists()
+
+
+def test_machine_collected_at_summarize_time_when_not_recorded(results: Path) -> None:
+    for name in NAMES:
+        _edit(results / f"{name}.json", lambda d: [d.pop(k, None) for k in ("machine", "versions", "setting",
+                                                                              "cpu_count")])
+    # perm_loss/selector need their `setting` only for labels; the rows still come out
+    summary = summarize.summarize(results)
+    line = summarize.machine_line(summary["machine"])
+    assert "nothing recorded" in line and "Collected at summarize time" in line
+    assert f"CPUs {__import__('os').cpu_count()}" in line
