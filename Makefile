@@ -25,9 +25,12 @@ test: setup lint
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
 	$(BIN)/python -m pytest -q
 
-# Until the `pipeline` command lands, the demo runs the stages that exist.
+# The whole pipeline on the bundled demo set with tiny offline-built models (no network, ~2 min on 2 cores).
 demo: setup
-	$(BIN)/purecover data configs/recipes/demo_cpu.yaml
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
+	$(BIN)/python -m purecover.models.demo_assets runs/demo-assets
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
+	$(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval.py --out benchmarks/results/retrieval.json

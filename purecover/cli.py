@@ -27,6 +27,8 @@ examples:
   purecover data configs/recipes/demo_cpu.yaml --set data.k1=10 --set run_dir=runs/k10
   purecover data --set data.dataset=hotpotqa --set data.path=hotpot_dev_distractor_v1.json \\
                  --set data.corpus=shared --set run_dir=runs/hotpot
+  purecover pipeline configs/recipes/demo_cpu.yaml
+  purecover pipeline configs/recipes/paper/hotpotqa.yaml --dry-run
   purecover config configs/recipes/demo_cpu.yaml --set teacher.lam=0.5
   purecover evaluate configs/recipes/demo_cpu.yaml --set eval.budgets=[1,3,5]
   purecover report runs/hotpotqa runs/2wiki runs/musique runs/strategyqa --out table.md
@@ -93,6 +95,39 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .eval.job import run_evaluate_stage
 
     _print_summary("evaluate", run_evaluate_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from .pipeline import plan_pipeline, resolve_resources, run_pipeline, summary_table
+
+    recipe = _recipe(args)
+    resources = resolve_resources(recipe)
+    plans = plan_pipeline(recipe, args.start)
+    if args.dry_run:
+        print(f"purecover pipeline (dry run): {args.recipe or 'built-in defaults'} -> run_dir {recipe.run_dir}")
+        print("\nresources:")
+        width = max(len(r.key) for r in resources)
+        for r in resources:
+            print(f"  {r.key:<{width}}  {r.status:<8}  {r.value}  ({r.note})")
+        print("\nplan:")
+        for p in plans:
+            print(f"  {p.stage:<9}  {p.action:<10}  {p.reason}")
+        missing = [r for r in resources if r.status == "missing"]
+        blocked = [p for p in plans if p.action == "blocked"]
+        if missing:
+            print(f"\nwarning: {len(missing)} input(s) missing here: " + ", ".join(r.key for r in missing)
+                  + " (needed when their stage runs)", file=sys.stderr)
+        if blocked:
+            print(f"error: stage {blocked[0].stage} is blocked: {blocked[0].reason}", file=sys.stderr)
+            return 1
+        return 1 if (missing and args.strict) else 0
+    rows = run_pipeline(recipe, args.start, show_progress=not args.quiet)
+    print("\npurecover pipeline: done\n")
+    print(summary_table(rows))
+    report = recipe.run_path / "eval" / "report.md"
+    if report.is_file():
+        print(f"\nreport: {report}")
     return 0
 
 
@@ -172,6 +207,14 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "is missing. Writes predictions/<method>@<K>.jsonl, metrics.json, report.md and plots/*.png.",
         _cmd_evaluate,
     ),
+    "pipeline": (
+        "run every stage in order: data, calibrate, label, train, export, evaluate",
+        "Run data -> calibrate -> label -> train -> export -> evaluate on RECIPE, skipping stages already complete "
+        "for the same configuration (their <stage>.run.json and outputs) and resuming partly done ones. "
+        "--from STAGE reruns STAGE and everything after it; --dry-run validates the recipe, resolves every model, "
+        "dataset and file (Hub ids are not fetched) and prints the plan. Ends with a summary table.",
+        _cmd_pipeline,
+    ),
     "config": (
         "print the resolved recipe (validates keys and overrides)",
         "Load RECIPE, apply --set overrides, validate every key and print the resolved recipe as YAML.",
@@ -197,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a recipe key (repeatable), e.g. --set data.k1=50")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+        if name == "pipeline":
+            p.add_argument("--from", dest="start", default=None, metavar="STAGE",
+                           choices=["data", "calibrate", "label", "train", "export", "evaluate"],
+                           help="rerun this stage and every later one")
+            p.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
+            p.add_argument("--strict", action="store_true", help="with --dry-run: missing local inputs are an error")
         p.set_defaults(handler=handler)
     from .eval.score_cli import add_score_arguments, main_score  # light module: loaders import lazily
 
@@ -248,8 +297,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (DataFormatError, HubUnavailableError, FileNotFoundError, PermissionError, ValueError,
             RuntimeError, OSError) as exc:
-        print(f"purecover {args.command}: error: {exc}", file=sys.stderr)
+        print(f"purecover {args.command}: error: {_describe(exc)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"purecover {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # anything unexpected: one line, the traceback only on request
+        logging.getLogger("purecover").debug("unexpected error", exc_info=True)
+        print(f"purecover {args.command}: unexpected error: {type(exc).__name__}: {exc} "
+              "(rerun with --log-level DEBUG for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _describe(exc: BaseException) -> str:
+    """The message of `exc`; plain OSErrors read "<reason>: <path>" instead of "[Errno N] ..."."""
+    if type(exc) in (OSError, FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError) \
+            and getattr(exc, "strerror", None) and getattr(exc, "filename", None):
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import Recipe, recipe_to_dict, section_fingerprint
-from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
+from ..utils.io import ResumableJsonl, atomic_write_json, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
 from .corpus import (
     Corpus,
@@ -148,7 +148,7 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
     cfg = recipe.data
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
-    run_dir.mkdir(parents=True, exist_ok=True)
+    ensure_output_dir(run_dir)
     config_hash = section_fingerprint(recipe, "data")
     check_same_config(run_dir, "data", config_hash, [run_dir / CANDIDATES_FILE], "data",
                       "use another run_dir or delete the file to rebuild it")

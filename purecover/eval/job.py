@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from ..config import Recipe, recipe_to_dict
 from ..data.candidates import read_candidates
-from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
+from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.provenance import package_versions, write_stage_manifest
 from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
 from .generation_cache import GenerationCache, prompt_key
@@ -328,7 +328,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
     budgets = _check_budgets(cfg.budgets)
     run_dir = recipe.run_path
     eval_dir = run_dir / EVAL_DIR
-    eval_dir.mkdir(parents=True, exist_ok=True)
+    ensure_output_dir(eval_dir)
 
     questions, source = _questions(recipe, eval_dir, show_progress)
     config_hash = _config_hash(recipe, [q["qid"] for q in questions])

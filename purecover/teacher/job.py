@@ -3,7 +3,9 @@
 Per question: reasoning steps and answer (the teacher's reply, or oracle steps from the data
 stage with the gold answer), step weights e and coverage W (attention capture + calibration,
 or the embedding estimator), optional LANCER ratings fused with weight β, and the
-coverage-minus-noise greedy's pick order and gains.
+coverage-minus-noise greedy's pick order and gains (or, with ``teacher.selection: avg | max``, the
+"w/o optimisation" ablation: the top-budget documents by score, with the scores in ``gains`` and
+``teacher.selection`` in every record).
 
 Processes and files. The job runs in one process or under `accelerate launch` / `torchrun`
 (``python -m purecover.teacher RECIPE``): rank r of w takes questions r, r+w, r+2w, ... and
@@ -32,7 +34,7 @@ from tqdm.auto import tqdm
 
 from ..config import Recipe, TeacherConfig, recipe_to_dict, section_fingerprint
 from ..data.candidates import read_candidates
-from ..utils.io import ResumableJsonl, atomic_write_text, read_jsonl
+from ..utils.io import ResumableJsonl, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
 from .calibration import BIAS_FILE, bias_keys, compute_position_bias, load_bias, save_bias
 from .capture import SegmentSpec, capture_segment_attention
@@ -89,7 +91,7 @@ def _teacher_meta(cfg: TeacherConfig) -> dict[str, Any]:
             "embedding_model": cfg.embedding_model if cfg.estimator == "embedding" else None,
             "layers": cfg.layers, "calibrate": cfg.calibrate, "cot_weighting": cfg.cot_weighting,
             "tau1": cfg.tau1, "tau2": cfg.tau2, "embedding_tau": cfg.embedding_tau, "lam": cfg.lam,
-            "budget": cfg.budget, "tau_stop": cfg.tau_stop, "min_select": cfg.min_select,
+            "budget": cfg.budget, "tau_stop": cfg.tau_stop, "min_select": cfg.min_select, "selection": cfg.selection,
             "lancer": {"enabled": cfg.lancer.enabled, "beta": cfg.lancer.beta,
                        "n_subquestions": cfg.lancer.n_subquestions, "expected_rating": cfg.lancer.expected_rating}}
 
@@ -162,7 +164,7 @@ class _Labeler:
         self.rank, self.world = rank, world
         self.show_progress = show_progress
         self.dir = recipe.run_path / SHARD_DIR
-        self.dir.mkdir(parents=True, exist_ok=True)
+        ensure_output_dir(self.dir)
         self.res = _Resources()
         self.bias: np.ndarray | None = None
         self.bias_key: str | None = None
@@ -304,7 +306,7 @@ class _Labeler:
     def label_batch(self, batch: Sequence[dict[str, Any]], replies: dict[str, str],
                     lancer: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         from .lancer_rank import fuse_requirements
-        from .solvers import greedy_select
+        from .solvers import greedy_select, score_select
 
         cfg = self.cfg
         parsed = [self.steps_for(r, replies) for r in batch]
@@ -334,8 +336,11 @@ class _Labeler:
             WW[i, : W.shape[0], : W.shape[1]] = W
             doc_mask[i, : W.shape[0]] = True
             step_mask[i, : e.shape[0]] = True
-        result = greedy_select(E, WW, cfg.lam, cfg.budget, tau_stop=cfg.tau_stop, min_select=cfg.min_select,
-                               doc_mask=doc_mask, step_mask=step_mask)
+        if cfg.selection == "greedy":
+            result = greedy_select(E, WW, cfg.lam, cfg.budget, tau_stop=cfg.tau_stop, min_select=cfg.min_select,
+                                   doc_mask=doc_mask, step_mask=step_mask)
+        else:  # "w/o optimisation" ablation: top-budget by avg/max score; `gains` hold the scores
+            result = score_select(E, WW, cfg.lam, cfg.budget, cfg.selection, doc_mask=doc_mask, step_mask=step_mask)
         records = []
         for i, (rec, p, est) in enumerate(zip(batch, parsed, estimates)):
             n_sel = int(result.n_selected[i])

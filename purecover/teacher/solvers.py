@@ -10,6 +10,10 @@ indices
 `greedy_select` runs the corrected Algorithm 1 on a whole batch of questions at once (padding +
 masks; the only Python loop is over the at most `budget` greedy iterations). `exact_select`
 enumerates every subset of size ≤ K of one question; it exists to measure the greedy's gap.
+`score_select` is the paper's "w/o optimisation" ablation (Table 2): no set optimisation, each
+document is scored on its own (avg: s_k = Σ_i e_i W_{k,i}; max: s_k = max_i e_i W_{k,i}) and the
+top `budget` documents are kept. Decision: its set size is always min(budget, real documents) —
+a ranking has no stopping rule, so `tau_stop` and `min_select` do not apply.
 
 Tie rule everywhere: among equal gains (or equal objectives) the smaller document index — the
 better retrieval rank — wins; the exact solver also prefers the smaller set on equal objectives.
@@ -21,10 +25,11 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-__all__ = ["ExactResult", "GreedyResult", "exact_select", "greedy_select", "objective"]
+__all__ = ["ExactResult", "GreedyResult", "exact_select", "greedy_select", "objective", "score_select"]
 
 _EXACT_TIE_TOL = 1e-12  # objectives closer than this count as equal in `exact_select`
 
@@ -60,6 +65,40 @@ def _check_single(e: np.ndarray, W: np.ndarray) -> None:
         raise ValueError(f"expected e of shape (N,) and W of shape (K1, N); got e {e.shape}, W {W.shape}")
     if W.shape[1] != e.shape[0]:
         raise ValueError(f"W has {W.shape[1]} step columns but e has {e.shape[0]} steps")
+
+
+def _prepare_batch(
+    e: np.ndarray, W: np.ndarray, doc_mask: np.ndarray | None, step_mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, bool]:
+    """Batch axis added when absent, float dtype chosen, padding zeroed: (e (B, N), W (B, K1, N), doc_mask, batched)."""
+    e = np.asarray(e)
+    W = np.asarray(W)
+    batched = W.ndim == 3
+    if not batched:
+        _check_single(e, W)
+        e, W = e[None], W[None]
+        doc_mask = None if doc_mask is None else np.asarray(doc_mask)[None]
+        step_mask = None if step_mask is None else np.asarray(step_mask)[None]
+    if e.ndim != 2 or W.ndim != 3 or W.shape[0] != e.shape[0] or W.shape[2] != e.shape[1]:
+        raise ValueError(f"expected e (B, N) and W (B, K1, N); got e {e.shape}, W {W.shape}")
+    B, K1, N = W.shape
+    dtype = _float_dtype(e, W)
+    e = e.astype(dtype, copy=False)
+    W = W.astype(dtype, copy=False)
+    if doc_mask is not None:
+        doc_mask = np.asarray(doc_mask, dtype=bool)
+        if doc_mask.shape != (B, K1):
+            raise ValueError(f"doc_mask must have shape {(B, K1)}, got {doc_mask.shape}")
+        W = np.where(doc_mask[:, :, None], W, dtype.type(0))
+    if step_mask is not None:
+        step_mask = np.asarray(step_mask, dtype=bool)
+        if step_mask.shape != (B, N):
+            raise ValueError(f"step_mask must have shape {(B, N)}, got {step_mask.shape}")
+        e = np.where(step_mask, e, dtype.type(0))
+        W = np.where(step_mask[:, None, :], W, dtype.type(0))
+    _check_finite("e", e)
+    _check_finite("W", W)
+    return e, W, doc_mask, batched
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,6 +137,8 @@ def objective(e: np.ndarray, W: np.ndarray, S: Iterable[int], lam: float) -> flo
 @dataclass(frozen=True)
 class GreedyResult:
     """Greedy selections for a batch of B questions (or one question when `batched` is False).
+
+    `score_select` returns the same structure, with each pick's document score in `gains`.
 
     Array shapes below are for the batched case; for an unbatched call the leading B axis is
     absent (`selected` (budget,), `n_selected`/`fallback`/`objective` 0-d arrays).
@@ -178,43 +219,13 @@ def greedy_select(
     Returns:
         A `GreedyResult`; computations run in float32 when e and W are both float32, else float64.
     """
-    e = np.asarray(e)
-    W = np.asarray(W)
-    batched = W.ndim == 3
-    if not batched:
-        _check_single(e, W)
-        e, W = e[None], W[None]
-        doc_mask = None if doc_mask is None else np.asarray(doc_mask)[None]
-        step_mask = None if step_mask is None else np.asarray(step_mask)[None]
-    if e.ndim != 2 or W.ndim != 3 or W.shape[0] != e.shape[0] or W.shape[2] != e.shape[1]:
-        raise ValueError(f"expected e (B, N) and W (B, K1, N); got e {e.shape}, W {W.shape}")
     if budget < 0:
         raise ValueError(f"budget must be ≥ 0, got {budget}")
     if not math.isfinite(lam):
         raise ValueError(f"lam must be finite, got {lam}")
-    B, K1, N = W.shape
-    dtype = _float_dtype(e, W)
-    e = e.astype(dtype, copy=False)
-    W = W.astype(dtype, copy=False)
-
-    if doc_mask is not None:
-        doc_mask = np.asarray(doc_mask, dtype=bool)
-        if doc_mask.shape != (B, K1):
-            raise ValueError(f"doc_mask must have shape {(B, K1)}, got {doc_mask.shape}")
-    if step_mask is not None:
-        step_mask = np.asarray(step_mask, dtype=bool)
-        if step_mask.shape != (B, N):
-            raise ValueError(f"step_mask must have shape {(B, N)}, got {step_mask.shape}")
-        e = np.where(step_mask, e, dtype.type(0))
-    if doc_mask is not None or step_mask is not None:
-        real = np.ones((B, K1, N), dtype=bool)
-        if doc_mask is not None:
-            real &= doc_mask[:, :, None]
-        if step_mask is not None:
-            real &= step_mask[:, None, :]
-        W = np.where(real, W, dtype.type(0))
-    _check_finite("e", e)
-    _check_finite("W", W)
+    e, W, doc_mask, batched = _prepare_batch(e, W, doc_mask, step_mask)
+    B, K1, _ = W.shape
+    dtype = W.dtype
 
     noise = _noise(e, W, lam).astype(dtype, copy=False)  # (B, K1)
     penalty = noise.copy()
@@ -254,6 +265,82 @@ def greedy_select(
         active = take
 
     obj = (e.sum(axis=1) - eu.sum(axis=1)) - noise_sum
+    if not batched:
+        return GreedyResult(selected[0], gains[0], n_selected[0], fallback[0], obj[0], batched=False)
+    return GreedyResult(selected, gains, n_selected, fallback, obj, batched=True)
+
+
+# --------------------------------------------------------------------------------------------
+# ranking ablation ("w/o optimisation")
+
+
+def score_select(
+    e: np.ndarray,
+    W: np.ndarray,
+    lam: float,
+    budget: int,
+    mode: Literal["avg", "max"] = "avg",
+    doc_mask: np.ndarray | None = None,
+    step_mask: np.ndarray | None = None,
+) -> GreedyResult:
+    """Top-`budget` documents by an independent score (the "w/o optimisation" ablation), vectorised.
+
+    Scores: ``avg`` s_k = Σ_i e_i W_{k,i} (the e-weighted average coverage over steps), ``max``
+    s_k = max_i e_i W_{k,i} (0 when there are no real steps). Documents are taken by descending
+    score, ties to the smaller index; every question gets min(budget, real documents) documents
+    (no stopping rule, never a fallback). Padding documents are never selected; padding steps are
+    ignored (treated as e = 0, W = 0).
+
+    Args:
+        e: step weights, (B, N) or unbatched (N,).
+        W: coverage matrices, (B, K1, N) or unbatched (K1, N).
+        lam: noise weight λ, used only for the reported objective f(S).
+        budget: number of documents K per question.
+        mode: "avg" or "max".
+        doc_mask: bool (B, K1) (or (K1,)), True for real documents; None = all real.
+        step_mask: bool (B, N) (or (N,)), True for real steps; None = all real.
+
+    Returns:
+        A `GreedyResult`: `selected` (B, budget) in descending score order (−1 padding), `gains` the
+        scores of the picks (NaN padding), `objective` f(selected) with `objective`'s definition,
+        `fallback` all False.
+    """
+    if mode not in ("avg", "max"):
+        raise ValueError(f"mode must be 'avg' or 'max', got {mode!r}")
+    if budget < 0:
+        raise ValueError(f"budget must be ≥ 0, got {budget}")
+    if not math.isfinite(lam):
+        raise ValueError(f"lam must be finite, got {lam}")
+    e, W, doc_mask, batched = _prepare_batch(e, W, doc_mask, step_mask)
+    B, K1, N = W.shape
+    dtype = W.dtype
+    weighted = W * e[:, None, :]  # (B, K1, N)
+    if mode == "avg":
+        scores = weighted.sum(axis=-1)
+    else:
+        scores = weighted.max(axis=-1) if N else np.zeros((B, K1), dtype=dtype)
+    ranked = np.where(doc_mask, scores, -np.inf) if doc_mask is not None else scores
+    order = np.argsort(-ranked, axis=1, kind="stable")  # descending; stable: ties keep the smaller index
+
+    n_real = np.full(B, K1, dtype=np.int64) if doc_mask is None else doc_mask.sum(axis=1).astype(np.int64)
+    n_selected = np.minimum(n_real, budget)
+    width = min(budget, K1)
+    picked = np.arange(budget)[None, :] < n_selected[:, None]  # (B, budget)
+    selected = np.full((B, budget), -1, dtype=np.int64)
+    selected[:, :width] = order[:, :width]
+    selected[~picked] = -1
+    gains = np.full((B, budget), np.nan, dtype=dtype)
+    gains[:, :width] = np.take_along_axis(scores, order[:, :width], axis=1)
+    gains[~picked] = np.nan
+
+    # f(S): coverage Σ_i e_i (1 − Π_{k∈S} (1 − W_{k,i})) minus the noise of the picks.
+    safe = np.where(picked, selected, 0)
+    W_sel = np.take_along_axis(W, safe[:, :, None], axis=1)  # (B, budget, N)
+    W_sel = np.where(picked[:, :, None], W_sel, dtype.type(0))
+    coverage = (e * (1 - np.prod(1 - W_sel, axis=1))).sum(axis=1)
+    noise = np.take_along_axis(_noise(e, W, lam).astype(dtype, copy=False), safe, axis=1)
+    obj = coverage - np.where(picked, noise, dtype.type(0)).sum(axis=1)
+    fallback = np.zeros(B, dtype=bool)
     if not batched:
         return GreedyResult(selected[0], gains[0], n_selected[0], fallback[0], obj[0], batched=False)
     return GreedyResult(selected, gains, n_selected, fallback, obj, batched=True)

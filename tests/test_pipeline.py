@@ -1,0 +1,161 @@
+"""`purecover pipeline`: plan, skip, resume, --from, --dry-run, config guards, the demo recipe.
+
+Runs the real stages on the bundled demo set with the demo's offline-built tiny model (no sample
+data needed): 8 questions, 3 training steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from purecover.cli import main
+from purecover.config import load_recipe
+from purecover.pipeline import STAGES, plan_pipeline, run_pipeline, stage_hash, summary_table
+
+DEMO = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "demo_cpu.yaml"
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory) -> Path:
+    from purecover.models.demo_assets import build_demo_assets
+
+    return build_demo_assets(tmp_path_factory.mktemp("assets"))
+
+
+def _recipe(run_dir: Path, model: Path, *extra: str):
+    return load_recipe(DEMO, [
+        f"run_dir={run_dir}", f"teacher.model={model}", f"student.model={model}", f"eval.generator={model}",
+        "data.limit=8", "student.training.max_steps=3", "student.training.save_steps=2", "eval.budgets=[1,3]",
+        "eval.max_new_tokens=2", "student.eval_fraction=0.4", *extra])
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, demo_model):
+    recipe = _recipe(tmp_path_factory.mktemp("pipe") / "run", demo_model)
+    rows = run_pipeline(recipe, show_progress=False, echo=lambda _: None)
+    return recipe, rows
+
+
+def _plan(recipe, start=None) -> dict[str, str]:
+    return {p.stage: p.action for p in plan_pipeline(recipe, start)}
+
+
+def test_fresh_plan(tmp_path, demo_model):
+    recipe = _recipe(tmp_path / "run", demo_model)
+    assert _plan(recipe) == {"data": "run", "calibrate": "not needed", "label": "run", "train": "run",
+                             "export": "run", "evaluate": "run"}
+    attention = _recipe(tmp_path / "run", demo_model, "teacher.estimator=attention")
+    assert _plan(attention)["calibrate"] == "run"
+    no_student = _recipe(tmp_path / "run", demo_model, "eval.methods=[retrieval,teacher]")
+    assert _plan(no_student)["train"] == _plan(no_student)["export"] == "not needed"
+
+
+def test_full_run_writes_every_stage_with_the_planned_hashes(finished):
+    recipe, rows = finished
+    assert [(r["stage"], r["action"]) for r in rows] == [
+        ("data", "ran"), ("calibrate", "not needed"), ("label", "ran"), ("train", "ran"), ("export", "ran"),
+        ("evaluate", "ran")]
+    for stage in ("data", "label", "train", "export"):
+        manifest = json.loads((recipe.run_path / f"{stage}.run.json").read_text())
+        assert manifest["config_hash"] == stage_hash(recipe, stage)
+        assert manifest["summary"]["status"] == "complete"
+    assert (recipe.run_path / "eval" / "report.md").is_file()
+    table = summary_table(rows)
+    assert "| evaluate | ran |" in table and "em@3" in table
+
+
+def test_second_run_skips_everything(finished):
+    recipe, _ = finished
+    assert set(_plan(recipe).values()) == {"skip", "not needed"}
+    rows = run_pipeline(recipe, show_progress=False, echo=lambda _: None)
+    assert {r["action"] for r in rows} == {"skip", "not needed"}
+    assert all(r["seconds"] is None for r in rows)
+    assert "questions 8" in summary_table(rows)  # figures come from the manifests
+
+
+def test_changed_eval_section_reruns_only_evaluate_from_the_cache(finished):
+    recipe, _ = finished
+    changed = dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, table_budget=1))
+    plan = _plan(changed)
+    assert plan["evaluate"] == "run" and plan["train"] == "skip"
+    rows = run_pipeline(changed, show_progress=False, echo=lambda _: None)
+    evaluate = rows[-1]
+    assert evaluate["action"] == "ran" and evaluate["summary"]["generated"] == 0
+    assert "## QA at K = 1" in (recipe.run_path / "eval" / "report.md").read_text()
+
+
+def test_changed_student_section_is_blocked_before_anything_runs(finished):
+    recipe, _ = finished
+    changed = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, lm_weight=0.5))
+    plan = _plan(changed)
+    assert plan["label"] == "skip" and plan["train"] == plan["export"] == "blocked"
+    before = (recipe.run_path / "train.run.json").read_bytes()
+    with pytest.raises(RuntimeError, match="stage train is blocked"):
+        run_pipeline(changed, show_progress=False, echo=lambda _: None)
+    assert (recipe.run_path / "train.run.json").read_bytes() == before
+
+
+def test_from_stage_reruns_it_and_everything_after(finished):
+    recipe, _ = finished
+    assert _plan(recipe, "export") == {"data": "skip", "calibrate": "not needed", "label": "skip", "train": "skip",
+                                       "export": "run", "evaluate": "run"}
+    with pytest.raises(ValueError, match="unknown stage"):
+        plan_pipeline(recipe, "deploy")
+
+
+def test_interrupted_stage_is_resumed(finished, tmp_path):
+    recipe, _ = finished
+    manifest = recipe.run_path / "label.run.json"
+    saved = manifest.read_text()
+    data = json.loads(saved)
+    data["summary"] = {"status": "running"}
+    manifest.write_text(json.dumps(data))
+    try:
+        plan = _plan(recipe)
+        assert plan["label"] == "resume"
+        assert plan["train"] == plan["export"] == plan["evaluate"] == "run"  # downstream of a resumed stage
+    finally:
+        manifest.write_text(saved)
+
+
+def test_dry_run_lists_resources_and_plan(tmp_path, demo_model, capsys):
+    code = main(["pipeline", str(DEMO), "--dry-run", "--set", f"run_dir={tmp_path / 'run'}",
+                 "--set", f"teacher.model={demo_model}", "--set", "student.model=missing/dir/"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert re.search(r"teacher\.model +found +\S*tiny-qwen2", out)
+    assert re.search(r"student\.model +missing +missing/dir/", out)
+    assert all(f"  {stage}" in out for stage in STAGES)
+    assert "1 input(s) missing here: student.model" in err
+    strict = main(["pipeline", str(DEMO), "--dry-run", "--strict", "--set", f"run_dir={tmp_path / 'run'}",
+                   "--set", f"teacher.model={demo_model}", "--set", "student.model=missing/dir/"])
+    assert strict == 1
+    capsys.readouterr()
+    assert not (tmp_path / "run").exists()  # a dry run writes nothing
+
+
+def test_dry_run_marks_hub_ids_without_fetching(capsys, tmp_path):
+    code = main(["pipeline", "--dry-run", "--set", f"run_dir={tmp_path}/r", "--set", "data.path=demo"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert re.search(r"teacher\.model +hub +Qwen/Qwen2\.5-32B-Instruct", out)
+
+
+def test_stage_file_names_match_the_stage_modules():
+    from purecover.data.candidates import CANDIDATES_FILE
+    from purecover.pipeline import _OUTPUTS
+    from purecover.teacher.calibration import BIAS_FILE
+    from purecover.teacher.job import LABELS_FILE
+    from purecover.train.export import SELECTOR_DIR
+    from purecover.train.run import FINAL
+
+    assert _OUTPUTS["data"] == (CANDIDATES_FILE,)
+    assert _OUTPUTS["calibrate"] == (BIAS_FILE,)
+    assert _OUTPUTS["label"] == (LABELS_FILE,)
+    assert _OUTPUTS["train"] == (f"checkpoints/{FINAL}",)
+    assert _OUTPUTS["export"][0].startswith(f"{SELECTOR_DIR}/")

@@ -1,0 +1,120 @@
+"""Every recipe under configs/recipes/ loads; the paper recipes carry the paper's hyper-parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from purecover.config import Recipe, load_recipe, recipe_to_dict
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "configs" / "recipes"
+ALL = sorted(RECIPES.rglob("*.yaml"))
+PAPER = sorted((RECIPES / "paper").rglob("*.yaml"))
+MAIN_HOTPOTQA = RECIPES / "paper" / "hotpotqa.yaml"
+
+# Table 2 (REFERENCES.md): each ablation changes exactly these keys of paper/hotpotqa.yaml (plus run_dir).
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "no_attention": {"teacher.estimator": "embedding"},
+    "no_cot_weighting": {"teacher.cot_weighting": False},
+    "no_calibration": {"teacher.calibrate": False},
+    "no_optimisation_avg": {"teacher.selection": "avg"},
+    "no_optimisation_max": {"teacher.selection": "max"},
+    "lam0": {"teacher.lam": 0.0},
+    "lam1": {"teacher.lam": 1.0},
+}
+MAIN_DATASETS = {"hotpotqa": "hotpotqa", "2wiki": "2wikimultihopqa", "musique": "musique", "strategyqa": "strategyqa"}
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(RECIPES).as_posix()
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested mapping (lists are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def test_the_paper_recipes_exist():
+    assert {p.stem for p in (RECIPES / "paper").glob("*.yaml")} == set(MAIN_DATASETS)
+    assert {p.stem for p in (RECIPES / "paper" / "ablations").glob("*.yaml")} == set(ABLATIONS)
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_recipe_loads(path):
+    recipe = load_recipe(path)
+    assert isinstance(recipe, Recipe)
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_training_keys_are_training_arguments(path):
+    from transformers import TrainingArguments
+
+    valid = {f.name for f in dataclasses.fields(TrainingArguments)}
+    assert set(load_recipe(path).student.training) <= valid
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_config_files_named_in_comments_exist(path):
+    for name in set(re.findall(r"configs/[\w./-]+\.(?:yaml|json)", path.read_text(encoding="utf-8"))):
+        assert (REPO / name).is_file(), f"{rel(path)} mentions {name}, which does not exist"
+
+
+def test_run_dirs_are_distinct():
+    run_dirs = [load_recipe(p).run_dir for p in ALL]
+    assert len(set(run_dirs)) == len(run_dirs)
+
+
+def test_readme_lists_every_recipe():
+    readme = (RECIPES / "README.md").read_text(encoding="utf-8")
+    for path in ALL:
+        assert f"`{rel(path)}`" in readme, f"configs/recipes/README.md does not list {rel(path)}"
+
+
+@pytest.mark.parametrize("path", PAPER, ids=rel)
+def test_paper_hyper_parameters(path):
+    r = load_recipe(path)
+    assert r.data.k1 == 20 and r.data.retriever == "dense" and r.data.dense_model == "intfloat/e5-base-v2"
+    assert r.data.path == "RUC-NLPIR/FlashRAG_datasets" and r.data.corpus.endswith("wiki18_100w.jsonl")
+    assert r.teacher.model == "Qwen/Qwen2.5-32B-Instruct"
+    assert r.teacher.tau1 == pytest.approx(4e-5) and r.teacher.tau2 == pytest.approx(4e-5)
+    assert r.teacher.budget == 5
+    assert r.teacher.lam == pytest.approx({"lam0": 0.0, "lam1": 1.0}.get(path.stem, 0.3))
+    assert r.student.model == "Qwen/Qwen2.5-7B-Instruct" and r.student.lora.enabled
+    assert r.student.training["num_train_epochs"] == 10
+    assert r.student.training["learning_rate"] == pytest.approx(1e-5)
+    assert r.student.training["bf16"] is True
+    assert r.eval.generator == "Qwen/Qwen2.5-7B-Instruct"
+    assert r.eval.limit == 500 and r.eval.table_budget == 5 and 5 in r.eval.budgets
+    assert {"retrieval", "cross_encoder", "xquad", "teacher", "student"} <= set(r.eval.methods)
+
+
+@pytest.mark.parametrize("name", list(MAIN_DATASETS))
+def test_main_recipes_read_their_flashrag_configuration(name):
+    r = load_recipe(RECIPES / "paper" / f"{name}.yaml")
+    assert r.data.dataset == name and r.data.hub_config == MAIN_DATASETS[name] and r.data.split == "train"
+    if name == "strategyqa":  # one split only: test on the student's held-out questions
+        assert r.eval.path is None and r.eval.questions == "heldout" and r.student.eval_fraction >= 0.22
+    else:
+        assert r.eval.path == r.data.path and r.eval.split == "dev"
+
+
+@pytest.mark.parametrize("name", list(ABLATIONS))
+def test_ablation_differs_from_main_in_exactly_its_keys(name):
+    main = flatten(recipe_to_dict(load_recipe(MAIN_HOTPOTQA)))
+    ablation = flatten(recipe_to_dict(load_recipe(RECIPES / "paper" / "ablations" / f"{name}.yaml")))
+    assert set(main) == set(ablation)
+    diff = {k: ablation[k] for k in main if ablation[k] != main[k]}
+    assert diff.pop("run_dir") != main["run_dir"]
+    assert diff == ABLATIONS[name]
