@@ -3,38 +3,60 @@
 Both yield ``(location, record)`` where location is ``"line N"`` (JSONL) or ``"record I (line N)"``
 (JSON array, 0-based index), so errors can point at the record. Large files are streamed:
 the JSON array reader decodes one element at a time from a moving buffer.
+
+Bad input of any kind (invalid or truncated JSON, bytes that are not UTF-8, nesting too deep
+to decode, numbers too long to convert) raises `DataFormatError`; a missing file raises
+`FileNotFoundError`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..utils.io import JsonlLineError, iter_json_lines
 from .errors import DataFormatError
 
 __all__ = ["iter_json_array", "iter_jsonl", "iter_records"]
 
 _CHUNK = 1 << 20
 _WS = " \t\r\n"
+# Files are opened with errors="surrogateescape": a byte that is not UTF-8 becomes one of these.
+_BAD_BYTE = re.compile("[\udc80-\udcff]")
+_NOT_UTF8 = "is not valid UTF-8 text"
+_NUMBER_TAIL = re.compile(r"[0-9.eE+\-]*")
+
+
+def _open_text(path: Path) -> Any:
+    return path.open("r", encoding="utf-8", errors="surrogateescape")
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """Yield (``"line N"``, object) for each non-blank line; invalid JSON raises DataFormatError."""
-    try:
-        for lineno, obj in iter_json_lines(path):
+    """Yield (``"line N"``, object) for each non-blank line; a bad line raises DataFormatError."""
+    path = Path(path)
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            if _BAD_BYTE.search(line):
+                raise DataFormatError(str(path), f"line {lineno}", None, _NOT_UTF8)
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(str(path), f"line {lineno}", None,
+                                      f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:  # a number too long for int(); nesting too deep
+                raise DataFormatError(str(path), f"line {lineno}", None, f"invalid JSON ({exc})") from None
             yield f"line {lineno}", obj
-    except JsonlLineError as exc:
-        raise DataFormatError(str(exc.path), f"line {exc.lineno}", None, exc.problem) from None
 
 
 def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
     """Stream the elements of a top-level JSON array without loading the whole file."""
     path = Path(path)
     decoder = json.JSONDecoder()
-    with path.open("r", encoding="utf-8") as fh:
+    with _open_text(path) as fh:
         buf = fh.read(_CHUNK)
         pos = 0
         line = 1  # line number of buf[pos]
@@ -85,10 +107,13 @@ def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
             while True:
                 try:
                     obj, end = decoder.raw_decode(buf, pos)
-                    # A number or literal cut by the buffer edge may decode short: make sure it ended.
-                    if end >= len(buf) and not eof:
+                    # A number cut by the buffer edge may decode short ("1.5" of "1.5e3"): make sure it ended.
+                    if not eof and _NUMBER_TAIL.match(buf, end).end() >= len(buf):
                         raise ValueError("at buffer edge")
                     break
+                except RecursionError:
+                    raise DataFormatError(str(path), f"record {index} (line {line})", None,
+                                          "invalid JSON (nested too deeply to decode)") from None
                 except (json.JSONDecodeError, ValueError) as exc:
                     if eof:
                         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
@@ -96,6 +121,8 @@ def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
                                               f"invalid or truncated JSON ({msg})") from None
                     refill()
             location = f"record {index} (line {line})"
+            if _BAD_BYTE.search(buf, pos, end):
+                raise DataFormatError(str(path), location, None, _NOT_UTF8)
             line += buf.count("\n", pos, end)
             pos = end
             yield location, obj
@@ -108,7 +135,7 @@ def iter_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} does not exist")
-    with path.open("r", encoding="utf-8") as fh:
+    with _open_text(path) as fh:
         head = fh.read(4096).lstrip()
     if head.startswith("["):
         yield from iter_json_array(path)

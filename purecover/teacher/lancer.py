@@ -60,7 +60,13 @@ def parse_rating(reply: str) -> int:
     m = _INT.search(reply)
     if not m:
         return 0
-    value = int(m.group(0))
+    digits = m.group(0).lstrip("-")
+    # int() refuses numbers over 4300 digits: convert the last 9; a non-zero digit before them is out of range.
+    if any(int(d) for d in digits[:-9]):
+        return 0
+    value = int(digits[-9:])
+    if m.group(0).startswith("-"):
+        value = -value
     return value if 0 <= value <= 5 else 0
 
 
@@ -69,7 +75,8 @@ def expected_rating(probabilities: Sequence[float], fallback: float) -> float:
     total = float(sum(probabilities))
     if total <= 0:
         return float(fallback)
-    return sum(r * p for r, p in enumerate(probabilities)) / total
+    value = sum(r * p for r, p in enumerate(probabilities)) / total
+    return min(5.0, max(0.0, value))  # rounding can land a hair outside 0..5 (e.g. 5.000000000000001)
 
 
 def digit_token_ids(tokenizer: Any) -> list[int]:

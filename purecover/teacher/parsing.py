@@ -20,7 +20,8 @@ from dataclasses import dataclass
 __all__ = ["ParsedReply", "parse_reply"]
 
 _STEP = re.compile(r"^[\W_]*step\s*(\d+)\s*[\]\)\*]*\s*(?:[:.\-–—]+\s*)?\**\s*(.*)$", re.IGNORECASE)
-_ANSWER = re.compile(r"^\W*(?:final\s+)?answer\s*\**\s*[\]\)]?\s*\**\s*[:\-–—]\**\s*(.*)$", re.IGNORECASE)
+# "[\s*]*" rather than "\s*\**\s*": adjacent optional runs backtrack in polynomial time on "Answer" + spaces.
+_ANSWER = re.compile(r"^\W*(?:final\s+)?answer[\s*]*(?:[\]\)][\s*]*)?[:\-–—]\**\s*(.*)$", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 

@@ -25,7 +25,8 @@ def _oracle_steps(view: RecordView, decomposition: list[Any]) -> list[str]:
         a = view.check(item.get("answer", ""), f"{f}.answer", str, numbers_as_text=True)
 
         def resolve(m: re.Match[str]) -> str:
-            k = int(m.group(1)) - 1
+            digits = m.group(1)  # a reference longer than 9 digits cannot point at a sub-answer
+            k = int(digits) - 1 if len(digits) <= 9 else -1
             return answers[k] if 0 <= k < len(answers) else m.group(0)
 
         q = _REF.sub(resolve, q).replace(" >> ", " — ").strip()
@@ -69,7 +70,7 @@ def parse_musique(record: Any, source: str, location: str, require_paragraphs: b
             supporting_titles.append(p.title)
     hops = qid.split("hop")[0] if "hop" in qid else None
     meta: dict[str, Any] = {"answerable": answerable}
-    if hops and hops.isdigit():
+    if hops and hops.isdecimal() and len(hops) <= 9:  # isdigit() admits "²", which int() rejects
         meta["hops"] = int(hops)
     return Example(qid=qid, dataset="musique", question=question.strip(), answers=answers,
                    paragraphs=paragraphs, supporting_titles=supporting_titles,
