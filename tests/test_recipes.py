@@ -118,3 +118,15 @@ def test_ablation_differs_from_main_in_exactly_its_keys(name):
     diff = {k: ablation[k] for k in main if ablation[k] != main[k]}
     assert diff.pop("run_dir") != main["run_dir"]
     assert diff == ABLATIONS[name]
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_recipe_passes_the_pipeline_dry_run(path, tmp_path, capsys):
+    """`purecover pipeline RECIPE --dry-run`: valid, every resource resolved or reported, nothing written."""
+    from purecover.cli import main
+
+    run_dir = tmp_path / "run"
+    assert main(["pipeline", str(path), "--dry-run", "--set", f"run_dir={run_dir}"]) == 0
+    out = capsys.readouterr().out
+    assert "resources:" in out and "plan:" in out and "  evaluate" in out
+    assert not run_dir.exists()

@@ -54,6 +54,7 @@ __all__ = ["EVAL_DIR", "MethodSpec", "parse_methods", "run_evaluate_stage"]
 
 EVAL_DIR = "eval"
 NO_RETRIEVAL = "none"
+VLLM_CHUNK = 512  # prompts per vLLM generate call
 _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
                  "lancer_greedy_alpha")
 _OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
@@ -355,8 +356,10 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     with GenerationCache(eval_dir / "generations.jsonl") as cache:
+        # vLLM schedules its own batches: hand it large chunks (each chunk is one resumable unit)
+        chunk = cfg.batch_size if cfg.backend == "hf" else max(cfg.batch_size, VLLM_CHUNK)
         gen_stats = cache.fill(prompts, _backend_loader(recipe, tokenizer, show_progress), count_tokens,
-                               cfg.max_new_tokens, cfg.batch_size, show_progress)
+                               cfg.max_new_tokens, chunk, show_progress)
         repaired = cache.repaired
         results: dict[str, dict[str, Any]] = {}
         pred_dir = eval_dir / "predictions"

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.teacher.test_backends import fake_vllm  # noqa: F401  (the stand-in vllm module fixture)
+
 
 @pytest.fixture(scope="session")
 def tiny_generator_dir(tmp_path_factory, sample_dir: Path) -> Path:

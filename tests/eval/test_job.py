@@ -213,3 +213,27 @@ def test_unknown_method_suggests_the_closest(tmp_path):
     specs = parse_methods(["student", "student:runs/abl"])
     assert [(s.name, s.kind, s.slug) for s in specs] == [("student", "student", "student"),
                                                           ("student:runs/abl", "student", "student_runs_abl")]
+
+
+def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm):
+    """eval.backend=vllm goes through the teacher's vLLM adapter (a stand-in module: no GPU here)."""
+    import dataclasses
+
+    from purecover.eval.job import run_evaluate_stage
+
+    recipe, _ = evaluated
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in ("candidates.jsonl", "data.run.json"):
+        (run_dir / name).write_bytes((recipe.run_path / name).read_bytes())
+    ev = dataclasses.replace(recipe.eval, backend="vllm", tensor_parallel_size=2, methods=["retrieval"], budgets=[1])
+    vllm_recipe = dataclasses.replace(recipe, run_dir=str(run_dir), eval=ev)
+    summary = run_evaluate_stage(vllm_recipe, show_progress=False)
+    (llm,) = fake_vllm.instances
+    assert llm.kwargs["model"] == recipe.eval.generator and llm.kwargs["tensor_parallel_size"] == 2
+    assert len(llm.calls) == 1  # vLLM gets the prompts in chunks of up to 512, not eval.batch_size
+    (prompts, params), = llm.calls
+    assert params.kwargs["temperature"] == 0.0 and params.kwargs["max_tokens"] == recipe.eval.max_new_tokens
+    assert len(prompts) == summary["generated"] == 6
+    rows = _predictions(run_dir, "retrieval@1")
+    assert sorted(r["prediction"] for r in rows.values()) == sorted(f"<{p}>".strip() for p in prompts)
