@@ -125,7 +125,8 @@ def test_interrupted_stage_is_resumed(finished, tmp_path):
 
 def test_dry_run_lists_resources_and_plan(tmp_path, demo_model, capsys):
     code = main(["pipeline", str(DEMO), "--dry-run", "--set", f"run_dir={tmp_path / 'run'}",
-                 "--set", f"teacher.model={demo_model}", "--set", "student.model=missing/dir/"])
+                 "--set", f"teacher.model={demo_model}", "--set", f"eval.generator={demo_model}",
+                 "--set", "student.model=missing/dir/"])
     out, err = capsys.readouterr()
     assert code == 0
     assert re.search(r"teacher\.model +found +\S*tiny-qwen2", out)
@@ -133,7 +134,8 @@ def test_dry_run_lists_resources_and_plan(tmp_path, demo_model, capsys):
     assert all(f"  {stage}" in out for stage in STAGES)
     assert "1 input(s) missing here: student.model" in err
     strict = main(["pipeline", str(DEMO), "--dry-run", "--strict", "--set", f"run_dir={tmp_path / 'run'}",
-                   "--set", f"teacher.model={demo_model}", "--set", "student.model=missing/dir/"])
+                   "--set", f"teacher.model={demo_model}", "--set", f"eval.generator={demo_model}",
+                   "--set", "student.model=missing/dir/"])
     assert strict == 1
     capsys.readouterr()
     assert not (tmp_path / "run").exists()  # a dry run writes nothing
