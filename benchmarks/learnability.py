@@ -89,7 +89,7 @@ def train_variant(base: Path, tiny: Path, name: str, lm_weight: float, cl: bool,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--questions", type=int, default=400)
     parser.add_argument("--k1", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
