@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints-cpu.txt
 EXTRAS ?= dense,dev
 # The stamp changes whenever the dependency declarations change, so `setup` reinstalls only then.
+# Tests and the demo never touch the network.
+OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline
 STAMP := $(VENV)/.purecover-installed-$(shell cat pyproject.toml $(CONSTRAINTS) | cksum | cut -d' ' -f1)
 
 .PHONY: setup test lint demo bench clean
@@ -22,15 +24,12 @@ lint: setup
 
 test: setup lint
 	TORCH_EXTENSIONS_DIR=$${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/purecover/torch_extensions} \
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
-	$(BIN)/python -m pytest -q
+	$(OFFLINE) $(BIN)/python -m pytest -q
 
 # The whole pipeline on the bundled demo set with tiny offline-built models (no network, ~2 min on 2 cores).
 demo: setup
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
-	$(BIN)/python -m purecover.models.demo_assets runs/demo-assets
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline \
-	$(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
+	$(OFFLINE) $(BIN)/python -m purecover.models.demo_assets runs/demo-assets
+	$(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval.py --out benchmarks/results/retrieval.json

@@ -23,6 +23,7 @@ from typing import Any, Literal, Union
 import yaml
 
 __all__ = [
+    "STAGE_SECTIONS",
     "ConfigError",
     "DataConfig",
     "EvalConfig",
@@ -37,6 +38,7 @@ __all__ = [
     "recipe_from_dict",
     "recipe_to_dict",
     "section_fingerprint",
+    "stage_fingerprint",
 ]
 
 
@@ -427,6 +429,22 @@ def section_fingerprint(recipe: Recipe, *keys: str) -> str:
     tree = recipe_to_dict(recipe)
     blob = json.dumps({k: tree[k] for k in keys}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# Recipe sections whose hash each stage records in its manifest (`<stage>.run.json`): the stages
+# refuse to mix outputs of two hashes, and `purecover pipeline` compares them to decide what to skip.
+STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
+    "data": ("data",),
+    "calibrate": ("teacher",),
+    "label": ("data", "teacher", "seed"),
+    "train": ("data", "teacher", "student", "seed"),
+    "export": ("data", "teacher", "student", "export", "seed"),
+}
+
+
+def stage_fingerprint(recipe: Recipe, stage: str) -> str:
+    """The config hash `stage` records: `section_fingerprint` of its `STAGE_SECTIONS`."""
+    return section_fingerprint(recipe, *STAGE_SECTIONS[stage])
 
 
 def dump_recipe_yaml(recipe: Recipe) -> str:

@@ -1,7 +1,7 @@
 """`purecover pipeline RECIPE`: data → calibrate → label → train → export → evaluate in one command.
 
 A stage is *done* when its manifest (``run_dir/<stage>.run.json``) says ``complete``, was written
-for the same configuration (the same recipe sections hash, see `STAGE_SECTIONS`) and its outputs
+for the same configuration (the same recipe sections hash, see `config.STAGE_SECTIONS`) and its outputs
 exist; done stages are skipped. A stage whose outputs exist from another configuration is
 *blocked*: the stage itself would refuse to mix them, so the plan says so before anything runs.
 Partly written outputs of the same configuration are *resumed* (every stage is resumable).
@@ -23,21 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import Recipe, section_fingerprint
+from .config import STAGE_SECTIONS, Recipe, stage_fingerprint
 
-__all__ = ["STAGES", "STAGE_SECTIONS", "Resource", "StagePlan", "plan_pipeline", "resolve_resources",
+__all__ = ["STAGES", "Resource", "StagePlan", "plan_pipeline", "resolve_resources",
            "run_pipeline"]
 
 STAGES = ("data", "calibrate", "label", "train", "export", "evaluate")
-
-# Recipe sections whose hash each stage records in its manifest (the stages use the same tuples).
-STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
-    "data": ("data",),
-    "calibrate": ("teacher",),
-    "label": ("data", "teacher", "seed"),
-    "train": ("data", "teacher", "student", "seed"),
-    "export": ("data", "teacher", "student", "export", "seed"),
-}
 
 # What must exist for a stage to count as done (relative to run_dir).
 _OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -52,8 +43,7 @@ _OUTPUTS: dict[str, tuple[str, ...]] = {
 
 def stage_hash(recipe: Recipe, stage: str) -> str | None:
     """The config hash `stage` records in its manifest (None for evaluate, which depends on its questions)."""
-    sections = STAGE_SECTIONS.get(stage)
-    return section_fingerprint(recipe, *sections) if sections else None
+    return stage_fingerprint(recipe, stage) if stage in STAGE_SECTIONS else None
 
 
 @dataclasses.dataclass
@@ -110,7 +100,7 @@ def _status(recipe: Recipe, stage: str) -> tuple[str, str]:
                            if stage == "evaluate" else "teacher or data.k1 changed: the bias is recomputed")
         return "blocked", (f"outputs were made with another configuration (hash {manifest.get('config_hash')}, "
                            f"now {expected}); use a new run_dir or delete them")
-    complete = manifest.get("summary", {}).get("status", "complete" if stage == "calibrate" else None) == "complete"
+    complete = manifest.get("summary", {}).get("status") == "complete"
     if complete and len(present) == len(outputs):
         return "skip", "complete for this configuration"
     return "resume", "partly done for this configuration"

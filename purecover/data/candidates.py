@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..config import Recipe, recipe_to_dict, section_fingerprint
+from ..config import Recipe, recipe_to_dict, stage_fingerprint
 from ..utils.io import ResumableJsonl, atomic_write_json, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
 from .corpus import (
@@ -149,7 +149,7 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
     ensure_output_dir(run_dir)
-    config_hash = section_fingerprint(recipe, "data")
+    config_hash = stage_fingerprint(recipe, "data")
     check_same_config(run_dir, "data", config_hash, [run_dir / CANDIDATES_FILE], "data",
                       "use another run_dir or delete the file to rebuild it")
     external = cfg.corpus not in ("per_question", "shared")

@@ -46,7 +46,7 @@ from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
 from .generation_cache import GenerationCache, prompt_key
 from .qa_metrics import score_prediction
 from .rag_prompt import render_qa_prompt
-from .selection_metrics import question_selection
+from .selection_metrics import question_selection, summarize_selection
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +106,6 @@ def _check_budgets(budgets: Sequence[int]) -> list[int]:
     return sorted(set(budgets))
 
 
-def _hash_unit(qid: str, seed: int) -> float:
-    from ..train.data import _unit  # the student's own split rule
-
-    return _unit(qid, seed)
-
-
 # --------------------------------------------------------------------------- inputs
 
 
@@ -135,8 +129,10 @@ def _questions(recipe: Recipe, eval_dir: Path, show_progress: bool) -> tuple[lis
     records = read_candidates(path)
     source = f"{path} (all questions)"
     if cfg.questions == "heldout":
+        from ..train.data import in_heldout  # the student's own split rule
+
         frac = recipe.student.eval_fraction
-        records = [r for r in records if _hash_unit(r["qid"], recipe.seed) < frac]
+        records = [r for r in records if in_heldout(r["qid"], frac, recipe.seed)]
         source = f"{path} (the student's held-out split, student.eval_fraction={frac})"
         if not records:
             raise ValueError(f"no question of {path} falls in the held-out split (student.eval_fraction={frac}); "
@@ -199,27 +195,25 @@ def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineS
     return make_baseline(spec.kind, **kwargs)
 
 
-def _load_embedder(name: str) -> Any:
-    from sentence_transformers import SentenceTransformer
-
-    from ..data.retrieval.dense import resolve_embedding_model
-
-    return SentenceTransformer(resolve_embedding_model(name), device=None)
-
-
 def _select_all(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: Sequence[dict[str, Any]],
                 recipe: Recipe, eval_dir: Path, show_progress: bool) -> tuple[dict[tuple[str, int], list[list[int]]],
                                                                             dict[str, int]]:
     """Selected positions per (method name, K), one list per question; and fallback counts per method."""
-    embedder = _load_embedder(recipe.eval.embedding_model) if any(
-        s.kind in _EMBEDDING_METHODS for s in specs) else None
+    embedder = None
+    if any(s.kind in _EMBEDDING_METHODS for s in specs):
+        from ..data.retrieval.dense import load_sentence_transformer
+
+        embedder = load_sentence_transformer(recipe.eval.embedding_model)
     chosen: dict[tuple[str, int], list[list[int]]] = {}
     fallbacks: dict[str, int] = {}
+    labels_by_source: dict[Path | None, dict[str, dict[str, Any]]] = {}  # each labels file is read once
     for spec in specs:
         labels: dict[str, dict[str, Any]] = {}
         selections: dict[str, dict[str, Any]] = {}
         if spec.kind in _NEEDS_LABELS or spec.kind in _OPTIONAL_LABELS:
-            labels = _labels(recipe, eval_dir, spec)
+            if spec.source not in labels_by_source:
+                labels_by_source[spec.source] = _labels(recipe, eval_dir, spec)
+            labels = labels_by_source[spec.source]
             if spec.kind in _NEEDS_LABELS:
                 _require(labels, questions, spec, "teacher label",
                          "run `purecover label` on them (with eval.path, label run_dir/eval with "
@@ -291,22 +285,17 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(sum(kept) / len(kept), 6) if kept else None
 
 
-def _aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    n = len(rows)
+def _aggregate(rows: Sequence[dict[str, Any]], selection_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Means over questions: QA scores and tokens from `rows`, coverage/purity via `summarize_selection`."""
+    selection = summarize_selection(selection_rows)
     return {
-        "n": n,
+        "n": len(rows),
         "em": _mean([r["em"] for r in rows]),
         "f1": _mean([r["f1"] for r in rows]),
         "acc": _mean([r["acc"] for r in rows]),
-        "mean_k": _mean([len(r["selected"]) for r in rows]),
-        "answer": {"coverage": _mean([r["answer_coverage"] for r in rows]),
-                   "purity": _mean([r["answer_purity"] for r in rows]),
-                   "n_coverage": sum(r["answer_coverage"] is not None for r in rows),
-                   "n_purity": sum(r["answer_purity"] is not None for r in rows)},
-        "supporting": {"coverage": _mean([r["support_coverage"] for r in rows]),
-                       "purity": _mean([r["support_purity"] for r in rows]),
-                       "n_coverage": sum(r["support_coverage"] is not None for r in rows),
-                       "n_purity": sum(r["support_purity"] is not None for r in rows)},
+        "mean_k": selection["mean_k"],
+        "answer": selection["answer"],
+        "supporting": selection["supporting"],
         "prompt_tokens": _mean([r["prompt_tokens"] for r in rows]),
         "completion_tokens": _mean([r["completion_tokens"] for r in rows]),
     }
@@ -367,11 +356,12 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         for spec in specs:
             per_k: dict[str, Any] = {}
             for k in budgets:
-                rows = []
+                rows, selection_rows = [], []
                 for q, positions, key in zip(questions, chosen[(spec.name, k)], keys[(spec.name, k)]):
                     gen = cache[key]
                     scores = score_prediction(q.get("dataset", recipe.data.dataset), gen["prediction"], q["answers"])
                     sel = question_selection(q, positions)
+                    selection_rows.append(sel)
                     rows.append({"qid": q["qid"], "prediction": gen["prediction"], "method": spec.name, "k": k,
                                  "selected": positions, "doc_ids": [q["docs"][i].get("doc_id") for i in positions],
                                  "prompt_key": key, "prompt_tokens": gen["prompt_tokens"],
@@ -380,7 +370,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
                                                         "support_purity")}})
                 text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
                 atomic_write_text(pred_dir / f"{spec.slug}@{k}.jsonl", text)
-                per_k[str(k)] = _aggregate(rows)
+                per_k[str(k)] = _aggregate(rows, selection_rows)
             results[spec.name] = per_k
 
     datasets = sorted({str(q.get("dataset", recipe.data.dataset)) for q in questions})

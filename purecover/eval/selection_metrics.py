@@ -38,6 +38,7 @@ __all__ = [
     "question_selection",
     "selection_report",
     "strecall",
+    "summarize_selection",
 ]
 
 YES_NO = frozenset({"yes", "no"})
@@ -155,7 +156,11 @@ def selection_report(records: Iterable[tuple[Mapping[str, Any], Any]]) -> dict[s
     `records` yields ``(candidates_record, selected)`` pairs. Undefined values are skipped;
     ``n_coverage``/``n_purity`` count the questions in each mean and ``n_undefined_*`` those left out.
     """
-    rows = [question_selection(rec, sel) for rec, sel in records]
+    return summarize_selection([question_selection(rec, sel) for rec, sel in records])
+
+
+def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`selection_report` from `question_selection` rows already computed."""
     n = len(rows)
     report: dict[str, Any] = {
         "n_questions": n,

@@ -23,7 +23,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..config import Recipe, recipe_to_dict, section_fingerprint
+from ..config import Recipe, recipe_to_dict, stage_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
@@ -74,7 +74,7 @@ def run_select_stage(recipe: Recipe, selector_dir: str | Path | None = None, sho
     candidates = _load_candidates(run_dir / "candidates.jsonl", int(config["k1"]))
     out_path = run_dir / SELECTIONS_FILE
     config_hash = hashlib.sha256(
-        (section_fingerprint(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
+        (stage_fingerprint(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
     check_same_config(run_dir, "select", config_hash, [out_path], "selector or data",
                       f"use another run_dir or delete {out_path} to redo the selections")
     write_stage_manifest(run_dir, "select", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..config import Recipe, TeacherConfig, recipe_to_dict, section_fingerprint
+from ..config import Recipe, TeacherConfig, recipe_to_dict, stage_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
@@ -120,11 +120,9 @@ def _load_model(cfg: TeacherConfig) -> Any:
 
 
 def _load_embedder(cfg: TeacherConfig) -> Any:
-    from sentence_transformers import SentenceTransformer
+    from ..data.retrieval.dense import load_sentence_transformer
 
-    from ..data.retrieval.dense import resolve_embedding_model
-
-    return SentenceTransformer(resolve_embedding_model(cfg.embedding_model), device=None)
+    return load_sentence_transformer(cfg.embedding_model)
 
 
 # --------------------------------------------------------------------------- calibration stage
@@ -145,10 +143,10 @@ def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str,
     keys = bias_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers)
     path = recipe.run_path / BIAS_FILE
     save_bias(path, bias, keys)
-    summary = {"bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
+    summary = {"status": "complete", "bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
                "bias_first_last": [_fmt(bias[0]), _fmt(bias[-1])], "keys": keys}
     write_stage_manifest(recipe.run_path, "calibrate", recipe_to_dict(recipe),
-                         section_fingerprint(recipe, "teacher"), summary, started)
+                         stage_fingerprint(recipe, "calibrate"), summary, started)
     return summary
 
 
@@ -444,7 +442,7 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     run_dir = recipe.run_path
     rank, world, state = _distributed()
     candidates = load_candidates(run_dir / "candidates.jsonl")
-    config_hash = section_fingerprint(recipe, "data", "teacher", "seed")
+    config_hash = stage_fingerprint(recipe, "label")
     check_same_config(run_dir, "label", config_hash, [run_dir / SHARD_DIR, run_dir / LABELS_FILE], "data/teacher",
                       f"use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}")
     if rank == 0:

@@ -67,6 +67,13 @@ def _check_single(e: np.ndarray, W: np.ndarray) -> None:
         raise ValueError(f"W has {W.shape[1]} step columns but e has {e.shape[0]} steps")
 
 
+def _check_budget_lam(budget: int, lam: float) -> None:
+    if budget < 0:
+        raise ValueError(f"budget must be ≥ 0, got {budget}")
+    if not math.isfinite(lam):
+        raise ValueError(f"lam must be finite, got {lam}")
+
+
 def _prepare_batch(
     e: np.ndarray, W: np.ndarray, doc_mask: np.ndarray | None, step_mask: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, bool]:
@@ -219,10 +226,7 @@ def greedy_select(
     Returns:
         A `GreedyResult`; computations run in float32 when e and W are both float32, else float64.
     """
-    if budget < 0:
-        raise ValueError(f"budget must be ≥ 0, got {budget}")
-    if not math.isfinite(lam):
-        raise ValueError(f"lam must be finite, got {lam}")
+    _check_budget_lam(budget, lam)
     e, W, doc_mask, batched = _prepare_batch(e, W, doc_mask, step_mask)
     B, K1, _ = W.shape
     dtype = W.dtype
@@ -307,10 +311,7 @@ def score_select(
     """
     if mode not in ("avg", "max"):
         raise ValueError(f"mode must be 'avg' or 'max', got {mode!r}")
-    if budget < 0:
-        raise ValueError(f"budget must be ≥ 0, got {budget}")
-    if not math.isfinite(lam):
-        raise ValueError(f"lam must be finite, got {lam}")
+    _check_budget_lam(budget, lam)
     e, W, doc_mask, batched = _prepare_batch(e, W, doc_mask, step_mask)
     B, K1, N = W.shape
     dtype = W.dtype

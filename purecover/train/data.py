@@ -20,7 +20,8 @@ from ..models.identifiers import IdentifierScheme
 from ..models.selector_prompt import build_selector_prompt
 from ..utils.io import read_jsonl
 
-__all__ = ["SelectorCollator", "SelectorDataset", "SelectorExample", "load_training_examples", "split_examples"]
+__all__ = ["SelectorCollator", "SelectorDataset", "SelectorExample", "in_heldout", "load_training_examples",
+           "split_examples"]
 
 
 @dataclass
@@ -83,11 +84,16 @@ def _unit(qid: str, seed: int) -> float:
     return int(hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest()[:12], 16) / float(1 << 48)
 
 
+def in_heldout(qid: str, eval_fraction: float, seed: int = 0) -> bool:
+    """Whether question `qid` belongs to the held-out split (a hash of (seed, qid) below `eval_fraction`)."""
+    return _unit(qid, seed) < eval_fraction
+
+
 def split_examples(examples: Sequence[SelectorExample], eval_fraction: float, seed: int = 0
                    ) -> tuple[list[SelectorExample], list[SelectorExample]]:
-    """(train, held-out) by a hash of (seed, qid); at least one training example is kept."""
-    held = [e for e in examples if _unit(e.qid, seed) < eval_fraction]
-    train = [e for e in examples if _unit(e.qid, seed) >= eval_fraction]
+    """(train, held-out) by `in_heldout`; at least one training example is kept."""
+    held = [e for e in examples if in_heldout(e.qid, eval_fraction, seed)]
+    train = [e for e in examples if not in_heldout(e.qid, eval_fraction, seed)]
     if not train:
         train, held = list(examples), []
     return train, held

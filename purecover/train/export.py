@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..config import Recipe, recipe_to_dict, section_fingerprint
+from ..config import Recipe, recipe_to_dict, stage_fingerprint
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import SELECTOR_CONFIG
 from ..utils.io import atomic_write_json, atomic_write_text
@@ -380,7 +380,7 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
     run_dir = recipe.run_path
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else run_dir / "checkpoints" / "final"
     out = Path(out_dir) if out_dir is not None else run_dir / SELECTOR_DIR
-    config_hash = section_fingerprint(recipe, "data", "teacher", "student", "export", "seed")
+    config_hash = stage_fingerprint(recipe, "export")
     is_adapter = (ckpt / "adapter_config.json").is_file()
     t0 = time.perf_counter()
     export_selector(ckpt, out, merge=recipe.export.merge, dtype=recipe.student.dtype,

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..config import ConfigError, Recipe, recipe_to_dict, section_fingerprint
+from ..config import ConfigError, Recipe, recipe_to_dict, stage_fingerprint
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
@@ -144,7 +144,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         pad_id=tokenizer.pad_token_id or 0,
     )
     is_main = trainer.accelerator.is_main_process
-    config_hash = section_fingerprint(recipe, "data", "teacher", "student", "seed")
+    config_hash = stage_fingerprint(recipe, "train")
     if is_main:
         write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
     resume = cfg.training.get("resume_from_checkpoint")

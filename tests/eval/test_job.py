@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from purecover.config import load_recipe
 from purecover.eval.qa_metrics import score_prediction
+from tests.process_helpers import run_and_kill_when
 
 pytestmark = pytest.mark.samples
 
@@ -179,15 +178,8 @@ def test_killed_evaluation_resumes_to_identical_outputs(tmp_path, sample_file, t
         args += ["--set", o.replace("eval.batch_size=4", "eval.batch_size=1")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     cache = run_dir / "eval" / "generations.jsonl"
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if cache.is_file() and cache.read_text().count("\n") >= 3:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the evaluation finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    run_and_kill_when(args, lambda: cache.is_file() and cache.read_text().count("\n") >= 3,
+                      what="the evaluation", env=env, poll=0.05)
     written = cache.read_text().count("\n")
     assert 3 <= written < 40
     with cache.open("a") as fh:  # a torn record, as if killed mid-write

@@ -40,12 +40,12 @@ def student_recipe(tmp_path_factory, sample_dir, tiny_generator_dir):
 
 def test_heldout_questions_only_with_teacher_and_student(student_recipe):
     from purecover.eval.job import run_evaluate_stage
-    from purecover.train.data import _unit
+    from purecover.train.data import in_heldout
 
     recipe = student_recipe
     summary = run_evaluate_stage(recipe, show_progress=False)
     held = [r["qid"] for _, r in read_jsonl(recipe.run_path / "candidates.jsonl")
-            if _unit(r["qid"], recipe.seed) < recipe.student.eval_fraction]
+            if in_heldout(r["qid"], recipe.student.eval_fraction, recipe.seed)]
     assert len(held) == 2 and summary["questions"] == len(held)
     labels = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "labels.jsonl")}
     selections = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "selections.jsonl")}

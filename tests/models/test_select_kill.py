@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from purecover.models.select_job import BATCH_SIZE, SELECTIONS_FILE
 from purecover.utils.io import read_jsonl
+from tests.process_helpers import run_and_kill_when
 
 REPO = Path(__file__).resolve().parents[2]
 COPIES = 8  # × the shared run's 10 questions: 80 questions, 10 batches
@@ -89,24 +88,8 @@ def reference(make_run, qids) -> bytes:
 def _kill_after_first_batch(run_dir: Path, n_questions: int) -> int:
     """Start the select command, SIGKILL it once a whole batch is written; returns the complete lines left."""
     out = run_dir / SELECTIONS_FILE
-    proc = subprocess.Popen(_command(run_dir), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    try:
-        while _line_count(out) < BATCH_SIZE:
-            if proc.poll() is not None:
-                pytest.fail(f"the select run ended (rc={proc.returncode}) before it could be killed:\n"
-                            f"{proc.stderr.read()[-4000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{out} never reached {BATCH_SIZE} lines")
-            time.sleep(0.002)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=60)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    run_and_kill_when(_command(run_dir), lambda: _line_count(out) >= BATCH_SIZE, what="the select run",
+                      cwd=REPO, env=_env(), poll=0.002)
     left = out.read_bytes()
     # One record is one write() call, which SIGKILL does not split: the file ends with a complete line.
     assert left.endswith(b"\n")

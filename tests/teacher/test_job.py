@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from purecover.data.candidates import run_data_stage
 from purecover.data.samples import SAMPLE_FILES
 from purecover.teacher.calibration import BiasMismatchError
 from purecover.teacher.job import LABELS_FILE, load_candidates, run_calibrate_stage, run_label_stage
+from tests.process_helpers import run_and_kill_when
 
 REPO = Path(__file__).resolve().parents[2]
 FIELDS = {"qid", "selected", "selected_doc_ids", "gains", "objective", "steps", "answer", "e", "W", "bias_key",
@@ -173,18 +172,9 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, demo_candidates, tiny
                  "teacher.max_new_tokens=12", "teacher.dtype=float32", "teacher.device=cpu", *overrides]:
         args += ["--set", item]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shard = run / "label_shards" / "labels.0-of-1.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if shard.exists() and shard.read_bytes().count(b"\n") >= 2:
-            break
-        time.sleep(0.02)
-    killed = proc.poll() is None
-    if killed:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert killed, "the job finished before it could be killed"
+    run_and_kill_when(args, lambda: shard.exists() and shard.read_bytes().count(b"\n") >= 2,
+                      what="the label job", cwd=REPO, env=env, poll=0.02)
     assert not (run / LABELS_FILE).exists()
     subprocess.run(args, cwd=REPO, env=env, check=True, capture_output=True)
     assert (run / LABELS_FILE).read_bytes() == (ref_run / LABELS_FILE).read_bytes()

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ import torch
 
 from purecover.config import ConfigError, load_recipe
 from purecover.train.run import build_training_arguments
+from tests.process_helpers import run_and_kill_when
 from tests.train.helpers import labelled_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,24 +124,8 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
     # Run B: SIGKILL once checkpoint-3 is complete.
     run_b = _new_run(labelled, tmp_path / "b")
     ckpt3 = run_b / "checkpoints" / f"checkpoint-{SAVE_STEPS}"
-    proc = subprocess.Popen(_command(tiny, run_b), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    try:
-        while _complete_checkpoint_step(ckpt3) != SAVE_STEPS:
-            if proc.poll() is not None:
-                pytest.fail(f"run B ended (rc={proc.returncode}) before it could be killed after step {SAVE_STEPS}:\n"
-                            f"{proc.stderr.read()[-4000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail("checkpoint-3 of run B never appeared")
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=60)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    run_and_kill_when(_command(tiny, run_b), lambda: _complete_checkpoint_step(ckpt3) == SAVE_STEPS,
+                      what=f"run B (waiting for checkpoint-{SAVE_STEPS})", timeout=600, cwd=REPO, env=_env())
     later = [p.name for p in (run_b / "checkpoints").iterdir() if p.name != ckpt3.name]
     assert not later, f"run B got past step {SAVE_STEPS} before the kill: {later}"
     ckpt3_mtime = (ckpt3 / "adapter_model.safetensors").stat().st_mtime_ns

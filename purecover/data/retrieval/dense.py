@@ -22,7 +22,7 @@ from .base import Hit, top_k
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DenseRetriever", "default_prefixes", "resolve_embedding_model"]
+__all__ = ["DenseRetriever", "default_prefixes", "load_sentence_transformer", "resolve_embedding_model"]
 
 _MINILM_NAMES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
 
@@ -44,6 +44,13 @@ def resolve_embedding_model(name: str) -> str:
     return name
 
 
+def load_sentence_transformer(name: str, device: str | None = None) -> Any:
+    """A sentence-transformers model by name or directory (bundled MiniLM resolved offline)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(resolve_embedding_model(name), device=device)
+
+
 def default_prefixes(model_name: str) -> tuple[str, str]:
     """(query prefix, passage prefix) a model family expects: e5 → ``query: ``/``passage: ``."""
     if "e5" in Path(model_name).name.lower():
@@ -63,8 +70,6 @@ class DenseRetriever:
                  use_faiss: bool | None = None, device: str | None = None, show_progress: bool = False) -> None:
         if len(corpus) == 0:
             raise ValueError(f"corpus {corpus.source!r} is empty: nothing to index")
-        from sentence_transformers import SentenceTransformer
-
         self.corpus = corpus
         self.model_name = model_name
         q_default, p_default = default_prefixes(model_name)
@@ -72,7 +77,7 @@ class DenseRetriever:
         self.passage_prefix = p_default if passage_prefix is None else passage_prefix
         self.batch_size = batch_size
         self.show_progress = show_progress
-        self.model = SentenceTransformer(resolve_embedding_model(model_name), device=device)
+        self.model = load_sentence_transformer(model_name, device=device)
         settings = {"corpus": corpus.fingerprint, "model": model_name, "passage_prefix": self.passage_prefix,
                     "normalize": True}
         self.key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
