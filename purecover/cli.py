@@ -30,9 +30,11 @@ examples:
   purecover pipeline configs/recipes/demo_cpu.yaml
   purecover pipeline configs/recipes/paper/hotpotqa.yaml --dry-run
   purecover config configs/recipes/demo_cpu.yaml --set teacher.lam=0.5
+  purecover tune configs/recipes/demo_cpu.yaml --grid lam=0.05,0.1,0.3 --grid tau_stop=0,0.02
   purecover evaluate configs/recipes/demo_cpu.yaml --set eval.budgets=[1,3,5]
   purecover report runs/hotpotqa runs/2wiki runs/musique runs/strategyqa --out table.md
   purecover score preds.jsonl --dataset hotpotqa --gold hotpot_dev_distractor_v1.json --json
+  purecover label-report runs/demo_cpu --k 5
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
 numbers, true/false, null, [lists]). Unknown keys are errors that name the closest valid key.
@@ -67,6 +69,27 @@ def _cmd_label(args: argparse.Namespace) -> int:
     from .teacher.job import run_label_stage
 
     _print_summary("label", run_label_stage(_recipe(args), show_progress=not args.quiet))
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .teacher.tune import parse_grid, run_tune
+
+    recipe = _recipe(args)
+    grid = parse_grid(args.grid) if args.grid else None
+    result = run_tune(recipe, grid, tune_fraction=args.tune_fraction, max_fallback=args.max_fallback,
+                      show_progress=not args.quiet)
+    out = recipe.run_path / "tune"
+    print((out / "tune.md").read_text(encoding="utf-8"))
+    chosen = result["chosen"]
+    print(f"chosen: {chosen['overrides']}")
+    print(f"  tuning questions:   F1 {chosen['tune']['f1']:.3f}, |S| {chosen['tune']['mean_size']:.2f}, "
+          f"fallback {chosen['tune']['fallback_rate']:.1%}")
+    print(f"  held-out questions: F1 {chosen['heldout']['f1']:.3f}, |S| {chosen['heldout']['mean_size']:.2f}, "
+          f"fallback {chosen['heldout']['fallback_rate']:.1%}")
+    print(f"written: {out / 'tune.json'}, {out / 'tune.md'}" + "".join(f", {p}" for p in result.get("plots", [])))
+    print("to label with it: put these keys in the recipe and relabel (a new run_dir, or delete labels.jsonl "
+          "and label_shards/ first)")
     return 0
 
 
@@ -140,6 +163,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_label_report(args: argparse.Namespace) -> int:
+    from .teacher.label_report import render_label_report, write_label_report
+
+    report = write_label_report(args.run_dir, args.out, args.k)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        if report["warning"]:
+            print(f"warning: {report['warning']}", file=sys.stderr)
+    else:
+        sys.stdout.write(render_label_report(report))
+    return 0
+
+
 def _print_summary(stage: str, summary: dict[str, Any]) -> None:
     width = max(len(k) for k in summary)
     print(f"purecover {stage}: done")
@@ -172,6 +208,17 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "coverage-minus-noise greedy. Resumable. For several processes/GPUs use "
         "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, rank 0 merges).",
         _cmd_label,
+    ),
+    "tune": (
+        "choose teacher.lam / tau_stop / temperatures on questions with gold passages -> run_dir/tune/",
+        "Label once (the label stage, skipped when complete), then re-solve every point of --grid from the raw "
+        "scores stored in labels.jsonl and report label precision/recall/F1 against the gold passages, mean |S| "
+        "and fallback rate. The first --tune-fraction of the questions with gold passages choose the setting "
+        "(best F1 with fallback <= --max-fallback); the rest are held out and only reported. Writes "
+        "run_dir/tune/tune.json, tune.md and plots/. Grid keys: lam, tau_stop, budget, min_select, tau1, tau2, "
+        "embedding_tau, embedding_tau_e, normalize, cot_weighting, calibrate, beta; without --grid: lam x the "
+        "W and e temperatures x {0.5, 1, 2}.",
+        _cmd_tune,
     ),
     "train": (
         "distil the student (LoRA) from labels.jsonl -> run_dir/checkpoints/",
@@ -246,6 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rerun this stage and every later one")
             p.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
             p.add_argument("--strict", action="store_true", help="with --dry-run: missing local inputs are an error")
+        if name == "tune":
+            p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                           help="values to try (repeatable), e.g. --grid lam=0.05,0.1,0.3 --grid tau_stop=0,0.02")
+            p.add_argument("--tune-fraction", type=float, default=0.5,
+                           help="share of the questions with gold passages that choose (the first ones); default 0.5")
+            p.add_argument("--max-fallback", type=float, default=0.05,
+                           help="largest fallback rate a chosen setting may have on the tuning questions")
         p.set_defaults(handler=handler)
     from .eval.score_cli import add_score_arguments, main_score  # light module: loaders import lazily
 
@@ -271,6 +325,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="also write the table to this file")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(handler=_cmd_report)
+    p = sub.add_parser(
+        "label-report",
+        help="diagnostics of RUN_DIR/labels.jsonl: |S| histogram, fallbacks, stops, P/R/F1 against gold",
+        description="Read RUN_DIR/labels.jsonl and RUN_DIR/candidates.jsonl; print the |S| histogram, the "
+                    "fallback rate and reasons, why selections stopped, the spread of e and W, a warning when "
+                    "the fallback rate exceeds teacher.fallback_warn (default 0.1), and P/R/F1 of the labels "
+                    "against gold passages next to retrieval's top-|S|, top-2 and top-K. Writes report.json, "
+                    "size_histogram.png and precision_recall.png to RUN_DIR/label_report/ (or --out).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with labels.jsonl and candidates.jsonl")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RUN_DIR/label_report)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    p.add_argument("--k", type=int, default=None, help="retrieval top-K to compare with (default: the labels' budget)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(handler=_cmd_label_report)
     return parser
 
 

@@ -76,6 +76,9 @@ class LancerConfig:
     n_subquestions: int = 2
     beta: float = 0.0
     expected_rating: bool = False
+    # Additions beyond DESIGN §8: UTF-8 prompt files replacing our wording (checked when the recipe loads).
+    rating_template: str | None = None  # placeholders {question}, {subquestion}, {document}
+    subquestion_template: str | None = None  # placeholders {question}, {n}
 
 
 @dataclass
@@ -85,14 +88,19 @@ class TeacherConfig:
     model: str = "Qwen/Qwen2.5-32B-Instruct"
     backend: Literal["hf", "vllm"] = "hf"
     steps: Literal["model", "oracle"] = "model"
-    estimator: Literal["attention", "embedding"] = "attention"
+    # attention: e and W from attention; embedding: both from sentence-embedding cosines (CPU proxy);
+    # no_attention: the paper's "w/o attention" ablation, W from cosines, e from attention.
+    estimator: Literal["attention", "embedding", "no_attention"] = "attention"
     embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     layers: Literal["all"] | list[int] = "all"
     calibrate: bool = True
     cot_weighting: bool = True
-    tau1: float = 4.0e-5
-    tau2: float = 4.0e-5
-    lam: float = 0.3
+    # Temperatures, λ and the score scale: null = the default of the signal they act on
+    # (purecover/teacher/defaults.py; the README's table says where each value comes from).
+    normalize: Literal["absolute", "zscore"] | None = None  # scale the softmaxes see (see README)
+    tau1: float | None = None  # e from attention (paper: 4e-5, absolute)
+    tau2: float | None = None  # W from attention (paper: 4e-5, absolute)
+    lam: float | None = None  # noise weight λ (paper: 0.3)
     budget: int = 5
     tau_stop: float = 0.0
     min_select: int = 1
@@ -100,7 +108,10 @@ class TeacherConfig:
     lancer: LancerConfig = field(default_factory=LancerConfig)
     # Additions beyond DESIGN §8 (documented in README):
     max_steps: int = 5  # steps kept from a reply
-    embedding_tau: float = 0.05  # softmax temperature of the embedding estimator (cosine similarities)
+    embedding_tau: float | None = None  # W from cosine similarities (softmax over documents)
+    embedding_tau_e: float | None = None  # e from cosine similarities (softmax over steps)
+    calibration_lengths: Literal["candidates"] | int = "candidates"  # dummy document token lengths
+    fallback_warn: float = 0.1  # warn when more than this share of questions falls back
     batch_size: int = 4  # questions per generation / capture batch
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N (ignored with device_map)
@@ -362,20 +373,32 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
         need(obj.dense_batch_size >= 1, "dense_batch_size", "must be >= 1")
     elif isinstance(obj, TeacherConfig):
-        need(obj.tau1 > 0, "tau1", "must be > 0")
-        need(obj.tau2 > 0, "tau2", "must be > 0")
-        need(obj.lam >= 0, "lam", "must be >= 0")
+        for key in ("tau1", "tau2", "embedding_tau", "embedding_tau_e"):
+            value = getattr(obj, key)
+            need(value is None or value > 0, key, f"must be > 0 or null, got {value}")
+        need(obj.lam is None or obj.lam >= 0, "lam", f"must be >= 0 or null, got {obj.lam}")
+        need(not isinstance(obj.calibration_lengths, int) or obj.calibration_lengths >= 1, "calibration_lengths",
+             f"must be 'candidates' or a token count >= 1, got {obj.calibration_lengths}")
+        need(0.0 <= obj.fallback_warn <= 1.0, "fallback_warn", f"must be in [0, 1], got {obj.fallback_warn}")
         need(obj.budget >= 1, "budget", "must be >= 1")
         need(obj.min_select >= 0, "min_select", "must be >= 0")
         need(obj.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
         need(obj.max_steps >= 1, "max_steps", "must be >= 1")
-        need(obj.embedding_tau > 0, "embedding_tau", "must be > 0")
         need(obj.batch_size >= 1, "batch_size", "must be >= 1")
         need(obj.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
         need(obj.capture_chunk_mb >= 1, "capture_chunk_mb", "must be >= 1")
     elif isinstance(obj, LancerConfig):
         need(0.0 <= obj.beta <= 1.0, "beta", f"must be in [0, 1], got {obj.beta}")
         need(obj.n_subquestions >= 1, "n_subquestions", "must be >= 1")
+        for key, kind in (("rating_template", "rating"), ("subquestion_template", "subquestion")):
+            path = getattr(obj, key)
+            if obj.enabled and path is not None:
+                from .teacher.lancer import TemplateError, load_template  # light: no torch
+
+                try:
+                    load_template(path, kind)
+                except TemplateError as exc:
+                    need(False, key, str(exc))
     elif isinstance(obj, StudentConfig):
         need(obj.m_exact >= 1, "m_exact", "must be >= 1")
         need(obj.max_passage_tokens >= 8, "max_passage_tokens", "must be >= 8")

@@ -77,6 +77,23 @@ def _manifest(run_dir: Path, stage: str) -> dict[str, Any] | None:
         return None
 
 
+def _bias_is_current(recipe: Recipe) -> bool:
+    """bias.json has this run's K1 and the length source the candidates imply now (no model or tokenizer load).
+
+    The source is the calibration_lengths setting, or a fingerprint of the candidate documents
+    the lengths are measured on; the teacher itself is covered by the manifest's config hash.
+    """
+    from .teacher.calibration import BIAS_FILE, length_source, stored_length_source
+
+    run_dir = recipe.run_path
+    try:
+        bias_k1 = json.loads((run_dir / BIAS_FILE).read_text(encoding="utf-8")).get("keys", {}).get("k1")
+        current = length_source(recipe.data.k1, recipe.teacher.calibration_lengths, run_dir / "candidates.jsonl")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bias_k1 == recipe.data.k1 and stored_length_source(run_dir / BIAS_FILE) == current
+
+
 def _status(recipe: Recipe, stage: str) -> tuple[str, str]:
     run_dir = recipe.run_path
     outputs = [run_dir / p for p in _OUTPUTS[stage]]
@@ -89,15 +106,12 @@ def _status(recipe: Recipe, stage: str) -> tuple[str, str]:
     if stage == "evaluate":
         same = manifest.get("recipe") == _recipe_tree(recipe)
     if stage == "calibrate" and same:
-        try:
-            bias_k1 = json.loads((run_dir / "bias.json").read_text(encoding="utf-8")).get("keys", {}).get("k1")
-        except (OSError, json.JSONDecodeError):
-            bias_k1 = None
-        same = bias_k1 == recipe.data.k1
+        same = _bias_is_current(recipe)
     if not same:
         if stage in ("evaluate", "calibrate"):
             return "run", ("recipe changed since the last evaluation (cached generations are reused)"
-                           if stage == "evaluate" else "teacher or data.k1 changed: the bias is recomputed")
+                           if stage == "evaluate" else
+                           "teacher, data.k1 or the candidates' document lengths changed: the bias is recomputed")
         return "blocked", (f"outputs were made with another configuration (hash {manifest.get('config_hash')}, "
                            f"now {expected}); use a new run_dir or delete them")
     complete = manifest.get("summary", {}).get("status") == "complete"
@@ -185,7 +199,7 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
     if d.retriever == "dense":
         out.append(_classify("data.dense_model", d.dense_model, "model"))
     out.append(_classify("teacher.model", t.model, "model"))
-    if t.estimator == "embedding":
+    if t.estimator in ("embedding", "no_attention"):
         out.append(_classify("teacher.embedding_model", t.embedding_model, "model"))
     specs = parse_methods(e.methods)
     kinds = {sp.kind for sp in specs if sp.source is None}
@@ -258,8 +272,9 @@ def _runner(stage: str) -> Callable[[Recipe, bool], dict[str, Any]]:
 
 _HEADLINES: dict[str, tuple[str, ...]] = {
     "data": ("questions", "supporting_recall@" , "questions_per_second"),
-    "calibrate": ("k1", "seconds"),
-    "label": ("questions", "complete", "fallback", "error", "mean_selected", "questions_per_second"),
+    "calibrate": ("k1", "doc_tokens", "seconds"),
+    "label": ("questions", "mean_size", "size_histogram", "fallback_rate", "first_step_stop_rate", "error",
+              "questions_per_second_rank0", "warning"),
     "train": ("train_questions", "heldout_questions", "train_loss", "tau3", "seconds"),
     "export": ("format", "tau3", "size_bytes"),
     "evaluate": ("questions", "generated", "cached", "em@"),
@@ -271,7 +286,7 @@ def headline(stage: str, summary: dict[str, Any]) -> str:
     parts = []
     for prefix in _HEADLINES.get(stage, ()):
         for key, value in summary.items():
-            if key == prefix or (prefix.endswith("@") and key.startswith(prefix)):
+            if (key == prefix or (prefix.endswith("@") and key.startswith(prefix))) and value is not None:
                 if isinstance(value, float):
                     value = round(value, 4)
                 if isinstance(value, dict):

@@ -73,7 +73,13 @@ def test_real_results_rows(results: Path) -> None:
     assert main_row.measured == learn["results"]["cl+lm"]["heldout_subset_f1"]
     assert main_row.target == learn["target_f1"]
     assert [r.target for r in ablations] == [None, None] and [r.target_text() for r in ablations] == ["—", "—"]
-    assert all(r.target is None for r in _rows(summary, "retrieval") + _rows(summary, "oracle_labels"))
+    assert all(r.target is None for r in _rows(summary, "retrieval"))
+    labels = json.loads((results / "oracle_labels.json").read_text())
+    hotpot_f1, hotpot_precision = _rows(summary, "oracle_labels")[:2]
+    held = labels["results"]["hotpotqa"]["heldout_shipped"]
+    assert hotpot_f1.measured == held["f1"] and hotpot_f1.target == labels["target_f1"]["hotpotqa"]
+    assert hotpot_precision.measured == pytest.approx(held["precision"] - held["top_s_precision"])
+    assert hotpot_precision.target == 0.0 and hotpot_precision.op == ">="
 
     # attention_capture stores its thresholds in the names of its flags: 1.5x time, 0.1x peak, 1e-6 diff
     att = _rows(summary, "attention_capture")

@@ -19,7 +19,7 @@ MAIN_HOTPOTQA = RECIPES / "paper" / "hotpotqa.yaml"
 
 # Table 2 (REFERENCES.md): each ablation changes exactly these keys of paper/hotpotqa.yaml (plus run_dir).
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "no_attention": {"teacher.estimator": "embedding"},
+    "no_attention": {"teacher.estimator": "no_attention"},
     "no_cot_weighting": {"teacher.cot_weighting": False},
     "no_calibration": {"teacher.calibrate": False},
     "no_optimisation_avg": {"teacher.selection": "avg"},
@@ -89,6 +89,7 @@ def test_paper_hyper_parameters(path):
     assert r.data.path == "RUC-NLPIR/FlashRAG_datasets" and r.data.corpus.endswith("wiki18_100w.jsonl")
     assert r.teacher.model == "Qwen/Qwen2.5-32B-Instruct"
     assert r.teacher.tau1 == pytest.approx(4e-5) and r.teacher.tau2 == pytest.approx(4e-5)
+    assert r.teacher.normalize == "absolute"  # the paper's scale
     assert r.teacher.budget == 5
     assert r.teacher.lam == pytest.approx({"lam0": 0.0, "lam1": 1.0}.get(path.stem, 0.3))
     assert r.student.model == "Qwen/Qwen2.5-7B-Instruct" and r.student.lora.enabled

@@ -1,32 +1,58 @@
 """Position-bias calibration (DESIGN §3.2) and the bias.json contract.
 
 Bias(k) is the mean attention from the steps of a fixed, content-free reasoning trace to the
-k-th of K1 content-free documents, in one teacher pass over the same prompt template. It is
-computed once per (model, K1, template, layers) and stored in ``bias.json`` with those keys;
-labelling with a bias file whose keys differ is an error naming the key.
+k-th of K1 content-free documents, in one teacher pass over the same prompt template. The
+bias is a per-token mean, so its scale depends on document length: the dummy documents are
+cut to the candidates' token lengths (`document_token_lengths`, DESIGN §3.3). It is computed
+once per (model, K1, template, layers, document lengths) and stored in ``bias.json`` with
+those keys; labelling with a bias file whose keys differ is an error naming the key.
+
+This module imports torch only inside `compute_position_bias`, so the length helpers are
+cheap to use from the pipeline's planning step.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from ..utils.io import atomic_write_json
+from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import package_versions
-from .capture import SegmentSpec, capture_segment_attention
-from .prompts import build_reasoning_prompt, build_teacher_sequence, template_key
+from .prompts import _user_message, build_reasoning_prompt, build_teacher_sequence, template_key
 
-__all__ = ["BIAS_FILE", "BiasMismatchError", "bias_keys", "compute_position_bias", "load_bias", "save_bias"]
+__all__ = [
+    "BIAS_FILE",
+    "LENGTH_RECORDS",
+    "BiasMismatchError",
+    "CalibrationLengths",
+    "PositionBias",
+    "bias_keys",
+    "calibration_keys",
+    "calibration_lengths",
+    "compute_position_bias",
+    "document_bodies",
+    "document_token_lengths",
+    "dummy_document",
+    "length_source",
+    "load_bias",
+    "read_length_records",
+    "save_bias",
+    "stored_length_source",
+]
 
 BIAS_FILE = "bias.json"
+CANDIDATES_FILE = "candidates.jsonl"  # = purecover.data.candidates.CANDIDATES_FILE (not imported: it is heavy)
+LENGTH_RECORDS = 500  # candidates records the document lengths are measured on (the first ones in the file)
 DUMMY_QUESTION = "What does the information in these documents say?"
-DUMMY_DOC = {"title": "N/A", "text": "This document contains no information. N/A."}
+FILLER_TITLE = "N/A"
+FILLER_SENTENCE = "This placeholder text holds no information."
 DUMMY_STEPS = (
     "The first document gives no relevant information.",
     "Another document also gives no relevant information.",
@@ -35,34 +61,207 @@ DUMMY_STEPS = (
     "Therefore, the answer cannot be determined from the documents.",
 )
 DUMMY_ANSWER = "N/A"
+_MISSING_HINT = "run `purecover data` first, or set teacher.calibration_lengths to a token count"
 
 
 class BiasMismatchError(ValueError):
-    """bias.json was computed for another model, K1, template or layer set."""
+    """bias.json was computed for another model, K1, template, layer set or document lengths."""
 
 
-def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int]) -> dict[str, Any]:
+# --------------------------------------------------------------------------- document lengths
+
+
+@dataclass(frozen=True)
+class CalibrationLengths:
+    """Target token length of each dummy document, shape (K1,), and where the lengths come from."""
+
+    target: list[int]
+    source: dict[str, Any]
+
+    def summary(self) -> dict[str, int]:
+        return {"min": min(self.target), "median": int(np.median(self.target)), "max": max(self.target)}
+
+
+def document_bodies(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each document's body (title + text) exactly as the teacher prompt renders it."""
+    user, spans = _user_message("", docs)
+    return [user[a:b] for a, b in spans]
+
+
+def read_length_records(path: str | Path, limit: int = LENGTH_RECORDS) -> list[dict[str, Any]]:
+    """The first `limit` records of a candidates.jsonl (only their ``docs`` are used)."""
+    records: list[dict[str, Any]] = []
+    reader = read_jsonl(path)
+    try:
+        for _, rec in reader:
+            records.append(rec)
+            if len(records) >= limit:
+                break
+    finally:
+        reader.close()
+    return records
+
+
+def _median(values: Sequence[int]) -> int:
+    return max(1, int(np.floor(np.median(values) + 0.5)))
+
+
+def document_token_lengths(tokenizer: Any, candidates: Sequence[dict[str, Any]] | None, k1: int,
+                           setting: str | int) -> list[int]:
+    """Target token length per position k = 0..K1-1 (tokens of the document body, no special tokens).
+
+    ``setting`` an int: that many tokens at every position. ``"candidates"``: at each position,
+    the median length of the documents at that position over the first `LENGTH_RECORDS`
+    records of `candidates`; positions no record fills use the median over all positions.
+    """
+    if isinstance(setting, int) and not isinstance(setting, bool):
+        if setting < 1:
+            raise ValueError(f"calibration_lengths must be >= 1 tokens, got {setting}")
+        return [setting] * k1
+    if setting != "candidates":
+        raise ValueError(f"calibration_lengths must be 'candidates' or a token count, got {setting!r}")
+    if candidates is None:
+        raise ValueError(f"calibration_lengths='candidates' needs the candidates: {_MISSING_HINT}")
+    bodies = [document_bodies(rec.get("docs") or [])[:k1] for rec in candidates[:LENGTH_RECORDS]]
+    flat = [b for row in bodies for b in row]
+    if not flat:
+        raise ValueError(f"the candidates hold no documents to measure: {_MISSING_HINT}")
+    ids = tokenizer(flat, add_special_tokens=False)["input_ids"]
+    per_pos: list[list[int]] = [[] for _ in range(k1)]
+    i = 0
+    for row in bodies:
+        for k in range(len(row)):
+            per_pos[k].append(len(ids[i]))
+            i += 1
+    overall = _median([len(x) for x in ids])
+    return [_median(v) if v else overall for v in per_pos]
+
+
+def _fingerprint(candidates: Sequence[dict[str, Any]], k1: int) -> str:
+    """Hash of the document bodies the lengths are measured on (K1 positions of the first records)."""
+    bodies = [document_bodies(rec.get("docs") or [])[:k1] for rec in candidates[:LENGTH_RECORDS]]
+    return hashlib.sha256(json.dumps([k1, bodies], ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _length_records(setting: str | int, candidates_path: str | Path) -> list[dict[str, Any]] | None:
+    if setting != "candidates":
+        return None
+    path = Path(candidates_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist and teacher.calibration_lengths is 'candidates': "
+                                f"{_MISSING_HINT}")
+    return read_length_records(path)
+
+
+def _source(k1: int, setting: str | int, path: str | Path, records: list[dict[str, Any]] | None) -> dict[str, Any]:
+    if records is None:
+        return {"setting": setting}
+    return {"setting": "candidates", "file": Path(path).name, "records": len(records),
+            "fingerprint": _fingerprint(records, k1)}
+
+
+def length_source(k1: int, setting: str | int, candidates_path: str | Path) -> dict[str, Any]:
+    """Where the lengths come from, without a tokenizer: the setting, or the candidates' fingerprint.
+
+    Raises FileNotFoundError (one line, with the fix) when ``"candidates"`` and the file is missing.
+    """
+    return _source(k1, setting, candidates_path, _length_records(setting, candidates_path))
+
+
+def calibration_lengths(tokenizer: Any, k1: int, setting: str | int, candidates_path: str | Path) -> CalibrationLengths:
+    """The dummy documents' target lengths for this run (reads `candidates_path` only for ``"candidates"``)."""
+    records = _length_records(setting, candidates_path)
+    return CalibrationLengths(document_token_lengths(tokenizer, records, k1, setting),
+                              _source(k1, setting, candidates_path, records))
+
+
+def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int],
+              doc_tokens: Sequence[int]) -> dict[str, Any]:
     """The identity of a calibration: what must match for a bias vector to be valid."""
     return {"model": model_name, "k1": int(k1), "template": template_key(tokenizer),
-            "layers": layers if isinstance(layers, str) else [int(i) for i in layers]}
+            "layers": layers if isinstance(layers, str) else [int(i) for i in layers],
+            "doc_tokens": [int(n) for n in doc_tokens]}
 
 
-def compute_position_bias(model: Any, tokenizer: Any, k1: int, layers: str | Sequence[int] = "all") -> np.ndarray:
-    """Bias(k), k = 1..K1: mean over dummy steps of Attn(dummy step, dummy document k). Shape (K1,)."""
-    prompt, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, [DUMMY_DOC] * k1)
+def calibration_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int], setting: str | int,
+                     candidates_path: str | Path) -> tuple[dict[str, Any], CalibrationLengths]:
+    """The bias keys of a run and its target lengths: the one helper the calibrate and label stages share."""
+    lengths = calibration_lengths(tokenizer, k1, setting, candidates_path)
+    return bias_keys(model_name, k1, tokenizer, layers, lengths.target), lengths
+
+
+# --------------------------------------------------------------------------- bias
+
+
+def _cut(tokenizer: Any, head: str, n_tokens: int) -> str:
+    """`head` + repeated filler, cut after its first `n_tokens` tokens."""
+    reps = max(2, n_tokens // 4 + 2)
+    while True:
+        text = head + " ".join([FILLER_SENTENCE] * reps)
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        if len(enc["input_ids"]) >= n_tokens:
+            return text[: enc["offset_mapping"][n_tokens - 1][1]]
+        reps *= 2
+
+
+def dummy_document(tokenizer: Any, n_tokens: int) -> dict[str, str]:
+    """A content-free document whose body (``N/A`` + newline + filler) is `n_tokens` tokens on its own.
+
+    Too short for the title and some text: the filler alone, without a title.
+    """
+    title, _, text = _cut(tokenizer, FILLER_TITLE + "\n", n_tokens).partition("\n")
+    if not text.strip():
+        return {"title": "", "text": _cut(tokenizer, "", n_tokens)}
+    return {"title": title, "text": text}
+
+
+@dataclass
+class PositionBias:
+    """Bias(k), shape (K1,), mean attention per token pair; `doc_tokens`: each dummy's measured token length."""
+
+    bias: np.ndarray
+    doc_tokens: list[int]
+
+
+def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int], layers: str | Sequence[int] = "all",
+                          max_chunk_bytes: int = 256 << 20) -> PositionBias:
+    """Bias(k), k = 1..K1 (K1 = len(doc_tokens)): mean over dummy steps of Attn(dummy step, dummy document k).
+
+    Dummy document k is cut to `doc_tokens[k]` tokens; the lengths obtained inside the built
+    sequence (token spans) are returned with the bias.
+    """
+    import torch
+
+    from .capture import SegmentSpec, capture_segment_attention
+
+    docs = [dummy_document(tokenizer, int(n)) for n in doc_tokens]
+    prompt, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, docs)
     seq = build_teacher_sequence(tokenizer, prompt, doc_chars, list(DUMMY_STEPS), DUMMY_ANSWER)
     device = next(model.parameters()).device
     ids = torch.tensor([seq.input_ids], device=device)
     spec = SegmentSpec.of(seq.step_spans, seq.doc_spans)
-    (matrix,) = capture_segment_attention(model, ids, torch.ones_like(ids), [spec], layers=layers)
-    return matrix.numpy().mean(axis=0)
+    (matrix,) = capture_segment_attention(model, ids, torch.ones_like(ids), [spec], layers=layers,
+                                          max_chunk_bytes=max_chunk_bytes)
+    return PositionBias(matrix.numpy().mean(axis=0), [b - a for a, b in seq.doc_spans])
 
 
-def save_bias(path: str | Path, bias: np.ndarray, keys: dict[str, Any]) -> None:
+def save_bias(path: str | Path, bias: PositionBias, keys: dict[str, Any], lengths: CalibrationLengths) -> None:
+    """Write bias.json: keys, Bias(k), and the dummy lengths (target, measured, their source)."""
     atomic_write_json(path, {
-        "keys": keys, "bias": [float(x) for x in bias], "n_dummy_steps": len(DUMMY_STEPS),
+        "keys": keys, "bias": [float(x) for x in bias.bias], "n_dummy_steps": len(DUMMY_STEPS),
+        "doc_tokens": {"target": list(lengths.target), "measured": list(bias.doc_tokens), "source": lengths.source},
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     })
+
+
+def stored_length_source(path: str | Path) -> dict[str, Any] | None:
+    """The length source recorded in a bias.json (None when unreadable or absent)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    source = (data.get("doc_tokens") or {}).get("source") if isinstance(data, dict) else None
+    return source if isinstance(source, dict) else None
 
 
 def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, str]:

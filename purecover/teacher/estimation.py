@@ -1,22 +1,46 @@
-"""From segment attention to step weights e and coverage W (DESIGN §3.3), plus the embedding estimator.
+"""From raw scores to step weights e and coverage W (DESIGN §3.3), for every estimator.
 
-    e_i     = softmax_i( Attn(a, c_i) / τ1 )                 (uniform when cot_weighting is off)
-    W_{k,i} = softmax_k( (Attn(c_i, d_k) − Bias(k)) / τ2 )   (Bias = 0 when calibration is off)
+Two signals give raw scores for one question: segment attention (`SegmentAttention`: Attn(a, c_i)
+for e, Attn(c_i, d_k) − Bias(k) for W) and cosine similarity of sentence embeddings
+(`SimilarityScores`: cos(a, c_i) for e, cos(c_i, d_k) for W). `teacher.estimator` picks the source of
+each: attention (both from attention), embedding (both from similarity, the CPU proxy) or
+no_attention (the paper's "w/o attention" ablation: W from similarity, e still from attention).
 
-The ``embedding`` estimator ("no attention" ablation) replaces attention by cosine similarity of
-sentence-transformers embeddings: W_{k,i} = softmax_k(cos(c_i, d_k) / τ_emb) and, with CoT
-weighting, e_i = softmax_i(cos(a, c_i) / τ_emb).
+    e_i     = softmax_i( s^e_i / (m τ_e) )        (e_i = 1 for every step when CoT weighting is off)
+    W_{k,i} = softmax_k( s^W_{i,k} / (σ τ_W) )    (a document with an empty span gets W = 0)
+
+In the ``absolute`` scale (the paper) σ = m = 1. In the ``zscore`` scale σ is the within-step
+spread of the question's step × document block (the root mean square of each score minus its
+step's mean over documents: the spread a softmax over documents sees, free of the per-step shifts
+it ignores), and m is the mean |s^e| over the question's steps, so e depends on the ratios of
+the step scores. Both make the temperatures independent of the signal's magnitude (see `defaults`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["Estimate", "SegmentAttention", "estimate_from_attention", "estimate_from_embeddings", "softmax"]
+if TYPE_CHECKING:
+    from .defaults import EstimationParams
+
+__all__ = [
+    "Estimate",
+    "SegmentAttention",
+    "SimilarityScores",
+    "coverage_matrix",
+    "estimate",
+    "estimate_from_attention",
+    "estimate_from_embeddings",
+    "estimate_from_similarity",
+    "softmax",
+    "step_scale",
+    "step_weights",
+    "within_step_spread",
+]
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -47,56 +71,171 @@ class SegmentAttention:
             raise ValueError(f"segment matrix has shape {m.shape}, expected {(n_steps + 1, n_docs + n_steps)}")
         return cls(step_doc=m[:n_steps, :n_docs], step_step=m[:n_steps, n_docs:], answer_step=m[n_steps, n_docs:])
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SegmentAttention:
+        """From a labels.jsonl `attention` field (null = non-finite)."""
+        return cls(step_doc=_array(d["step_doc"]), step_step=_array(d["step_step"]),
+                   answer_step=_array(d["answer_step"]))
+
     def to_dict(self) -> dict[str, Any]:
         return {"step_doc": self.step_doc.tolist(), "step_step": self.step_step.tolist(),
                 "answer_step": self.answer_step.tolist()}
 
 
 @dataclass
+class SimilarityScores:
+    """Cosine similarities of one question: step_doc (N, K1) = cos(c_i, d_k); answer_step (N,) = cos(a, c_i)
+    (NaN when there is no answer text)."""
+
+    step_doc: np.ndarray
+    answer_step: np.ndarray
+
+    @classmethod
+    def from_embeddings(cls, step_emb: np.ndarray, doc_emb: np.ndarray, answer_emb: np.ndarray | None
+                        ) -> SimilarityScores:
+        """From L2-normalised embeddings: steps (N, d), documents (K1, d), answer (d,) or None."""
+        step_doc = step_emb @ doc_emb.T
+        answer = np.full(step_emb.shape[0], np.nan) if answer_emb is None else step_emb @ answer_emb
+        return cls(step_doc=np.asarray(step_doc, dtype=np.float64), answer_step=np.asarray(answer, dtype=np.float64))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SimilarityScores:
+        return cls(step_doc=_array(d["step_doc"]), answer_step=_array(d["answer_step"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_doc": self.step_doc.tolist(), "answer_step": self.answer_step.tolist()}
+
+
+def _array(values: Any) -> np.ndarray:
+    """JSON lists (null = non-finite) as a float64 array with NaN."""
+    return np.array(values, dtype=np.float64)  # None -> nan
+
+
+@dataclass
 class Estimate:
-    """e (N,) step weights summing to 1; W (K1, N) coverage, each column summing to 1 over documents."""
+    """e (N,) step weights (summing to 1, or all ones without CoT weighting); W (K1, N) coverage, each
+    column summing to 1 over documents."""
 
     e: np.ndarray
     W: np.ndarray
     notes: list[str]
 
 
-def _step_weights(scores: np.ndarray, tau: float, enabled: bool, notes: list[str]) -> np.ndarray:
+def within_step_spread(step_doc: np.ndarray) -> float:
+    """Root mean square of each finite score minus its step's mean over documents, for an (N, K1) block
+    (0 when no step has two finite scores). A softmax over documents ignores per-step shifts; so does this."""
+    x = np.asarray(step_doc, dtype=np.float64)
+    finite = np.isfinite(x)
+    counts = finite.sum(axis=1, keepdims=True)
+    means = np.where(finite, x, 0.0).sum(axis=1, keepdims=True) / np.maximum(counts, 1)
+    dev = np.where(finite & (counts > 1), x - means, 0.0)
+    n = int(np.where(counts > 1, counts, 0).sum())
+    return float(np.sqrt((dev**2).sum() / n)) if n else 0.0
+
+
+def step_scale(scores: np.ndarray) -> float:
+    """Mean |score| over steps (the zscore unit of e; 0 when not finite or all zero)."""
+    x = np.abs(np.asarray(scores, dtype=np.float64))
+    return float(x.mean()) if x.size and np.all(np.isfinite(x)) else 0.0
+
+
+def _scaled(scores: np.ndarray, unit: float | None) -> np.ndarray:
+    """Scores divided by `unit` (None: unchanged); a zero unit makes every finite score 0 (uniform weights)."""
+    if unit is None:
+        return scores
+    if not unit > 0:
+        return np.where(np.isfinite(scores), 0.0, scores)
+    return scores / unit
+
+
+def step_weights(scores: np.ndarray, tau: float, cot_weighting: bool = True, unit: float | None = None,
+                 notes: list[str] | None = None) -> np.ndarray:
+    """e (N,) = softmax(scores / (unit τ)); all ones without CoT weighting (P(e|q) = 1, as the paper);
+    uniform, with a note, when a score is not finite (empty answer span, no answer text)."""
     n = scores.shape[0]
-    if not enabled:
-        return np.full(n, 1.0 / n)
+    if not cot_weighting:
+        return np.ones(n)
     if not np.all(np.isfinite(scores)):
-        notes.append("answer span empty: uniform step weights")
+        if notes is not None:
+            notes.append("answer span empty: uniform step weights")
         return np.full(n, 1.0 / n)
-    return softmax(scores / tau)
+    return softmax(_scaled(scores, unit) / tau)
+
+
+def coverage_matrix(step_doc: np.ndarray, tau: float, unit: float | None = None) -> np.ndarray:
+    """W (K1, N) = softmax over documents of step_doc (N, K1) / (unit τ); non-finite entries get W = 0."""
+    x = np.where(np.isfinite(step_doc), step_doc, -np.inf)
+    return softmax(_scaled(x, unit).T / tau, axis=0)
+
+
+def _calibrated(attn: SegmentAttention, bias: Sequence[float] | None) -> np.ndarray:
+    n_docs = attn.step_doc.shape[1]
+    if bias is None:
+        return attn.step_doc
+    b = np.asarray(bias, dtype=np.float64)
+    if b.shape[0] < n_docs:
+        raise ValueError(f"position bias has {b.shape[0]} entries for {n_docs} documents")
+    return attn.step_doc - b[None, :n_docs]
+
+
+def _units(step_doc: np.ndarray, e_scores: np.ndarray, normalize: str) -> tuple[float | None, float | None]:
+    """(unit of the e scores, unit of the W scores): None (absolute) or the zscore units."""
+    if normalize not in ("absolute", "zscore"):
+        raise ValueError(f"normalize must be 'absolute' or 'zscore', got {normalize!r}")
+    if normalize == "absolute":
+        return None, None
+    return step_scale(e_scores), within_step_spread(step_doc)
 
 
 def estimate_from_attention(attn: SegmentAttention, bias: Sequence[float] | None, tau1: float, tau2: float,
-                            cot_weighting: bool = True) -> Estimate:
+                            cot_weighting: bool = True, normalize: str = "absolute") -> Estimate:
     """e and W from captured attention; `bias` (≥ K1 values, by position) or None for no calibration."""
     notes: list[str] = []
-    n_docs = attn.step_doc.shape[1]
-    e = _step_weights(attn.answer_step, tau1, cot_weighting, notes)
-    cal = attn.step_doc.copy()
-    if bias is not None:
-        b = np.asarray(bias, dtype=np.float64)
-        if b.shape[0] < n_docs:
-            raise ValueError(f"position bias has {b.shape[0]} entries for {n_docs} documents")
-        cal = cal - b[None, :n_docs]
-    cal = np.where(np.isfinite(cal), cal, -np.inf)  # documents with an empty span cover nothing
-    W = softmax(cal.T / tau2, axis=0)  # (K1, N), softmax over documents
-    return Estimate(e=e, W=W, notes=notes)
+    cal = _calibrated(attn, bias)
+    e_unit, w_unit = _units(cal, attn.answer_step, normalize)
+    e = step_weights(attn.answer_step, tau1, cot_weighting, e_unit, notes)
+    return Estimate(e=e, W=coverage_matrix(cal, tau2, w_unit), notes=notes)
+
+
+def estimate_from_similarity(sim: SimilarityScores, tau_w: float, tau_e: float, cot_weighting: bool = True,
+                             normalize: str = "absolute") -> Estimate:
+    """e and W from cosine similarities (the embedding estimator)."""
+    notes: list[str] = []
+    e_unit, w_unit = _units(sim.step_doc, sim.answer_step, normalize)
+    e = step_weights(sim.answer_step, tau_e, cot_weighting, e_unit, notes)
+    if notes:
+        notes[-1] = "no answer text: uniform step weights"
+    return Estimate(e=e, W=coverage_matrix(sim.step_doc, tau_w, w_unit), notes=notes)
 
 
 def estimate_from_embeddings(step_emb: np.ndarray, doc_emb: np.ndarray, answer_emb: np.ndarray | None,
-                             tau: float, cot_weighting: bool = True) -> Estimate:
-    """e and W from L2-normalised embeddings: steps (N, d), documents (K1, d), answer (d,) or None."""
-    notes: list[str] = []
-    sims = doc_emb @ step_emb.T  # (K1, N)
-    W = softmax(sims / tau, axis=0)
-    if answer_emb is None:
-        scores = np.full(step_emb.shape[0], np.nan)
-    else:
-        scores = step_emb @ answer_emb
-    e = _step_weights(scores, tau, cot_weighting, notes)
-    return Estimate(e=e, W=W, notes=notes)
+                             tau: float, cot_weighting: bool = True, tau_e: float | None = None,
+                             normalize: str = "absolute") -> Estimate:
+    """`estimate_from_similarity` on L2-normalised embeddings; `tau_e` defaults to `tau`."""
+    sim = SimilarityScores.from_embeddings(step_emb, doc_emb, answer_emb)
+    return estimate_from_similarity(sim, tau, tau if tau_e is None else tau_e, cot_weighting, normalize)
+
+
+def estimate(params: EstimationParams, attention: SegmentAttention | None = None,
+             similarity: SimilarityScores | None = None, bias: Sequence[float] | None = None) -> Estimate:
+    """e and W of one question from whichever signals `params` names (`e_source`, `w_source`).
+
+    `bias` is used only when W comes from attention and `params.calibrate` is true.
+    """
+    def need(signal: str) -> SegmentAttention | SimilarityScores:
+        value = attention if signal == "attention" else similarity
+        if value is None:
+            raise ValueError(f"this estimator needs {signal} scores, which are missing")
+        return value
+
+    if params.e_source == params.w_source == "attention":
+        return estimate_from_attention(need("attention"), bias if params.calibrate else None, params.tau_e,
+                                       params.tau_w, params.cot_weighting, params.normalize)
+    if params.e_source == params.w_source == "similarity":
+        return estimate_from_similarity(need("similarity"), params.tau_w, params.tau_e, params.cot_weighting,
+                                        params.normalize)
+    # no_attention: e from attention (never calibrated: the bias is a property of documents), W from cosines
+    att, sim = need("attention"), need("similarity")
+    e_part = estimate_from_attention(att, None, params.tau_e, params.tau_e, params.cot_weighting, params.normalize)
+    w_part = estimate_from_similarity(sim, params.tau_w, params.tau_w, False, params.normalize)
+    return Estimate(e=e_part.e, W=w_part.W, notes=e_part.notes)

@@ -36,11 +36,14 @@ from ..config import Recipe, TeacherConfig, recipe_to_dict, stage_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
-from .calibration import BIAS_FILE, bias_keys, compute_position_bias, load_bias, save_bias
+from .calibration import BIAS_FILE, calibration_keys, compute_position_bias, load_bias, save_bias
 from .capture import SegmentSpec, capture_segment_attention
-from .estimation import Estimate, SegmentAttention, estimate_from_attention, estimate_from_embeddings
+from .defaults import EstimationParams, resolve_params
+from .diagnostics import fallback_warning, label_diagnostics
+from .estimation import SegmentAttention, SimilarityScores, estimate
 from .parsing import ParsedReply, parse_reply
 from .prompts import build_reasoning_prompt, build_teacher_sequence
+from .selection import fuse, solve, stop_reason
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +89,24 @@ def _fmt_nested(value: Any) -> Any:
     return [_fmt_nested(v) for v in value] if isinstance(value, list) else _fmt(value)
 
 
-def _teacher_meta(cfg: TeacherConfig) -> dict[str, Any]:
+def _teacher_meta(cfg: TeacherConfig, params: EstimationParams) -> dict[str, Any]:
+    """The recipe's teacher keys as given (null = default) plus `estimation`, the resolved values used."""
     return {"model": cfg.model, "backend": cfg.backend, "steps": cfg.steps, "estimator": cfg.estimator,
-            "embedding_model": cfg.embedding_model if cfg.estimator == "embedding" else None,
+            "embedding_model": cfg.embedding_model if params.w_source == "similarity" else None,
             "layers": cfg.layers, "calibrate": cfg.calibrate, "cot_weighting": cfg.cot_weighting,
-            "tau1": cfg.tau1, "tau2": cfg.tau2, "embedding_tau": cfg.embedding_tau, "lam": cfg.lam,
+            "normalize": params.normalize, "tau1": cfg.tau1, "tau2": cfg.tau2, "embedding_tau": cfg.embedding_tau,
+            "embedding_tau_e": cfg.embedding_tau_e, "lam": params.lam,
             "budget": cfg.budget, "tau_stop": cfg.tau_stop, "min_select": cfg.min_select, "selection": cfg.selection,
             "lancer": {"enabled": cfg.lancer.enabled, "beta": cfg.lancer.beta,
-                       "n_subquestions": cfg.lancer.n_subquestions, "expected_rating": cfg.lancer.expected_rating}}
+                       "n_subquestions": cfg.lancer.n_subquestions, "expected_rating": cfg.lancer.expected_rating},
+            "estimation": params.to_dict()}
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    """`values` at the precision labels.jsonl stores (6 significant digits; non-finite -> NaN), so that
+    re-solving from the file (`purecover tune`) reproduces the labels exactly."""
+    out = np.array(_fmt_nested(np.asarray(values, dtype=np.float64).tolist()), dtype=np.float64)
+    return out.reshape(np.shape(values))
 
 
 # --------------------------------------------------------------------------- models
@@ -129,7 +142,11 @@ def _load_embedder(cfg: TeacherConfig) -> Any:
 
 
 def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Compute the position bias for (teacher, K1, template, layers) and write run_dir/bias.json."""
+    """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json.
+
+    The dummy documents' token lengths follow ``teacher.calibration_lengths`` (the candidates'
+    per-position medians from run_dir/candidates.jsonl, or a fixed count).
+    """
     cfg = recipe.teacher
     started = _dt.datetime.now(_dt.timezone.utc)
     if cfg.estimator != "attention":
@@ -137,14 +154,19 @@ def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str,
                          f"{cfg.estimator!r}); nothing to calibrate")
     torch.manual_seed(recipe.seed)
     tokenizer = _load_tokenizer(cfg)
+    keys, lengths = calibration_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers, cfg.calibration_lengths,
+                                     recipe.run_path / "candidates.jsonl")
     model = _load_model(cfg)
     t0 = time.perf_counter()
-    bias = compute_position_bias(model, tokenizer, recipe.data.k1, cfg.layers)
-    keys = bias_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers)
+    bias = compute_position_bias(model, tokenizer, lengths.target, cfg.layers,
+                                 max_chunk_bytes=cfg.capture_chunk_mb << 20)
     path = recipe.run_path / BIAS_FILE
-    save_bias(path, bias, keys)
+    save_bias(path, bias, keys, lengths)
     summary = {"status": "complete", "bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
-               "bias_first_last": [_fmt(bias[0]), _fmt(bias[-1])], "keys": keys}
+               "bias_mean": _fmt(bias.bias.mean()), "bias_first_last": [_fmt(bias.bias[0]), _fmt(bias.bias[-1])],
+               "doc_tokens": lengths.summary(), "doc_tokens_measured": {"min": min(bias.doc_tokens),
+                                                                       "max": max(bias.doc_tokens)},
+               "doc_tokens_source": lengths.source, "keys": keys}
     write_stage_manifest(recipe.run_path, "calibrate", recipe_to_dict(recipe),
                          stage_fingerprint(recipe, "calibrate"), summary, started)
     return summary
@@ -166,6 +188,8 @@ class _Labeler:
         self.res = _Resources()
         self.bias: np.ndarray | None = None
         self.bias_key: str | None = None
+        self.params = resolve_params(self.cfg)
+        self.meta = _teacher_meta(self.cfg, self.params)
         self._embedding_cache: dict[str, np.ndarray] = {}
 
     def shard_file(self, kind: str) -> Path:
@@ -225,12 +249,17 @@ class _Labeler:
         return replies, lancer
 
     def _lancer_batch(self, generator: Any, batch: Sequence[dict[str, Any]], lfile: ResumableJsonl) -> None:
-        from .lancer import rate_documents, write_subquestions
+        from .lancer import load_template, rate_documents, write_subquestions
 
         lc = self.cfg.lancer
-        subs = write_subquestions(generator, self.tokenizer(), [r["question"] for r in batch], lc.n_subquestions)
+        rating_t = load_template(lc.rating_template, "rating") if lc.rating_template else None
+        sub_t = load_template(lc.subquestion_template, "subquestion") if lc.subquestion_template else None
+        subs = write_subquestions(generator, self.tokenizer(), [r["question"] for r in batch], lc.n_subquestions,
+                                  template=sub_t)
         for r, (questions, reason) in zip(batch, subs):
-            ratings = rate_documents(generator, self.tokenizer(), questions, r["docs"], expected=lc.expected_rating)
+            # ints (JSON 3, not 3.0), or expected ratings as floats
+            ratings = rate_documents(generator, self.tokenizer(), r["question"], questions, r["docs"],
+                                     expected=lc.expected_rating, template=rating_t)
             if r["qid"] not in lfile.done:
                 lfile.write({"qid": r["qid"], "subquestions": questions, "subquestion_reason": reason,
                              "ratings": ratings})
@@ -246,8 +275,9 @@ class _Labeler:
             return ParsedReply(steps, answer)
         return parse_reply(replies.get(rec["qid"], ""), rec["question"], self.cfg.max_steps)
 
-    def estimate_attention(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]
-                           ) -> list[tuple[Estimate, SegmentAttention]]:
+    def capture_attention(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]
+                          ) -> list[SegmentAttention]:
+        """Segment attention of each question (stored precision), from one capture pass over the batch."""
         tok, model = self.tokenizer(), self.model()
         seqs, specs = [], []
         for rec, p in zip(batch, parsed):
@@ -268,15 +298,12 @@ class _Labeler:
         device = next(model.parameters()).device
         mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=self.cfg.layers,
                                          max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
-        out = []
-        for rec, p, m in zip(batch, parsed, mats):
-            attn = SegmentAttention.from_matrix(m.numpy(), len(rec["docs"]), len(p.steps))
-            bias = self.bias[: len(rec["docs"])] if self.bias is not None else None
-            out.append((estimate_from_attention(attn, bias, self.cfg.tau1, self.cfg.tau2, self.cfg.cot_weighting), attn))
-        return out
+        return [SegmentAttention.from_matrix(_rounded(m.numpy()), len(rec["docs"]), len(p.steps))
+                for rec, p, m in zip(batch, parsed, mats)]
 
-    def estimate_embedding(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]) -> list[Estimate]:
-        """One encoder call per batch for every text not embedded yet (documents recur across questions)."""
+    def similarities(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]) -> list[SimilarityScores]:
+        """Cosine similarities of each question (stored precision). One encoder call per batch for every
+        text not embedded yet (documents recur across questions)."""
         if self.res.embedder is None:
             self.res.embedder = _load_embedder(self.cfg)
         cache = self._embedding_cache
@@ -296,77 +323,59 @@ class _Labeler:
         for steps, docs, answer in texts_per_q:
             step_emb = np.stack([cache[t] for t in steps])
             doc_emb = np.stack([cache[t] if t else np.zeros_like(step_emb[0]) for t in docs])
-            answer_emb = cache[answer] if answer else None
-            out.append(estimate_from_embeddings(step_emb, doc_emb, answer_emb, self.cfg.embedding_tau,
-                                                self.cfg.cot_weighting))
+            sim = SimilarityScores.from_embeddings(step_emb, doc_emb, cache[answer] if answer else None)
+            out.append(SimilarityScores(_rounded(sim.step_doc), _rounded(sim.answer_step)))
         return out
 
     def label_batch(self, batch: Sequence[dict[str, Any]], replies: dict[str, str],
                     lancer: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        from .lancer_rank import fuse_requirements
-        from .solvers import greedy_select, score_select
-
-        cfg = self.cfg
+        params = self.params
         parsed = [self.steps_for(r, replies) for r in batch]
-        attns: list[SegmentAttention | None] = [None] * len(batch)
-        if cfg.estimator == "attention":
-            pairs = self.estimate_attention(batch, parsed)
-            estimates = [e for e, _ in pairs]
-            attns = [a for _, a in pairs]
-        else:
-            estimates = self.estimate_embedding(batch, parsed)
-        es, Ws = [], []
+        none: list[Any] = [None] * len(batch)
+        attns = self.capture_attention(batch, parsed) if "attention" in (params.e_source, params.w_source) else none
+        sims = self.similarities(batch, parsed) if "similarity" in (params.e_source, params.w_source) else none
+        estimates = [estimate(params, a, s, self.bias) for a, s in zip(attns, sims)]
+        pairs = []
         for rec, est in zip(batch, estimates):
-            e, W = est.e, est.W
             lan = lancer.get(rec["qid"])
-            if lan is not None and cfg.lancer.beta > 0:
-                e, W = fuse_requirements(e, W, np.asarray(lan["ratings"], dtype=np.float64), cfg.lancer.beta)
-            es.append(e)
-            Ws.append(W)
-        k_max = max(W.shape[0] for W in Ws)
-        n_max = max(W.shape[1] for W in Ws)
-        E = np.zeros((len(batch), n_max))
-        WW = np.zeros((len(batch), k_max, n_max))
-        doc_mask = np.zeros((len(batch), k_max), dtype=bool)
-        step_mask = np.zeros((len(batch), n_max), dtype=bool)
-        for i, (e, W) in enumerate(zip(es, Ws)):
-            E[i, : e.shape[0]] = e
-            WW[i, : W.shape[0], : W.shape[1]] = W
-            doc_mask[i, : W.shape[0]] = True
-            step_mask[i, : e.shape[0]] = True
-        if cfg.selection == "greedy":
-            result = greedy_select(E, WW, cfg.lam, cfg.budget, tau_stop=cfg.tau_stop, min_select=cfg.min_select,
-                                   doc_mask=doc_mask, step_mask=step_mask)
-        else:  # "w/o optimisation" ablation: top-budget by avg/max score; `gains` hold the scores
-            result = score_select(E, WW, cfg.lam, cfg.budget, cfg.selection, doc_mask=doc_mask, step_mask=step_mask)
+            pairs.append(fuse(est.e, est.W, lan["ratings"] if lan is not None else None, params))
+        result = solve(pairs, params)
         records = []
         for i, (rec, p, est) in enumerate(zip(batch, parsed, estimates)):
             n_sel = int(result.n_selected[i])
             selected = [int(k) for k in result.selected[i, :n_sel]]
+            gains = [float(g) for g in result.gains[i, :n_sel]]
             reasons = [x for x in [p.reason, *est.notes] if x]
-            status = p.status
+            codes = []
+            if p.status == "fallback":
+                codes.append("no_oracle_steps" if self.cfg.steps == "oracle" else "reply_parse")
             if bool(result.fallback[i]):
-                status = "fallback"
+                codes.append("min_select")
                 reasons.append("no document had a positive gain: kept the best one (min_select)")
+            e, W = pairs[i]
             lan = lancer.get(rec["qid"])
             record = {
                 "qid": rec["qid"],
                 "selected": selected,
                 "selected_doc_ids": [rec["docs"][k].get("doc_id") for k in selected],
-                "gains": [_fmt(g) for g in result.gains[i, :n_sel]],
+                "gains": [_fmt(g) for g in gains],
                 "objective": _fmt(float(result.objective[i])),
                 "steps": p.steps,
                 "answer": p.answer,
-                "e": [_fmt(x) for x in es[i]],
-                "W": [[_fmt(x) for x in row] for row in Ws[i]],
+                "e": [_fmt(x) for x in e],
+                "W": [[_fmt(x) for x in row] for row in W],
                 "bias_key": self.bias_key,
-                "status": status,
+                "status": "fallback" if codes else "ok",
                 "reason": "; ".join(reasons) or None,
-                "teacher": _teacher_meta(cfg),
+                "fallback_reasons": codes,
+                "stop": stop_reason(gains, len(rec["docs"]), params),
+                "teacher": self.meta,
             }
             if attns[i] is not None:
                 record["attention"] = {k: _fmt_nested(v) for k, v in attns[i].to_dict().items()}
-            if cfg.steps == "model":
+            if sims[i] is not None:
+                record["similarity"] = {k: _fmt_nested(v) for k, v in sims[i].to_dict().items()}
+            if self.cfg.steps == "model":
                 record["reply"] = replies.get(rec["qid"], "")
             if lan is not None:
                 record["ratings"] = lan["ratings"]
@@ -379,10 +388,11 @@ class _Labeler:
     def error_record(self, rec: dict[str, Any], exc: BaseException) -> dict[str, Any]:
         return {"qid": rec["qid"], "selected": [], "selected_doc_ids": [], "gains": [], "objective": None,
                 "steps": [], "answer": "", "e": [], "W": [], "bias_key": self.bias_key, "status": "error",
-                "reason": f"{type(exc).__name__}: {exc}", "teacher": _teacher_meta(self.cfg)}
+                "reason": f"{type(exc).__name__}: {exc}", "fallback_reasons": [], "stop": None, "teacher": self.meta}
 
     def label(self, shard: list[dict[str, Any]], replies: dict[str, str], lancer: dict[str, dict[str, Any]]) -> int:
         written = 0
+        live = _LiveCounts()
         with ResumableJsonl(self.shard_file("labels")) as out:
             bar = tqdm(total=len(shard), desc=f"label [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in _batches(shard, self.cfg.batch_size):
@@ -407,12 +417,33 @@ class _Labeler:
                     if r["qid"] not in out.done:
                         out.write(r)
                         written += 1
+                        live.add(r)
+                bar.set_postfix(live.postfix(), refresh=False)
                 bar.update(len(batch))
             bar.close()
         return written
 
 
-def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> dict[str, int]:
+class _LiveCounts:
+    """Running label figures for the progress bar: mean |S|, fallback and first-step-stop shares."""
+
+    def __init__(self) -> None:
+        self.n = self.size = self.fallback = self.first_step = 0
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.n += 1
+        self.size += len(record["selected"])
+        self.fallback += record["status"] == "fallback"
+        self.first_step += record.get("stop") == "first_step"
+
+    def postfix(self) -> dict[str, str]:
+        if not self.n:
+            return {}
+        return {"|S|": f"{self.size / self.n:.2f}", "fallback": f"{self.fallback / self.n:.0%}",
+                "first-step stop": f"{self.first_step / self.n:.0%}"}
+
+
+def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
     """Join the shards into labels.jsonl in candidates order; every qid exactly once."""
     import json
 
@@ -429,10 +460,7 @@ def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> dict[
     if missing:
         raise RuntimeError(f"{len(missing)} questions have no label (first: {missing[0]!r}); rerun to finish them")
     atomic_write_text(run_dir / LABELS_FILE, "".join(by_qid[c["qid"]] + "\n" for c in candidates))
-    counts = {"ok": 0, "fallback": 0, "error": 0}
-    for line in by_qid.values():
-        counts[json.loads(line)["status"]] += 1
-    return counts
+    return [json.loads(by_qid[c["qid"]]) for c in candidates]
 
 
 def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
@@ -450,7 +478,8 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     torch.manual_seed(recipe.seed)
     labeler = _Labeler(recipe, rank, world, show_progress)
     if cfg.estimator == "attention" and cfg.calibrate:
-        keys = bias_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers)
+        keys, _ = calibration_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers,
+                                   cfg.calibration_lengths, run_dir / "candidates.jsonl")
         labeler.bias, labeler.bias_key = load_bias(run_dir / BIAS_FILE, keys)
     shard = candidates[rank::world]
     t0 = time.perf_counter()
@@ -461,15 +490,18 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         state.wait_for_everyone()
     summary: dict[str, Any] = {"rank": rank, "world": world, "shard_questions": len(shard), "written": written}
     if rank == 0:
-        counts = _merge(run_dir, candidates, world)
+        diag = label_diagnostics(_merge(run_dir, candidates, world), cfg.budget)
+        warning = fallback_warning(diag, cfg.fallback_warn)
         summary = {
-            "status": "complete", "questions": len(candidates), "processes": world, **counts,
+            "status": "complete", "processes": world, **diag,
             "written_by_rank0": written,
             "questions_per_second_rank0": round(written / elapsed, 3) if written and elapsed > 0 else None,
-            "labels": str(run_dir / LABELS_FILE),
+            "labels": str(run_dir / LABELS_FILE), "estimation": labeler.params.to_dict(), "warning": warning,
         }
-        if counts["error"] == len(candidates):
+        if diag["error"] == len(candidates):
             raise RuntimeError(f"every question failed; see the `reason` fields in {run_dir / LABELS_FILE}")
+        if warning:
+            log.warning(warning)
         write_stage_manifest(run_dir, "label", recipe_to_dict(recipe), config_hash, summary, started)
     if state is not None:
         state.wait_for_everyone()

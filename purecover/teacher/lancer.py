@@ -1,34 +1,140 @@
 """LANCER-style requirement signal (DESIGN §3.6): sub-questions and 0..5 answerability ratings.
 
-The teacher writes `n` sub-questions for the question, then rates every (document,
-sub-question) pair from 0 to 5. Rating parse rule: the first integer in the reply, kept if it
-is in 0..5, otherwise 0. Optionally the expected rating Σ r·p(r) / Σ p(r) over the
-probabilities of the tokens "0".."5" at the first reply position replaces the parsed integer.
-The prompts adapt LANCER's report-request setting to a single question.
+The teacher writes `n` sub-questions for the question, then rates every (document, sub-question)
+pair from 0 to 5: the document is judged against the question joined with the sub-question
+(both are shown), on LANCER's six-level answerability scale. Rating parse rule: the first integer
+in the reply, kept if it is in 0..5, otherwise 0 (an `int`). Optionally the expected rating
+Σ r·p(r) / Σ p(r) over the probabilities of the tokens "0".."5" at the first reply position
+replaces the parsed integer (a `float`).
+
+Sources: the rubric (levels 0..5 by relevance, completeness and accuracy to the question), the
+joining of the request with each sub-question, and the sub-question instructions follow LANCER
+(Ju, Landry, Yang, Verberne, Yates, "LANCER: LLM Reranking for Nugget Coverage", 2026; code:
+DylanJoo/LANCER, `prompts/neuclir.py` `prompt_rating_gen` / `prompt_subquestion_gen` and
+`augmentation/gen_ratings.py`; the same rubric is in DylanJoo/crux, `crux/prompts/crux.py`).
+The wording below is ours; LANCER's report request becomes a question. Other wordings (LANCER's
+original included) can be supplied as template files, see `load_template`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from string import Formatter
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.chat import render_chat
-from .backends import GenerationBackend
 
-__all__ = ["expected_rating", "parse_rating", "parse_subquestions", "rate_documents", "rating_prompt",
-           "subquestion_prompt", "write_subquestions"]
+if TYPE_CHECKING:  # the backends pull in torch; this module stays light (config.py checks templates with it)
+    from .backends import GenerationBackend
 
-_SYSTEM = "You are a careful assistant who breaks questions into the information they require."
+__all__ = ["RATING_TEMPLATE", "SUBQUESTION_TEMPLATE", "TEMPLATE_FIELDS", "TemplateError", "check_template",
+           "digit_token_ids", "document_text", "expected_rating", "load_template", "parse_rating",
+           "parse_subquestions", "rate_documents", "rating_prompt", "subquestion_prompt", "write_subquestions"]
+
+TemplateKind = Literal["rating", "subquestion"]
+
+# Placeholders each template must use, and may only use.
+TEMPLATE_FIELDS: dict[str, tuple[str, ...]] = {
+    "rating": ("question", "subquestion", "document"),
+    "subquestion": ("question", "n"),
+}
+
+_SYSTEM = "You are a careful research assistant."
+
+SUBQUESTION_TEMPLATE = (
+    "Break the question below into {n} sub-questions that would guide the search for a focused and "
+    "complete answer. Between them, the sub-questions should cover the key points that have to be found "
+    "out or explained to answer it. Make them differ from one another, with no repeats. Keep each one "
+    "short (under 20 words) and about a single aspect.\n\n"
+    "Question: {question}\n\n"
+    "Write exactly {n} lines, numbered 1. to {n}., one sub-question per line. Add no comments or "
+    "explanations, and nothing after line {n}."
+)
+
+RATING_TEMPLATE = (
+    "Can the document below answer the question? The question comes in two parts, a main question "
+    "and one of its sub-questions: read them together, as the sub-question asked within the main "
+    "question.\n\n"
+    "Score the document from 0 to 5 on this scale:\n"
+    "5 - The document answers the question in full: it is squarely on topic, leaves nothing out and "
+    "states nothing wrong.\n"
+    "4 - The document answers most of the question: it is largely on topic, with small omissions or "
+    "small errors.\n"
+    "3 - The document answers part of the question: it is partly on topic, with clear omissions or "
+    "errors.\n"
+    "2 - The document says little that helps: it is weakly related, with large omissions or errors.\n"
+    "1 - The document is barely related: it offers hardly anything toward an answer and falls short "
+    "in serious ways.\n"
+    "0 - The document is unrelated to the question and answers none of it.\n\n"
+    "Main question: {question}\n"
+    "Sub-question: {subquestion}\n\n"
+    "Document:\n{document}\n\n"
+    "Reply with a single integer from 0 to 5 and nothing else."
+)
+
 _INT = re.compile(r"-?\d+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\(?\d+[.)\]:]|q\d+[.):]|sub-?question\s*\d*[.):]?)\s*", re.IGNORECASE)
 
 
-def subquestion_prompt(tokenizer: Any, question: str, n: int) -> str:
-    user = (f"Write {n} sub-questions whose answers are needed to answer the question below. Each "
-            f"sub-question asks for one piece of information. Write exactly {n} lines, numbered 1. to {n}., "
-            f"and nothing else.\n\nQuestion: {question.strip()}")
-    return render_chat(tokenizer, _SYSTEM, user).text
+# ---------------------------------------------------------------------------- templates
+
+
+class TemplateError(ValueError):
+    """A prompt template that cannot be used; the message names the file and the placeholder."""
+
+
+def _placeholders(text: str, source: str) -> list[str]:
+    try:
+        parsed = list(Formatter().parse(text))
+    except ValueError as exc:
+        raise TemplateError(f"{source}: malformed braces ({exc}); write {{{{ and }}}} for literal braces") from None
+    names = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if spec or conversion:
+            raise TemplateError(f"{source}: placeholder {{{name}}} has a conversion or format spec; "
+                                f"write a plain {{{name}}}")
+        names.append(name)
+    return names
+
+
+def check_template(text: str, kind: TemplateKind, source: str) -> str:
+    """`text` if it uses every placeholder of `kind` and no other; else TemplateError naming `source`."""
+    allowed = TEMPLATE_FIELDS[kind]
+    names = _placeholders(text, source)
+    takes = ", ".join(f"{{{f}}}" for f in allowed)
+    for name in names:
+        if name not in allowed:
+            raise TemplateError(f"{source}: unknown placeholder {{{name}}} in the {kind} template "
+                                f"(it takes {takes}; write {{{{ and }}}} for literal braces)")
+    for name in allowed:
+        if name not in names:
+            raise TemplateError(f"{source}: the {kind} template lacks the placeholder {{{name}}} (it needs {takes})")
+    return text
+
+
+def load_template(path: str | Path, kind: TemplateKind) -> str:
+    """Read a UTF-8 template file and check its placeholders (`TEMPLATE_FIELDS[kind]`)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TemplateError(f"{p}: the {kind} template is not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise TemplateError(f"{p}: cannot read the {kind} template ({exc.strerror or exc})") from None
+    return check_template(text, kind, str(p))
+
+
+# ---------------------------------------------------------------------------- prompts
+
+
+def subquestion_prompt(tokenizer: Any, question: str, n: int, template: str | None = None) -> str:
+    """The sub-question prompt; a custom `template` is the whole user message (no system message)."""
+    user = (template or SUBQUESTION_TEMPLATE).format(question=question.strip(), n=n)
+    return render_chat(tokenizer, None if template else _SYSTEM, user).text
 
 
 def parse_subquestions(reply: str, question: str, n: int) -> tuple[list[str], str | None]:
@@ -46,12 +152,17 @@ def parse_subquestions(reply: str, question: str, n: int) -> tuple[list[str], st
     return subs, reason
 
 
-def rating_prompt(tokenizer: Any, subquestion: str, doc: dict[str, Any]) -> str:
+def document_text(doc: dict[str, Any]) -> str:
+    """Title and text on separate lines (the text alone when there is no title)."""
     title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
-    body = f"{title}\n{text}" if title else text
-    user = ("Rate how well the document answers the sub-question, from 0 to 5: 0 = unrelated, 1 = on topic but no "
-            "answer, 2 = a hint, 3 = a partial answer, 4 = an answer with minor gaps, 5 = a complete, explicit "
-            f"answer. Reply with the number only.\n\nDocument:\n{body}\n\nSub-question: {subquestion}")
+    return f"{title}\n{text}" if title else text
+
+
+def rating_prompt(tokenizer: Any, question: str, subquestion: str, doc: dict[str, Any],
+                  template: str | None = None) -> str:
+    """Rate `doc` against the question joined with `subquestion` (LANCER's 0..5 answerability scale)."""
+    user = (template or RATING_TEMPLATE).format(question=question.strip(), subquestion=subquestion.strip(),
+                                                document=document_text(doc))
     return render_chat(tokenizer, None, user).text
 
 
@@ -91,19 +202,26 @@ def digit_token_ids(tokenizer: Any) -> list[int]:
 
 
 def write_subquestions(backend: GenerationBackend, tokenizer: Any, questions: Sequence[str], n: int,
-                       max_new_tokens: int = 128) -> list[tuple[list[str], str | None]]:
-    replies = backend.generate([subquestion_prompt(tokenizer, q, n) for q in questions], max_new_tokens)
+                       max_new_tokens: int = 128, template: str | None = None) -> list[tuple[list[str], str | None]]:
+    """Sub-questions (and a padding reason or None) for each question."""
+    replies = backend.generate([subquestion_prompt(tokenizer, q, n, template) for q in questions], max_new_tokens)
     return [parse_subquestions(r, q, n) for r, q in zip(replies, questions)]
 
 
-def rate_documents(backend: GenerationBackend, tokenizer: Any, subquestions: Sequence[str],
-                   docs: Sequence[dict[str, Any]], expected: bool = False) -> list[list[float]]:
-    """Ratings (K1 × n): parsed integers, or expected ratings when `expected` is true."""
-    prompts = [rating_prompt(tokenizer, sq, d) for d in docs for sq in subquestions]
+def rate_documents(backend: GenerationBackend, tokenizer: Any, question: str, subquestions: Sequence[str],
+                   docs: Sequence[dict[str, Any]], expected: bool = False,
+                   template: str | None = None) -> list[list[int]] | list[list[float]]:
+    """Ratings (K1 × n) of every document against `question` joined with each sub-question.
+
+    Parsed integers (`int`), or with `expected` the expected ratings (`float`) from the digit
+    probabilities, falling back to the parsed integer when the six digits carry no mass.
+    """
+    prompts = [rating_prompt(tokenizer, question, sq, d, template) for d in docs for sq in subquestions]
     replies = backend.generate(prompts, max_new_tokens=4)
-    parsed = [float(parse_rating(r)) for r in replies]
+    parsed: list[int] = [parse_rating(r) for r in replies]
+    values: list[int] | list[float] = parsed
     if expected:
         probs = backend.token_probabilities(prompts, digit_token_ids(tokenizer))
-        parsed = [expected_rating(p, fallback=v) for p, v in zip(probs, parsed)]
+        values = [expected_rating(p, fallback=v) for p, v in zip(probs, parsed)]
     n = len(subquestions)
-    return [parsed[i * n : (i + 1) * n] for i in range(len(docs))]
+    return [values[i * n : (i + 1) * n] for i in range(len(docs))]

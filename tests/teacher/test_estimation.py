@@ -7,12 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from purecover.config import load_recipe
+from purecover.teacher.defaults import resolve_params
 from purecover.teacher.estimation import (
     Estimate,
     SegmentAttention,
+    SimilarityScores,
+    estimate,
     estimate_from_attention,
     estimate_from_embeddings,
+    estimate_from_similarity,
     softmax,
+    step_scale,
+    within_step_spread,
 )
 
 TAU = 4e-5
@@ -141,9 +148,10 @@ def test_bias_shorter_than_k1_is_an_error():
         estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS[:3], TAU, TAU)
 
 
-def test_no_cot_weighting_gives_uniform_e():
+def test_no_cot_weighting_sets_every_e_to_one():
+    # the paper's ablation: P(e|q) = 1 for every step (not 1/N), so coverage is summed unweighted
     est = estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS, TAU, TAU, cot_weighting=False)
-    np.testing.assert_allclose(est.e, [1 / 3] * 3)
+    np.testing.assert_array_equal(est.e, [1.0, 1.0, 1.0])
     np.testing.assert_allclose(est.W, estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS, TAU, TAU).W)
     assert est.notes == []
 
@@ -254,10 +262,10 @@ def test_embedding_temperature_sharpens():
     assert np.argsort(-warm.W[:, 0]).tolist()[0] == np.argsort(-cold.W[:, 0]).tolist()[0] == 1
 
 
-def test_embedding_without_cot_weighting_is_uniform():
+def test_embedding_without_cot_weighting_sets_every_e_to_one():
     steps = np.stack([DOCS[0], DOCS[1], DOCS[2]])
     est = estimate_from_embeddings(steps, DOCS, unit([1, 0, 0, 0]), tau=0.1, cot_weighting=False)
-    np.testing.assert_allclose(est.e, [1 / 3] * 3)
+    np.testing.assert_array_equal(est.e, [1.0, 1.0, 1.0])
     assert est.notes == []
 
 
@@ -266,3 +274,123 @@ def test_embedding_without_answer_is_uniform_with_a_note():
     est = estimate_from_embeddings(steps, DOCS, None, tau=0.1)
     np.testing.assert_allclose(est.e, [0.5, 0.5])
     assert len(est.notes) == 1
+
+
+def test_embedding_has_its_own_e_temperature():
+    steps = np.stack([DOCS[2], unit([0.9, 0.1, 0, 0])])
+    answer = unit([0, 0, 1, 0])
+    one = estimate_from_embeddings(steps, DOCS, answer, tau=0.1)
+    split = estimate_from_embeddings(steps, DOCS, answer, tau=0.1, tau_e=2.0)
+    np.testing.assert_array_equal(split.W, one.W)  # τ_e does not touch W
+    np.testing.assert_allclose(split.e, np_softmax((steps @ answer) / 2.0), rtol=1e-12)
+    assert one.e.max() > 0.99 and split.e.max() < 0.65  # the shared τ made e one-hot; its own τ does not
+
+
+# ---------------------------------------------------------------------------- zscore scale
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
+def test_zscore_is_invariant_to_the_attention_magnitude(scale):
+    a = attention(STEP_DOC * scale, ANSWER_STEP * scale)
+    ref = estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS, 1.0, 0.5, normalize="zscore")
+    est = estimate_from_attention(a, BIAS * scale, 1.0, 0.5, normalize="zscore")
+    np.testing.assert_allclose(est.W, ref.W, rtol=1e-9)
+    np.testing.assert_allclose(est.e, ref.e, rtol=1e-9)
+    # the absolute scale is not: the same temperatures give another W at another magnitude
+    if scale != 1.0:
+        absolute = estimate_from_attention(a, BIAS * scale, TAU, TAU)
+        assert not np.allclose(absolute.W, estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS, TAU, TAU).W)
+
+
+def test_zscore_units_are_the_within_step_spread_and_the_mean_step_score():
+    cal = STEP_DOC - BIAS[None, :]
+    sigma = np.sqrt(((cal - cal.mean(axis=1, keepdims=True)) ** 2).mean())
+    assert within_step_spread(cal) == pytest.approx(sigma)
+    assert step_scale(ANSWER_STEP) == pytest.approx(ANSWER_STEP.mean())
+    est = estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS, 0.7, 0.3, normalize="zscore")
+    np.testing.assert_allclose(est.W, np_softmax(cal.T / (sigma * 0.3), axis=0), rtol=1e-12)
+    np.testing.assert_allclose(est.e, np_softmax(ANSWER_STEP / (ANSWER_STEP.mean() * 0.7)), rtol=1e-12)
+
+
+def test_within_step_spread_ignores_per_step_shifts():
+    # a step whose scores are all shifted changes the plain standard deviation, not the within-step spread
+    shifted = STEP_DOC + np.array([[0.0], [5e-3], [-2e-3]])
+    assert within_step_spread(shifted) == pytest.approx(within_step_spread(STEP_DOC))
+    assert shifted.std() > 10 * within_step_spread(STEP_DOC)
+    a = estimate_from_attention(attention(shifted, ANSWER_STEP), None, 1.0, 0.4, normalize="zscore")
+    b = estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), None, 1.0, 0.4, normalize="zscore")
+    np.testing.assert_allclose(a.W, b.W, rtol=1e-9)
+
+
+def test_zscore_e_keeps_the_ratio_of_two_steps():
+    # with two steps a z-score is always ±1; the mean scale keeps how different the two are
+    near = estimate_from_attention(attention(STEP_DOC[:2], [1.0e-4, 1.1e-4]), None, 0.4, 0.4, normalize="zscore")
+    far = estimate_from_attention(attention(STEP_DOC[:2], [1.0e-4, 4.0e-4]), None, 0.4, 0.4, normalize="zscore")
+    assert 0.5 < near.e[1] < 0.6 < 0.9 < far.e[1]
+
+
+def test_zscore_of_a_flat_block_is_uniform_and_ignores_empty_spans():
+    flat = attention(np.full((2, 3), 2e-4), [0.0, 0.0])
+    est = estimate_from_attention(flat, None, 1.0, 1.0, normalize="zscore")
+    np.testing.assert_allclose(est.W, 1 / 3)
+    np.testing.assert_allclose(est.e, [0.5, 0.5])
+    step_doc = STEP_DOC.copy()
+    step_doc[:, 1] = np.nan
+    assert within_step_spread(step_doc) == pytest.approx(within_step_spread(np.delete(STEP_DOC, 1, axis=1)))
+    W = estimate_from_attention(attention(step_doc, ANSWER_STEP), None, 1.0, 1.0, normalize="zscore").W
+    np.testing.assert_array_equal(W[1], 0.0)
+
+
+def test_unknown_scale_is_an_error():
+    with pytest.raises(ValueError, match="normalize"):
+        estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), None, 1.0, 1.0, normalize="minmax")
+
+
+# ---------------------------------------------------------------------------- estimate(): sources per estimator
+
+
+SIM = SimilarityScores(step_doc=np.array([[0.9, 0.1, 0.2, 0.3], [0.1, 0.8, 0.2, 0.1], [0.2, 0.2, 0.7, 0.1]]),
+                       answer_step=np.array([0.1, 0.2, 0.9]))
+
+
+def params(*overrides):
+    return resolve_params(load_recipe(None, list(overrides)).teacher)
+
+
+def test_attention_estimator_uses_attention_and_bias():
+    p = params("teacher.estimator=attention")
+    est = estimate(p, attention(STEP_DOC, ANSWER_STEP), None, BIAS)
+    ref = estimate_from_attention(attention(STEP_DOC, ANSWER_STEP), BIAS, p.tau_e, p.tau_w, True, p.normalize)
+    np.testing.assert_array_equal(est.W, ref.W)
+    no_cal = estimate(params("teacher.estimator=attention", "teacher.calibrate=false"),
+                      attention(STEP_DOC, ANSWER_STEP), None, BIAS)
+    assert not np.allclose(no_cal.W, est.W)  # "no calibration" sets Bias = 0
+
+
+def test_no_attention_ablation_replaces_only_w():
+    att = attention(STEP_DOC, ANSWER_STEP)
+    full = estimate(params("teacher.estimator=attention", "teacher.normalize=absolute"), att, None, BIAS)
+    ablation = params("teacher.estimator=no_attention", "teacher.normalize=absolute")
+    assert (ablation.e_source, ablation.w_source, ablation.calibrate) == ("attention", "similarity", False)
+    est = estimate(ablation, att, SIM, BIAS)
+    np.testing.assert_allclose(est.e, full.e)  # e still from attention (same τ1)
+    np.testing.assert_allclose(est.W, np_softmax(SIM.step_doc.T / ablation.tau_w, axis=0), rtol=1e-12)
+    with pytest.raises(ValueError, match="needs similarity scores"):
+        estimate(ablation, att, None, BIAS)
+
+
+def test_embedding_estimator_uses_similarity_only():
+    p = params("teacher.estimator=embedding")
+    est = estimate(p, None, SIM)
+    ref = estimate_from_similarity(SIM, p.tau_w, p.tau_e, True, p.normalize)
+    np.testing.assert_array_equal(est.W, ref.W)
+    np.testing.assert_array_equal(est.e, ref.e)
+
+
+def test_similarity_scores_round_trip_through_json_lists():
+    d = {"step_doc": [[0.5, None]], "answer_step": [None]}
+    sim = SimilarityScores.from_dict(d)
+    assert np.isnan(sim.step_doc[0, 1]) and np.isnan(sim.answer_step[0])
+    assert SimilarityScores.from_dict(sim.to_dict()).step_doc[0, 0] == 0.5
+    att = SegmentAttention.from_dict({"step_doc": [[1e-4]], "step_step": [[None]], "answer_step": [2e-4]})
+    assert att.answer_step[0] == 2e-4 and np.isnan(att.step_step[0, 0])

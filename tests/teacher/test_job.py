@@ -73,7 +73,12 @@ def test_attention_labels_with_calibration(tmp_path, demo_candidates, tiny_teach
         if rec["status"] == "fallback":
             assert rec["reason"]
     manifest = json.loads((run / "label.run.json").read_text())
-    assert manifest["summary"]["status"] == "complete" and manifest["recipe"]["teacher"]["lam"] == 0.3
+    assert manifest["summary"]["status"] == "complete" and manifest["recipe"]["teacher"]["lam"] is None
+    # the resolved values are recorded: the attention defaults (zscore scale, λ 0.1)
+    assert manifest["summary"]["estimation"]["lam"] == 0.1 and manifest["summary"]["estimation"]["normalize"] == "zscore"
+    assert rec["teacher"]["estimation"] == manifest["summary"]["estimation"]
+    assert rec["stop"] in ("budget", "threshold", "first_step", "candidates")
+    assert set(rec["fallback_reasons"]) <= {"reply_parse", "min_select"}
 
 
 def test_mismatched_bias_names_the_key(tmp_path, demo_candidates, tiny_teacher_dir):
@@ -92,7 +97,7 @@ def test_uncalibrated_and_uniform_ablations_change_labels(tmp_path, demo_candida
                                 "teacher.cot_weighting=false"), show_progress=False)
     a, b = labels(run_a), labels(run_b)
     assert all(r["bias_key"] is None for r in a)
-    assert all(np.allclose(r["e"], 1 / len(r["steps"])) for r in b)
+    assert all(r["e"] == [1.0] * len(r["steps"]) for r in b)  # "no CoT weighting": e_i = 1 (P(e|q) = 1)
     assert any(not np.allclose(x["e"], y["e"]) for x, y in zip(a, b))
     # Oracle steps come from the data stage; answers are the gold answers.
     cands = load_candidates(run_a / "candidates.jsonl")

@@ -1,0 +1,302 @@
+"""Diagnostics of a labels.jsonl: are the teacher's selections healthy? (DESIGN §3.3, "the labels are the product").
+
+Pure functions over ``labels.jsonl`` records (and ``candidates.jsonl`` records for the gold
+comparison); no I/O. Every number they return is a plain float rounded to 4 decimals (or None
+when undefined), so the results are JSON-serialisable as they are.
+
+Older labels files lack ``fallback_reasons`` and ``stop``: such records are counted under
+``"unknown"`` instead of failing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FALLBACK_CODES",
+    "STOP_CODES",
+    "fallback_warning",
+    "gold_comparison",
+    "label_diagnostics",
+    "prf",
+    "resolve_budget",
+    "size_histogram",
+]
+
+FALLBACK_CODES = ("reply_parse", "no_oracle_steps", "answer_span_empty", "min_select")
+STOP_CODES = ("budget", "threshold", "first_step", "candidates", "ranking")
+UNKNOWN = "unknown"
+
+Record = Mapping[str, Any]
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _round(x: float | None) -> float | None:
+    """`x` as a plain float rounded to 4 decimals; None and non-finite values give None."""
+    if x is None or not math.isfinite(float(x)):
+        return None
+    return round(float(x), 4)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    """Rounded mean, None for no values."""
+    return _round(sum(values) / len(values)) if values else None
+
+
+def _is_error(record: Record) -> bool:
+    return record.get("status") == "error"
+
+
+def _selected(record: Record) -> list[Any]:
+    return list(record.get("selected") or [])
+
+
+def resolve_budget(records: Sequence[Record], budget: int | None = None) -> int:
+    """The budget K (passages): `budget` if given, else the largest ``teacher.budget`` of the records,
+    else the largest |S| seen (0 for no records)."""
+    if budget is not None:
+        return int(budget)
+    found = [int(r["teacher"]["budget"]) for r in records
+             if isinstance(r.get("teacher"), Mapping) and isinstance(r["teacher"].get("budget"), int)]
+    if found:
+        return max(found)
+    return max((len(_selected(r)) for r in records), default=0)
+
+
+def size_histogram(records: Iterable[Record], budget: int, status: str | None = None) -> dict[str, int]:
+    """Count of questions per selection size |S| (passages), keys "0".."budget" (extended when a
+    record selected more), over non-error records; only those with `status` when given."""
+    sizes = [len(_selected(r)) for r in records
+             if not _is_error(r) and (status is None or r.get("status") == status)]
+    top = max([budget, *sizes])
+    counts = Counter(sizes)
+    return {str(n): counts.get(n, 0) for n in range(top + 1)}
+
+
+# --------------------------------------------------------------------------- fallbacks and stops
+
+
+def _fallback_reason_counts(records: Sequence[Record]) -> dict[str, int]:
+    """code -> number of records listing it; fallback records without codes count as "unknown"."""
+    counts: Counter[str] = Counter()
+    for r in records:
+        codes = r.get("fallback_reasons")
+        if codes:
+            counts.update(str(c) for c in codes)
+        elif r.get("status") == "fallback":
+            counts[UNKNOWN] += 1
+    return dict(counts.most_common())
+
+
+def _stop_counts(records: Sequence[Record]) -> dict[str, int]:
+    """stop code -> count over the records given; a record without ``stop`` counts as "unknown"."""
+    counts = Counter(str(r.get("stop") or UNKNOWN) for r in records)
+    return dict(counts.most_common())
+
+
+def _first_step_stop_rate(records: Sequence[Record]) -> float | None:
+    """Share of the given (non-error) records whose ``stop`` is "first_step", among those that record a
+    stop at all; None when none does (older files)."""
+    known = [r["stop"] for r in records if r.get("stop")]
+    return _round(sum(s == "first_step" for s in known) / len(known)) if known else None
+
+
+# --------------------------------------------------------------------------- e and W
+
+
+def _normalised_e(record: Record) -> np.ndarray | None:
+    """The step weights e of a record scaled to sum 1; None when empty, non-finite or not positive."""
+    e = np.asarray([np.nan if x is None else x for x in record.get("e") or []], dtype=np.float64)
+    if e.size == 0 or not np.all(np.isfinite(e)) or np.any(e < 0) or e.sum() <= 0:
+        return None
+    return e / e.sum()
+
+
+def _entropy(p: np.ndarray) -> float:
+    """Shannon entropy of a distribution, in nats (0 log 0 = 0)."""
+    nz = p[p > 0]
+    return float(-(nz * np.log(nz)).sum())
+
+
+def _e_stats(records: Sequence[Record]) -> dict[str, float | None]:
+    """Mean entropy of e (nats), the same divided by log N (N = 1 counts as 1.0), and mean max e."""
+    ent, ent_norm, peak = [], [], []
+    for r in records:
+        p = _normalised_e(r)
+        if p is None:
+            continue
+        h = _entropy(p)
+        ent.append(h)
+        ent_norm.append(h / math.log(p.size) if p.size > 1 else 1.0)
+        peak.append(float(p.max()))
+    return {"e_entropy": _mean(ent), "e_entropy_normalised": _mean(ent_norm), "max_e": _mean(peak)}
+
+
+def _mean_max_w(record: Record) -> float | None:
+    """Mean over steps of the largest coverage W[k, i] over documents k; nulls are ignored."""
+    rows = record.get("W") or []
+    if not rows or not any(rows):
+        return None
+    try:
+        W = np.asarray([[np.nan if x is None else x for x in row] for row in rows], dtype=np.float64)
+    except (TypeError, ValueError):  # ragged or not numeric
+        return None
+    if W.ndim != 2 or W.shape[1] == 0:
+        return None
+    finite = np.isfinite(W)
+    keep = finite.any(axis=0)
+    if not keep.any():
+        return None
+    col_max = np.where(finite, W, -np.inf)[:, keep].max(axis=0)
+    return float(col_max.mean())
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def label_diagnostics(records: Iterable[Record], budget: int | None = None) -> dict[str, Any]:
+    """Health figures of a labels file.
+
+    Keys:
+
+    - ``questions``: records; ``ok`` / ``fallback`` / ``error``: records per status;
+    - ``budget``: the K used for the histogram (`budget`, else the records' ``teacher.budget``);
+    - ``size_histogram``: "0".."budget" -> questions with that |S| (non-error records);
+      ``fallback_size_histogram``: the same over fallback records only;
+    - ``mean_size``: mean |S| in passages over non-error records;
+    - ``fallback_rate``: fallback records / questions;
+    - ``fallback_reasons``: code -> records listing it (fallback records without the field: "unknown");
+    - ``first_step_stop_rate``: share of non-error records with ``stop == "first_step"``, among those
+      that record a stop (None when none does); ``stop_counts``: stop -> non-error records ("unknown"
+      when absent);
+    - ``e_entropy``: mean entropy of e normalised to sum 1, in nats; ``e_entropy_normalised``: the
+      same divided by log N per question (1 = uniform; a question with N = 1 step counts as 1.0);
+      ``max_e``: mean of the largest normalised step weight (e all ones reads as uniform);
+    - ``max_W``: mean over questions of the mean over steps of max over documents of W (1 = every
+      step is covered by one document alone; 1/K1 = uniform coverage).
+
+    Means skip records whose e or W is empty or not finite, and are None when none is left.
+    """
+    records = list(records)
+    labelled = [r for r in records if not _is_error(r)]
+    n = len(records)
+    k = resolve_budget(records, budget)
+    status = Counter(r.get("status") for r in records)
+    max_w = [m for m in (_mean_max_w(r) for r in labelled) if m is not None]
+    return {
+        "questions": n,
+        "ok": status.get("ok", 0),
+        "fallback": status.get("fallback", 0),
+        "error": status.get("error", 0),
+        "budget": k,
+        "size_histogram": size_histogram(labelled, k),
+        "fallback_size_histogram": size_histogram(labelled, k, status="fallback"),
+        "mean_size": _mean([float(len(_selected(r))) for r in labelled]),
+        "fallback_rate": _round(status.get("fallback", 0) / n) if n else None,
+        "fallback_reasons": _fallback_reason_counts(records),
+        "first_step_stop_rate": _first_step_stop_rate(labelled),
+        "stop_counts": _stop_counts(labelled),
+        **_e_stats(labelled),
+        "max_W": _mean(max_w),
+    }
+
+
+def _dominant_reason(diag: Mapping[str, Any]) -> str | None:
+    """The fallback code behind more than half of the fallback records, if any."""
+    reasons: Mapping[str, int] = diag.get("fallback_reasons") or {}
+    total = max(int(diag.get("fallback") or 0), 1)
+    for code, count in reasons.items():
+        if code != UNKNOWN and 2 * count > total:
+            return code
+    return None
+
+
+def fallback_warning(diag: Mapping[str, Any], threshold: float) -> str | None:
+    """One line of advice when the fallback rate of `diag` (from :func:`label_diagnostics`) exceeds
+    `threshold` (a share in [0, 1]); None otherwise. The advice follows the dominant fallback code."""
+    rate = diag.get("fallback_rate")
+    if rate is None or rate <= threshold:
+        return None
+    head = f"label: {100 * rate:.0f}% of questions fell back"
+    limit = f"(threshold {100 * threshold:g}%)"
+    reason = _dominant_reason(diag)
+    if reason == "reply_parse":
+        return (f"{head} {limit}, most because the teacher's reply did not parse (reply_parse): read the "
+                "`reply` fields of labels.jsonl, raise teacher.max_new_tokens, or use a stronger teacher.model "
+                "(or teacher.steps=oracle where the dataset has decompositions)")
+    if reason == "no_oracle_steps":
+        return (f"{head} {limit}, most because the dataset has no oracle steps for them (no_oracle_steps): "
+                "use teacher.steps=model, or a dataset with decompositions")
+    to = " to min_select" if reason == "min_select" else ""
+    # A flatter W (higher temperature) lowers every coverage gain and raises the noise term: sharpen it.
+    return (f"{head}{to} {limit}: lower teacher.lam or teacher.tau_stop, lower the W temperature for a sharper W "
+            "(teacher.tau2, or teacher.embedding_tau for the embedding estimator), try "
+            "teacher.normalize=zscore, or run `purecover tune RECIPE`")
+
+
+def prf(chosen: Sequence[Any], gold: set[Any]) -> tuple[float, float, float]:
+    """Precision, recall and F1 of a set of doc ids against the gold ids (P = 0 for an empty choice,
+    F1 = 0 without a hit)."""
+    picked = set(chosen)
+    hits = len(picked & gold)
+    if hits == 0:
+        return 0.0, 0.0, 0.0
+    p, r = hits / len(picked), hits / len(gold)
+    return p, r, 2 * p * r / (p + r)
+
+
+def _label_doc_ids(record: Record, docs: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """``selected_doc_ids`` of a label record, else the doc ids at its ``selected`` positions."""
+    if record.get("selected_doc_ids") is not None:
+        return list(record["selected_doc_ids"])
+    return [docs[k].get("doc_id") for k in _selected(record) if 0 <= int(k) < len(docs)]
+
+
+def _summarise(rows: Sequence[tuple[float, float, float, int]]) -> dict[str, float | None]:
+    return {name: _mean([row[i] for row in rows])
+            for i, name in enumerate(("precision", "recall", "f1", "mean_size"))}
+
+
+def gold_comparison(records: Iterable[Record], candidates: Mapping[Any, Record], k: int) -> dict[str, Any]:
+    """Selected passages against gold passages, next to plain retrieval.
+
+    Over label records with status != "error" whose candidates record has a non-empty
+    ``gold_doc_ids`` (records without a candidates record are skipped). Per question, with G the
+    set of all gold doc ids (retrieved or not) and C a chosen set of doc ids: P = |C ∩ G| / |C|
+    (0 when C is empty), R = |C ∩ G| / |G|, F1 = 2PR / (P + R), and P = R = F1 = 0 when C ∩ G is
+    empty. Means over questions (shares in [0, 1]) for
+
+    - ``labels``: the teacher's ``selected_doc_ids``;
+    - ``retrieval_top_size``: retrieval's first |S| candidates (the same size as the labels, per question);
+    - ``retrieval_top_2``: retrieval's first 2 candidates;
+    - ``retrieval_top_k``: retrieval's first `k` candidates;
+
+    each ``{precision, recall, f1, mean_size}`` (``mean_size`` in passages); plus ``questions`` and ``k``.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    rows: dict[str, list[tuple[float, float, float, int]]] = {
+        "labels": [], "retrieval_top_size": [], "retrieval_top_2": [], "retrieval_top_k": []}
+    for r in records:
+        cand = candidates.get(r.get("qid"))
+        if _is_error(r) or cand is None or not cand.get("gold_doc_ids"):
+            continue
+        gold = set(cand["gold_doc_ids"])
+        docs = cand.get("docs") or []
+        ranked = [d.get("doc_id") for d in docs]
+        chosen = {
+            "labels": _label_doc_ids(r, docs),
+            "retrieval_top_size": ranked[: len(_selected(r))],
+            "retrieval_top_2": ranked[:2],
+            "retrieval_top_k": ranked[:k],
+        }
+        for name, ids in chosen.items():
+            rows[name].append((*prf(ids, gold), len(set(ids))))
+    return {"questions": len(rows["labels"]), "k": k, **{name: _summarise(v) for name, v in rows.items()}}
