@@ -25,7 +25,7 @@ import numpy as np
 
 from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import package_versions
-from .prompts import _user_message, build_reasoning_prompt, build_teacher_sequence, template_key
+from .prompts import build_reasoning_prompt, build_teacher_sequence, document_body, template_key
 
 __all__ = [
     "BIAS_FILE",
@@ -84,8 +84,7 @@ class CalibrationLengths:
 
 def document_bodies(docs: Sequence[dict[str, Any]]) -> list[str]:
     """Each document's body (title + text) exactly as the teacher prompt renders it."""
-    user, spans = _user_message("", docs)
-    return [user[a:b] for a, b in spans]
+    return [document_body(d) for d in docs]
 
 
 def read_length_records(path: str | Path, limit: int = LENGTH_RECORDS) -> list[dict[str, Any]]:

@@ -102,6 +102,21 @@ def _teacher_meta(cfg: TeacherConfig, params: EstimationParams) -> dict[str, Any
             "estimation": params.to_dict()}
 
 
+def _lancer_templates(cfg: TeacherConfig, meta: dict[str, Any]) -> tuple[str | None, str | None]:
+    """LANCER's (rating, sub-question) template texts, read once per run; their sha256 goes into `meta`."""
+    import hashlib
+
+    from .lancer import load_template
+
+    texts: list[str | None] = []
+    for kind, path in (("rating", cfg.lancer.rating_template), ("subquestion", cfg.lancer.subquestion_template)):
+        text = load_template(path, kind) if (cfg.lancer.enabled and path) else None
+        texts.append(text)
+        if text is not None:
+            meta["lancer"][f"{kind}_template_sha256"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return texts[0], texts[1]
+
+
 def _rounded(values: np.ndarray) -> np.ndarray:
     """`values` at the precision labels.jsonl stores (6 significant digits; non-finite -> NaN), so that
     re-solving from the file (`purecover tune`) reproduces the labels exactly."""
@@ -190,6 +205,7 @@ class _Labeler:
         self.bias_key: str | None = None
         self.params = resolve_params(self.cfg)
         self.meta = _teacher_meta(self.cfg, self.params)
+        self.lancer_templates = _lancer_templates(self.cfg, self.meta)
         self._embedding_cache: dict[str, np.ndarray] = {}
 
     def shard_file(self, kind: str) -> Path:
@@ -249,11 +265,10 @@ class _Labeler:
         return replies, lancer
 
     def _lancer_batch(self, generator: Any, batch: Sequence[dict[str, Any]], lfile: ResumableJsonl) -> None:
-        from .lancer import load_template, rate_documents, write_subquestions
+        from .lancer import rate_documents, write_subquestions
 
         lc = self.cfg.lancer
-        rating_t = load_template(lc.rating_template, "rating") if lc.rating_template else None
-        sub_t = load_template(lc.subquestion_template, "subquestion") if lc.subquestion_template else None
+        rating_t, sub_t = self.lancer_templates
         subs = write_subquestions(generator, self.tokenizer(), [r["question"] for r in batch], lc.n_subquestions,
                                   template=sub_t)
         for r, (questions, reason) in zip(batch, subs):

@@ -25,12 +25,13 @@ from string import Formatter
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.chat import render_chat
+from .prompts import document_body
 
 if TYPE_CHECKING:  # the backends pull in torch; this module stays light (config.py checks templates with it)
     from .backends import GenerationBackend
 
 __all__ = ["RATING_TEMPLATE", "SUBQUESTION_TEMPLATE", "TEMPLATE_FIELDS", "TemplateError", "check_template",
-           "digit_token_ids", "document_text", "expected_rating", "load_template", "parse_rating",
+           "digit_token_ids", "expected_rating", "load_template", "parse_rating",
            "parse_subquestions", "rate_documents", "rating_prompt", "subquestion_prompt", "write_subquestions"]
 
 TemplateKind = Literal["rating", "subquestion"]
@@ -152,17 +153,11 @@ def parse_subquestions(reply: str, question: str, n: int) -> tuple[list[str], st
     return subs, reason
 
 
-def document_text(doc: dict[str, Any]) -> str:
-    """Title and text on separate lines (the text alone when there is no title)."""
-    title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
-    return f"{title}\n{text}" if title else text
-
-
 def rating_prompt(tokenizer: Any, question: str, subquestion: str, doc: dict[str, Any],
                   template: str | None = None) -> str:
     """Rate `doc` against the question joined with `subquestion` (LANCER's 0..5 answerability scale)."""
     user = (template or RATING_TEMPLATE).format(question=question.strip(), subquestion=subquestion.strip(),
-                                                document=document_text(doc))
+                                                document=document_body(doc))
     return render_chat(tokenizer, None, user).text
 
 

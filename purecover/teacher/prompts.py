@@ -27,6 +27,7 @@ __all__ = [
     "build_teacher_sequence",
     "canonical_reply",
     "char_span_to_tokens",
+    "document_body",
     "template_key",
 ]
 
@@ -51,6 +52,12 @@ def template_key(tokenizer: Any = None) -> str:
     return h.hexdigest()[:16]
 
 
+def document_body(doc: dict[str, Any]) -> str:
+    """A document as the teacher's prompts show it: title and text on two lines (the text alone without a title)."""
+    title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
+    return f"{title}\n{text}" if title else text
+
+
 def _user_message(question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
     """The user message and each document's (title + text) character span inside it."""
     parts = [REASONING_INSTRUCTIONS, "\n\nDocuments:\n"]
@@ -58,8 +65,7 @@ def _user_message(question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, l
     spans = []
     for k, d in enumerate(docs, start=1):
         label = f"[{k}] "
-        title, text = (d.get("title") or "").strip(), (d.get("text") or "").strip()
-        body = f"{title}\n{text}" if title else text
+        body = document_body(d)
         start = pos + len(label)
         spans.append((start, start + len(body)))
         chunk = f"{label}{body}\n"

@@ -262,11 +262,15 @@ def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_frac
     for key in grid:
         resolve_params(recipe.teacher, **{key: grid[key][0]})  # reject keys this estimator cannot vary early
     bias = _bias_for(recipe, labels_path) if base.w_source == "attention" else None
+    points = grid_points(grid)
+    if bias is None and any(resolve_params(recipe.teacher, **p).calibrate for p in points):
+        raise ValueError("the grid asks for calibration, but labels.jsonl was made without it (teacher.calibrate "
+                         "false): relabel with calibration, or keep calibrate=false in the grid")
     rows = []
     cache: dict[tuple[Any, ...], tuple[list[Any], list[Any]]] = {}
     from tqdm.auto import tqdm
 
-    for point in tqdm(grid_points(grid), desc="tune", unit="setting", disable=not show_progress):
+    for point in tqdm(points, desc="tune", unit="setting", disable=not show_progress):
         params = resolve_params(recipe.teacher, **point)
         key = tuple(getattr(params, f) for f in _ESTIMATE_FIELDS)
         if key not in cache:

@@ -148,6 +148,17 @@ def test_tune_reproduces_attention_labels_with_calibration(tmp_path, tiny_teache
         _bias_for(recipe, tmp_path / "labels.jsonl")
 
 
+def test_calibration_in_the_grid_needs_calibrated_labels(tmp_path, tiny_teacher_dir):
+    recipe = load_recipe(None, [f"run_dir={tmp_path}", "data.path=demo", "data.k1=5", "data.limit=8",
+                                f"teacher.model={tiny_teacher_dir}", "teacher.steps=oracle", "teacher.calibrate=false",
+                                "teacher.dtype=float32", "teacher.device=cpu"])
+    run_data_stage(recipe, show_progress=False)
+    with pytest.raises(ValueError, match="the grid asks for calibration"):
+        run_tune(recipe, parse_grid(["calibrate=false,true"]), show_progress=False, plot=False)
+    result = run_tune(recipe, parse_grid(["calibrate=false", "lam=0.1,0.3"]), show_progress=False, plot=False)
+    assert len(result["rows"]) == 2 and "plots" not in result
+
+
 def test_tune_refuses_records_without_stored_scores(tmp_path):
     (tmp_path / "labels.jsonl").write_text(json.dumps({"qid": "q1", "status": "ok", "selected": [0]}) + "\n")
     (tmp_path / "candidates.jsonl").write_text(json.dumps({"qid": "q1", "docs": [], "gold_doc_ids": []}) + "\n")
