@@ -14,6 +14,7 @@ candidates order: the first half tunes, the second half is held out (`purecover.
 3. Reported on the *held-out* halves only: the shipped defaults' label precision / recall / F1,
    mean |S| and fallback rate, next to retrieval's top-|S| (same size per question), top-2 and
    top-5; the per-dataset tuned choice (chosen on its tuning half) and its held-out F1.
+   Every grid point's figures on both halves go to oracle_labels_grid.csv beside the JSON.
 
 Targets (held-out, shipped defaults): F1 ≥ 0.85 on HotpotQA and ≥ 0.70 on 2Wiki, precision above
 retrieval top-|S| on all four, fallback ≤ 5%.
@@ -44,7 +45,7 @@ from purecover.teacher.tune import (
     retrieval_baselines,
     split_questions,
 )
-from purecover.utils.io import atomic_write_json
+from purecover.utils.io import atomic_write_json, atomic_write_text
 from purecover.utils.provenance import package_versions
 
 # one grid per score scale (the temperatures' units differ); their points are concatenated
@@ -53,6 +54,7 @@ GRIDS = [{"normalize": ["absolute"], "lam": [0.02, 0.05, 0.1, 0.2, 0.3],
          {"normalize": ["zscore"], "lam": [0.02, 0.05, 0.1, 0.2, 0.3],
           "embedding_tau": [0.5, 1.0, 1.5, 2.0, 3.0], "embedding_tau_e": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]}]
 MAX_FALLBACK = 0.05
+ROW_FIGURES = ("f1", "precision", "mean_size", "fallback_rate")  # per grid point and split, in the JSON
 TARGET_F1 = {"hotpotqa": 0.85, "2wiki": 0.70}
 
 
@@ -91,6 +93,20 @@ def dataset_rows(dataset: str, file: Path, run_dir: Path) -> dict:
                                   "heldout": rows[chosen]["heldout"]},
         "rows": rows,
     }
+
+
+def write_grid_csv(path: Path, per_dataset: dict[str, dict]) -> Path:
+    """Every grid point's figures on both halves, one row per (dataset, point)."""
+    keys = list(next(iter(per_dataset.values()))["rows"][0]["setting"])
+    header = ["dataset", *keys, *(f"{split}_{m}" for split in ("tune", "heldout") for m in ROW_FIGURES)]
+    lines = [",".join(header)]
+    for dataset, r in per_dataset.items():
+        for row in r["rows"]:
+            cells = [dataset, *(str(row["setting"][k]) for k in keys),
+                     *(str(row[split][m]) for split in ("tune", "heldout") for m in ROW_FIGURES)]
+            lines.append(",".join(cells))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
 
 
 def shared_choice(per_dataset: dict[str, dict]) -> dict:
@@ -150,7 +166,7 @@ def main() -> int:
         "target_f1": TARGET_F1, "targets_met": targets,
         "all_targets_met": all(all(c.values()) for c in targets.values()),
         "results": {d: {k: v for k, v in r.items() if k != "rows"} for d, r in per_dataset.items()},
-        "grid_rows": {d: r["rows"] for d, r in per_dataset.items()},
+        "grid_csv": str(write_grid_csv(Path(args.out).with_name("oracle_labels_grid.csv"), per_dataset)),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "versions": package_versions(),
     }
     atomic_write_json(args.out, out)
