@@ -11,9 +11,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
+
+# bm25s takes its top-k with JAX when JAX is installed, and JAX claims 75% of a GPU's memory when it
+# starts (XLA preallocation): on a GPU machine with JAX, importing this module (which the label stage
+# does through the candidates reader) took 60 GiB of an H100 before the teacher was loaded. Retrieval is
+# CPU work: keep JAX on the CPU unless the user chose otherwise.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import bm25s
 import numpy as np

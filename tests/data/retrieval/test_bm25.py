@@ -50,3 +50,18 @@ def test_allowed_restricts_ranking():
 
     (hits,) = r.search(["lighthouse village"], 2, allowed=[np.array([0, 2, 3])])
     assert 1 not in [h.index for h in hits]
+
+
+def test_importing_bm25_keeps_jax_off_the_gpu_unless_the_user_chose():
+    # bm25s uses JAX when installed; JAX would claim 75% of a GPU at start (measured: 60 GiB of an H100)
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, purecover.data.retrieval.bm25; print(os.environ['JAX_PLATFORMS'], os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "XLA_PYTHON_CLIENT_PREALLOCATE")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["cpu", "false"]
+    chosen = subprocess.run([sys.executable, "-c", code], env={**env, "JAX_PLATFORMS": "cuda"}, capture_output=True,
+                            text=True, check=True).stdout
+    assert chosen.split() == ["cuda", "false"]
