@@ -7,6 +7,12 @@ Outputs in ``run_dir/checkpoints/``: the Trainer's ``checkpoint-N/`` folders (mo
 optimizer, scheduler, RNG states: a rerun resumes from the last one) and ``final/`` (the trained
 adapter or model, the tokenizer, and ``purecover_student.json`` with the identifier scheme, K1
 and the calibrated threshold τ3).
+
+Idempotent: ``purecover_student.json`` is written last, atomically, with the stage's config hash
+and summary; it marks ``final/`` complete. A rerun whose configuration matches returns that summary
+without loading anything (and completes ``train.run.json`` if a kill came between the two). A
+rerun with another configuration is refused before anything loads. A kill before the marker
+reruns from the last complete checkpoint.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import datetime as _dt
 import difflib
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,7 @@ from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
 from ..utils.io import atomic_write_json, read_jsonl
-from ..utils.provenance import write_stage_manifest
+from ..utils.provenance import check_same_config, write_stage_manifest
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .losses import ReplyFormat
 from .threshold import calibrate_threshold
@@ -106,8 +113,14 @@ def first_position_logits(model: Any, prompts: list[list[int]], identifier_ids: 
 
 
 def _last_complete_checkpoint(output_dir: Path) -> str | None:
-    """Newest ``checkpoint-N`` holding ``trainer_state.json`` (the Trainer writes it last; a kill during a
-    save leaves a folder without it, which is skipped)."""
+    """The ``checkpoint-N`` to resume from: the newest holding ``trainer_state.json`` (the Trainer writes it
+    last; a kill during a save leaves a folder without it, which is skipped).
+
+    A checkpoint saved at ``max_steps`` is passed over for the one before it (or a fresh start): the
+    Trainer resumed there takes one step past ``max_steps`` before it checks (transformers 5), whereas
+    replaying the last steps from the previous checkpoint is deterministic and ends where an
+    uninterrupted run ends.
+    """
     if not output_dir.is_dir():
         return None
     found = []
@@ -116,18 +129,61 @@ def _last_complete_checkpoint(output_dir: Path) -> str | None:
         if d.is_dir() and suffix.isdigit():
             found.append((int(suffix), d))
     for _step, d in sorted(found, reverse=True):
-        if (d / "trainer_state.json").is_file():
-            return str(d)
-        log.warning("skipping incomplete checkpoint %s (no trainer_state.json: interrupted while saving)", d)
+        state_file = d / "trainer_state.json"
+        if not state_file.is_file():
+            log.warning("skipping incomplete checkpoint %s (no trainer_state.json: interrupted while saving)", d)
+            continue
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        if 0 < int(state.get("max_steps") or 0) <= int(state.get("global_step") or 0):
+            log.info("checkpoint %s is at max_steps: resuming from the one before it instead", d)
+            continue
+        return str(d)
     return None
 
 
+def finished_summary(final: Path, config_hash: str) -> dict[str, Any] | None:
+    """The summary stored in a complete ``final/`` made with `config_hash`; None when not complete.
+
+    A complete ``final/`` of another configuration is an error (its weights would pass as this one's).
+    """
+    path = final / STUDENT_META
+    if not path.is_file():
+        return None
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if "config_hash" not in meta:  # written before completion markers existed: treat as not complete
+        return None
+    if meta["config_hash"] != config_hash:
+        raise RuntimeError(f"{final} holds a student trained with another configuration (hash "
+                           f"{meta['config_hash']}, now {config_hash}); use another run_dir or delete "
+                           f"{final.parent}/")
+    return meta.get("summary")
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json."""
+    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json.
+
+    Checks first, before loading anything: outputs of another configuration are refused; a
+    ``final/`` already complete for this configuration is returned as it is (module docstring).
+    """
     cfg = recipe.student
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
     candidates, labels = run_dir / "candidates.jsonl", run_dir / "labels.jsonl"
+    config_hash = stage_fingerprint(recipe, "train")
+    check_same_config(run_dir, "train", config_hash, [run_dir / CHECKPOINTS], "data/teacher/student",
+                      f"use another run_dir or delete {run_dir / CHECKPOINTS}/")
+    done = finished_summary(run_dir / CHECKPOINTS / FINAL, config_hash)
+    if done is not None:
+        manifest = run_dir / "train.run.json"
+        stored = json.loads(manifest.read_text(encoding="utf-8")).get("summary", {}) if manifest.is_file() else {}
+        if stored.get("status") != "complete" and _is_main_process():  # killed after final/, before this
+            write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, done, started)
+        log.info("train: %s is already complete for this configuration; nothing to do", run_dir / CHECKPOINTS / FINAL)
+        return done
     model, tokenizer = _load_student(recipe)
     k1 = max(len(rec["docs"]) for _, rec in read_jsonl(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
@@ -144,7 +200,6 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         pad_id=tokenizer.pad_token_id or 0,
     )
     is_main = trainer.accelerator.is_main_process
-    config_hash = stage_fingerprint(recipe, "train")
     if is_main:
         write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
     resume = cfg.training.get("resume_from_checkpoint")
@@ -175,6 +230,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
             "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
             "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact},
             "log_history": trainer.state.log_history,
+            "config_hash": config_hash, "summary": summary,  # written last: marks final/ complete
         })
         write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, summary, started)
         log.info("trained student: %s", json.dumps(summary))

@@ -1,0 +1,104 @@
+"""The train stage is idempotent: a finished run is skipped, a changed configuration is refused before
+anything loads, and a kill at the end (after final/, before the manifest) loses nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import purecover.train.run as train_run
+from purecover.config import load_recipe
+from purecover.train.run import CHECKPOINTS, FINAL, STUDENT_META, run_train_stage
+from tests.train.helpers import labelled_run
+
+
+def recipe_for(run, tiny, *extra):
+    return load_recipe(None, [
+        f"run_dir={run}", "data.path=demo", "data.k1=6", "data.limit=8", f"teacher.model={tiny}",
+        "teacher.steps=oracle", "teacher.calibrate=false", "teacher.dtype=float32", "teacher.device=cpu",
+        f"student.model={tiny}", "student.training.max_steps=4", "student.training.save_steps=2",
+        "student.training.logging_steps=1", *extra])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tiny, run = labelled_run(tmp_path_factory.mktemp("idem"))
+    summary = run_train_stage(recipe_for(run, tiny), show_progress=False)
+    return tiny, run, summary
+
+
+def snapshot(run):
+    """Every file under checkpoints/ with its modification time and size."""
+    base = run / CHECKPOINTS
+    return {str(p.relative_to(base)): (p.stat().st_mtime_ns, p.stat().st_size) for p in base.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    def refuse(*_a, **_k):
+        raise AssertionError("the student was loaded")
+
+    monkeypatch.setattr(train_run, "_load_student", refuse)
+
+
+def test_rerun_after_complete_changes_nothing(trained, no_loading):
+    tiny, run, summary = trained
+    before = snapshot(run)
+    manifest = json.loads((run / "train.run.json").read_text())
+    again = run_train_stage(recipe_for(run, tiny), show_progress=False)
+    assert again == summary and again["global_step"] == 4
+    assert snapshot(run) == before  # no 5th step, final/ untouched, no checkpoint rotated away
+    assert sorted(p.name for p in (run / CHECKPOINTS).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert json.loads((run / "train.run.json").read_text()) == manifest
+
+
+def test_changed_configuration_is_refused_before_anything_loads(trained, no_loading):
+    tiny, run, _ = trained
+    before = snapshot(run)
+    with pytest.raises(RuntimeError, match="different data/teacher/student configuration"):
+        run_train_stage(recipe_for(run, tiny, "student.training.learning_rate=0.5"), show_progress=False)
+    assert snapshot(run) == before
+    manifest = json.loads((run / "train.run.json").read_text())
+    assert manifest["summary"]["status"] == "complete"  # the old hash stays: the new config never ran
+
+
+def test_final_of_another_configuration_is_refused_without_a_manifest(trained, no_loading, tmp_path):
+    # a copied checkpoints/ without its train.run.json still cannot pass as this configuration's
+    import shutil
+
+    tiny, run, _ = trained
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    (other / "train.run.json").unlink()
+    with pytest.raises(RuntimeError, match="holds a student trained with another configuration"):
+        run_train_stage(recipe_for(other, tiny, "student.lm_weight=0.5"), show_progress=False)
+
+
+def test_kill_after_final_before_the_manifest_is_completed_on_rerun(trained, no_loading, tmp_path):
+    import shutil
+
+    tiny, run, summary = trained
+    killed = tmp_path / "killed"
+    shutil.copytree(run, killed)
+    manifest = json.loads((killed / "train.run.json").read_text())
+    manifest["summary"] = {"status": "running"}  # what the stage writes before training
+    (killed / "train.run.json").write_text(json.dumps(manifest))
+    result = run_train_stage(recipe_for(killed, tiny), show_progress=False)
+    assert result["tau3"] == summary["tau3"] and result["global_step"] == summary["global_step"]
+    assert json.loads((killed / "train.run.json").read_text())["summary"]["status"] == "complete"
+
+
+def test_kill_before_the_completion_marker_resumes_to_the_same_result(trained, tmp_path):
+    import shutil
+
+    tiny, run, summary = trained
+    killed = tmp_path / "killed"
+    shutil.copytree(run, killed)
+    (killed / CHECKPOINTS / FINAL / STUDENT_META).unlink()  # killed while writing final/
+    result = run_train_stage(recipe_for(killed, tiny), show_progress=False)
+    assert result["global_step"] == summary["global_step"] == 4  # resumed at the end: no extra step
+    assert result["tau3"] == pytest.approx(summary["tau3"], abs=1e-6)
+    assert sorted(p.name for p in (killed / CHECKPOINTS).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    meta = json.loads((killed / CHECKPOINTS / FINAL / STUDENT_META).read_text())
+    assert meta["summary"]["global_step"] == 4 and meta["config_hash"]
