@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import __version__
-from .config import ConfigError, Recipe, dump_recipe_yaml, load_recipe
+from .config import ConfigError, Recipe, dump_recipe_yaml
+from .validate import load_validated_recipe
 
 __all__ = ["build_parser", "main"]
 
@@ -42,7 +43,8 @@ numbers, true/false, null, [lists]). Unknown keys are errors that name the close
 
 
 def _recipe(args: argparse.Namespace) -> Recipe:
-    return load_recipe(args.recipe, args.overrides)
+    """RECIPE with its overrides, the whole of it validated (`purecover.validate`) before any work."""
+    return load_validated_recipe(args.recipe, args.overrides)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -263,8 +265,10 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         _cmd_pipeline,
     ),
     "config": (
-        "print the resolved recipe (validates keys and overrides)",
-        "Load RECIPE, apply --set overrides, validate every key and print the resolved recipe as YAML.",
+        "print the resolved recipe (validates the whole recipe, as every stage does first)",
+        "Load RECIPE, apply --set overrides, validate the whole recipe (every key and value, student.training "
+        "against transformers' TrainingArguments, data.k1 against student.identifiers, eval.table_budget "
+        "against eval.budgets) and print the resolved recipe as YAML.",
         _cmd_config,
     ),
 }

@@ -3,6 +3,8 @@
 A recipe is a YAML mapping with the sections of DESIGN.md §8. `load_recipe(path, overrides)`
 reads it, applies `section.key=value` overrides (values parsed as YAML), and validates every
 key and type. Unknown keys raise `ConfigError` naming the key and the closest valid one.
+Checks that span sections or need another library (`student.training` against transformers,
+`data.k1` against the identifier scheme) are `purecover.validate.validate_recipe`'s.
 
 Paths in a recipe (``run_dir``, ``data.path``, ...) are relative to the working directory.
 """
@@ -399,6 +401,10 @@ def _check_values(obj: Any, prefix: str) -> None:
                     load_template(path, kind)
                 except TemplateError as exc:
                     need(False, key, str(exc))
+    elif isinstance(obj, LoraConfig):
+        need(obj.r >= 1, "r", f"must be an integer >= 1, got {obj.r}")
+        need(obj.alpha > 0, "alpha", f"must be > 0, got {obj.alpha}")
+        need(0.0 <= obj.dropout < 1.0, "dropout", f"must be in [0, 1), got {obj.dropout}")
     elif isinstance(obj, StudentConfig):
         need(obj.m_exact >= 1, "m_exact", "must be >= 1")
         need(obj.max_passage_tokens >= 8, "max_passage_tokens", "must be >= 8")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import STAGE_SECTIONS, Recipe, stage_fingerprint
+from .utils.rundir_lock import locked_stage
 
 __all__ = ["STAGES", "Resource", "StagePlan", "plan_pipeline", "resolve_resources",
            "run_pipeline"]
@@ -295,6 +296,7 @@ def headline(stage: str, summary: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+@locked_stage("pipeline")
 def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool = True,
                  echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Run the plan; returns one row per stage ``{stage, action, seconds, summary}``.

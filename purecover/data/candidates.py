@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from ..config import Recipe, recipe_to_dict, stage_fingerprint
 from ..utils.io import ResumableJsonl, atomic_write_json, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
+from ..utils.rundir_lock import locked_stage
 from .corpus import (
     Corpus,
     Doc,
@@ -143,6 +144,7 @@ def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
         yield items[i : i + n]
 
 
+@locked_stage("data")
 def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json."""
     cfg = recipe.data

@@ -42,6 +42,7 @@ from ..config import Recipe, recipe_to_dict
 from ..data.candidates import read_candidates
 from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.provenance import package_versions, write_stage_manifest
+from ..utils.rundir_lock import locked_stage
 from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
 from .generation_cache import GenerationCache, prompt_key
 from .qa_metrics import score_prediction
@@ -308,6 +309,7 @@ def _config_hash(recipe: Recipe, question_ids: Sequence[str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+@locked_stage("evaluate")
 def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json``."""
     from .report import plot_metrics, render_report

@@ -27,6 +27,7 @@ from ..config import Recipe, recipe_to_dict, stage_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
+from ..utils.rundir_lock import locked_stage
 from .selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def _select_batch(selector: Selector, batch: Sequence[dict[str, Any]]) -> list[S
     return [next(results) if r["docs"] else SelectionResult([], [], []) for r in batch]
 
 
+@locked_stage("select")
 def run_select_stage(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
                      backend: str = "hf", **backend_kwargs: Any) -> dict[str, Any]:
     """Write run_dir/selections.jsonl with the selector in run_dir/selector (or `selector_dir`).

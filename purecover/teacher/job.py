@@ -36,6 +36,7 @@ from ..config import Recipe, TeacherConfig, recipe_to_dict, stage_fingerprint
 from ..data.candidates import read_candidates
 from ..utils.io import ResumableJsonl, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
+from ..utils.rundir_lock import locked_stage
 from .calibration import BIAS_FILE, calibration_keys, compute_position_bias, load_bias, save_bias
 from .capture import SegmentSpec, capture_segment_attention
 from .defaults import EstimationParams, resolve_params
@@ -156,6 +157,7 @@ def _load_embedder(cfg: TeacherConfig) -> Any:
 # --------------------------------------------------------------------------- calibration stage
 
 
+@locked_stage("calibrate")
 def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json.
 
@@ -478,6 +480,7 @@ def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[
     return [json.loads(by_qid[c["qid"]]) for c in candidates]
 
 
+@locked_stage("label")
 def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring)."""
     cfg = recipe.teacher

@@ -33,6 +33,7 @@ import numpy as np
 from ..config import Recipe, parse_override, recipe_to_dict, stage_fingerprint
 from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
 from ..utils.provenance import package_versions
+from ..utils.rundir_lock import locked_stage
 from .defaults import EstimationParams, resolve_params
 from .diagnostics import prf
 from .estimation import Estimate, SegmentAttention, SimilarityScores, estimate
@@ -244,6 +245,7 @@ def _labels_current(recipe: Recipe) -> bool:
             and manifest.get("summary", {}).get("status") == "complete")
 
 
+@locked_stage("tune")
 def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_fraction: float = 0.5,
              max_fallback: float = 0.05, show_progress: bool = True, plot: bool = True) -> dict[str, Any]:
     """Label once (if needed), re-solve every grid point, choose on the tuning split; write run_dir/tune/."""

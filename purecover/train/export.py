@@ -39,6 +39,7 @@ from ..models.identifiers import IdentifierScheme
 from ..models.selector import SELECTOR_CONFIG
 from ..utils.io import atomic_write_json, atomic_write_text
 from ..utils.provenance import write_stage_manifest
+from ..utils.rundir_lock import locked_stage
 
 log = logging.getLogger(__name__)
 
@@ -369,6 +370,7 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     return out
 
 
+@locked_stage("export")
 def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
                      out_dir: str | Path | None = None) -> dict[str, Any]:
     """Export run_dir/checkpoints/final (or `checkpoint_dir`) to run_dir/selector (or `out_dir`).

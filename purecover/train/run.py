@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import difflib
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
 from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import check_same_config, write_stage_manifest
+from ..utils.rundir_lock import locked_stage
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .losses import ReplyFormat
 from .threshold import calibrate_threshold
@@ -65,23 +65,27 @@ _DEFAULT_TRAINING: dict[str, Any] = {
 }
 
 
-def build_training_arguments(recipe: Recipe, has_eval: bool) -> Any:
-    """TrainingArguments from the defaults above, overridden by ``student.training`` (keys checked)."""
+def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = False) -> Any:
+    """TrainingArguments from the defaults above, overridden by ``student.training``.
+
+    Keys and values are checked by `purecover.validate.check_training_section`. ``dry_run``: only
+    build them on the CPU in a temporary directory, changing no process state (the recipe check
+    that `purecover.validate.validate_recipe` runs before any stage).
+    """
     from transformers import TrainingArguments
 
-    valid = {f.name for f in dataclasses.fields(TrainingArguments)}
+    from ..validate import check_training_section, dry_training_arguments
+
     user = dict(recipe.student.training)
-    for key in user:
-        if key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=1)
-            hint = f"; did you mean 'student.training.{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown key 'student.training.{key}' (not a TrainingArguments field){hint}")
+    check_training_section(user)
     if user.get("output_dir") not in (None, str(recipe.run_path / CHECKPOINTS)):
         raise ConfigError("student.training.output_dir is fixed to run_dir/checkpoints; change run_dir instead")
     kwargs = {**_DEFAULT_TRAINING, "seed": recipe.seed, "data_seed": recipe.seed,
               "eval_strategy": "epoch" if has_eval else "no", **user,
               "output_dir": str(recipe.run_path / CHECKPOINTS)}
     kwargs.pop("resume_from_checkpoint", None)
+    if dry_run:
+        return dry_training_arguments(kwargs)
     if not torch.cuda.is_available():
         kwargs.setdefault("use_cpu", True)
     return TrainingArguments(**kwargs)
@@ -163,6 +167,7 @@ def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
+@locked_stage("train")
 def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json.
 

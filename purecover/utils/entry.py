@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
 
 def stage_main(run: Callable[..., dict[str, Any]], prog: str, description: str | None,
                argv: list[str] | None = None) -> int:
-    """Parse ``RECIPE [--set k=v ...] [-q]``, run the stage and print its summary."""
-    from ..config import load_recipe
+    """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, run the stage and print its summary.
+
+    A recipe error is one line on stderr and exit code 2, before the stage starts (like `purecover`).
+    """
+    from ..config import ConfigError
+    from ..validate import load_validated_recipe
 
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("recipe", nargs="?")
@@ -19,5 +24,10 @@ def stage_main(run: Callable[..., dict[str, Any]], prog: str, description: str |
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    print(run(load_recipe(args.recipe, args.overrides), show_progress=not args.quiet))
+    try:
+        recipe = load_validated_recipe(args.recipe, args.overrides)
+    except ConfigError as exc:
+        print(f"{prog}: recipe error: {exc}", file=sys.stderr)
+        return 2
+    print(run(recipe, show_progress=not args.quiet))
     return 0

@@ -1,0 +1,146 @@
+"""One writer per run directory: an exclusive lock on ``run_dir/.purecover.lock``.
+
+Every stage holds it while it runs (`locked_stage`), so two processes can never write one run
+directory at once: the second gets one clear line naming the holder (stage, pid, host, start).
+
+* The lock is ``fcntl.flock`` on the lock file: the kernel releases it when the holder exits or is
+  killed, so a lock left by a dead process is taken over by the next run without any guessing.
+  The file keeps the last holder's description (pid, host, stage, start) for the message.
+* Re-entrant within a process: the pipeline holds it across its stages, and each stage it runs
+  enters it again.
+* Distributed launches (``torchrun`` / ``accelerate launch``, ``WORLD_SIZE`` > 1): rank 0 takes the
+  lock and records its launch (``TORCHELASTIC_RUN_ID`` when the launcher sets one, else host, the
+  launcher's pid, which is every rank's parent, and ``MASTER_PORT``); the other ranks do not lock
+  but wait until the lock file names their own launch, and fail after a while if it never does.
+* POSIX only (``fcntl``); on a file system without flock support the lock is a no-op with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .io import ensure_output_dir
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LOCK_FILE", "RunDirBusyError", "locked_stage", "run_dir_lock"]
+
+LOCK_FILE = ".purecover.lock"
+RANK_WAIT_SECONDS = 120.0
+_HELD: dict[str, list[Any]] = {}  # resolved run dir -> [open lock file, depth]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class RunDirBusyError(RuntimeError):
+    """Another process (or another launch) holds the run directory's lock."""
+
+
+def _launch_id() -> str | None:
+    """Identity shared by the ranks of one launch (None for a single process)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id and run_id != "none":
+        return run_id
+    return f"{socket.gethostname()}:{os.getppid()}:{os.environ.get('MASTER_PORT', '')}"
+
+
+def _holder(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _busy(run_dir: Path, holder: dict[str, Any]) -> RunDirBusyError:
+    who = (f"`purecover {holder.get('stage', '?')}` (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
+           f"since {holder.get('started', '?')})") if holder else "another process"
+    return RunDirBusyError(f"{run_dir} is in use by {who}: wait for it to finish, or use another run_dir")
+
+
+def _try_flock(handle: Any) -> bool:
+    import fcntl
+
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _wait_for_own_launch(run_dir: Path, path: Path, launch: str) -> None:
+    """Non-zero ranks: wait until the lock file names this launch (rank 0 took the lock). They never
+    touch the lock itself, so they cannot race rank 0 for it."""
+    deadline = time.monotonic() + RANK_WAIT_SECONDS
+    while _holder(path).get("launch") != launch:
+        if time.monotonic() > deadline:
+            raise RunDirBusyError(f"{run_dir}: rank 0 of this launch did not take the run-directory lock within "
+                                  f"{RANK_WAIT_SECONDS:.0f} s; {_busy(run_dir, _holder(path))}")
+        time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
+    """Hold `run_dir`'s exclusive lock while the block runs (see module docstring); creates `run_dir`."""
+    run_dir = Path(run_dir)
+    ensure_output_dir(run_dir)  # a clear error for a run_dir that cannot be created or written
+    key = str(run_dir.resolve())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    path = run_dir / LOCK_FILE
+    launch = _launch_id()
+    if launch is not None and int(os.environ.get("RANK", "0")) != 0:
+        _wait_for_own_launch(run_dir, path, launch)
+        yield
+        return
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's lifetime
+    try:
+        try:
+            acquired = _try_flock(handle)
+        except OSError as exc:  # e.g. a file system without flock
+            log.warning("cannot lock %s (%s): running without the run-directory lock", path, exc)
+            acquired = True
+        if not acquired:
+            raise _busy(run_dir, _holder(path))
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "stage": stage, "launch": launch,
+                                 "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}))
+        handle.flush()
+        _HELD[key] = [handle, 1]
+        try:
+            yield
+        finally:
+            del _HELD[key]
+    finally:
+        handle.close()  # closing releases the flock
+
+
+def locked_stage(stage: str) -> Callable[[F], F]:
+    """Decorator for ``run_<stage>_stage(recipe, ...)``: the call holds ``recipe.run_path``'s lock."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(recipe: Any, *args: Any, **kwargs: Any) -> Any:
+            with run_dir_lock(recipe.run_path, stage):
+                return fn(recipe, *args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    return wrap

@@ -1,0 +1,104 @@
+"""One writer per run directory: the lock refuses a second process, survives a killed holder, and lets the
+ranks of one launch through."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from purecover.utils import rundir_lock
+from purecover.utils.rundir_lock import LOCK_FILE, RunDirBusyError, run_dir_lock
+
+REPO = Path(__file__).resolve().parents[2]
+HOLDER = """
+import sys
+from purecover.utils.rundir_lock import run_dir_lock
+with run_dir_lock(sys.argv[1], "label"):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def hold_in_child(run_dir: Path) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(run_dir)], cwd=REPO, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "held"
+    return child
+
+
+def test_second_process_is_refused_with_the_holder_named(tmp_path):
+    child = hold_in_child(tmp_path)
+    try:
+        with pytest.raises(RunDirBusyError) as err, run_dir_lock(tmp_path, "train"):
+            pass
+        message = str(err.value)
+        assert f"pid {child.pid} on {socket.gethostname()}" in message and "`purecover label`" in message
+        assert str(tmp_path) in message and "another run_dir" in message
+    finally:
+        child.communicate("\n", timeout=30)
+    with run_dir_lock(tmp_path, "train"):  # released when the holder finished
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+
+
+def test_lock_of_a_killed_process_is_taken_over(tmp_path):
+    child = hold_in_child(tmp_path)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == child.pid  # the record stays behind
+    with run_dir_lock(tmp_path, "data"):
+        holder = json.loads((tmp_path / LOCK_FILE).read_text())
+        assert holder["pid"] == os.getpid() and holder["stage"] == "data"
+
+
+def test_reentrant_within_a_process(tmp_path):
+    with run_dir_lock(tmp_path, "pipeline"), run_dir_lock(tmp_path / ".", "label"):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["stage"] == "pipeline"
+    child = hold_in_child(tmp_path)  # fully released afterwards
+    child.communicate("\n", timeout=30)
+
+
+def test_non_zero_ranks_wait_for_their_own_launch(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "launch-a")
+    monkeypatch.setattr(rundir_lock, "RANK_WAIT_SECONDS", 0.5)
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "h", "stage": "label", "launch": "launch-b"}))
+    with pytest.raises(RunDirBusyError, match="rank 0 of this launch did not take"), run_dir_lock(tmp_path, "label"):
+        pass
+    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "h", "stage": "label", "launch": "launch-a"}))
+    with run_dir_lock(tmp_path, "label"):
+        pass  # rank 0 of this launch holds it: go ahead without locking
+
+
+def test_two_label_processes_on_one_run_dir(tmp_path):
+    from purecover.config import load_recipe
+    from purecover.data.candidates import run_data_stage
+
+    # oracle steps + the embedding estimator: no teacher model is loaded
+    args = [f"run_dir={tmp_path}", "data.path=demo", "data.k1=5", "teacher.model=unused",
+            "teacher.steps=oracle", "teacher.estimator=embedding", "teacher.batch_size=2"]
+    run_data_stage(load_recipe(None, args), show_progress=False)
+    cmd = [sys.executable, "-m", "purecover", "label", "-q", *(x for a in args for x in ("--set", a))]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    first = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the first one holds the lock
+        lock = tmp_path / LOCK_FILE
+        if lock.is_file() and lock.read_text() and json.loads(lock.read_text()).get("pid") == first.pid:
+            break
+        time.sleep(0.05)
+    second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    _out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    assert second.returncode == 1
+    assert f"is in use by `purecover label` (pid {first.pid}" in second.stderr
+    lines = (tmp_path / "labels.jsonl").read_text().splitlines()
+    assert len(lines) == 36 and len({json.loads(line)["qid"] for line in lines}) == 36
