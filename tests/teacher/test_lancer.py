@@ -402,34 +402,23 @@ def test_subquestion_template_file_replaces_the_whole_message(tmp_path, qwen_tok
 
 
 @pytest.mark.parametrize(
-    ("kind", "text", "placeholder"),
-    [("rating", "{question} {subquestion}", "{document}"),
-     ("rating", "{question} {document}", "{subquestion}"),
-     ("rating", "{subquestion} {document}", "{question}"),
-     ("subquestion", "Write sub-questions for {question}", "{n}"),
-     ("subquestion", "Write {n} sub-questions", "{question}")],
+    ("kind", "text", "problem"),
+    [("rating", "{question} {subquestion}", "lacks the placeholder {document}"),
+     ("rating", "{question} {document}", "lacks the placeholder {subquestion}"),
+     ("rating", "{subquestion} {document}", "lacks the placeholder {question}"),
+     ("subquestion", "Write sub-questions for {question}", "lacks the placeholder {n}"),
+     ("subquestion", "Write {n} sub-questions", "lacks the placeholder {question}"),
+     ("rating", "{question} {subquestion} {document} {context}", "unknown placeholder {context}"),
+     ("rating", "{question} {subquestion} {document} {}", "unknown placeholder {}"),
+     ("rating", "{question} {subquestion} {document.title}", "unknown placeholder {document.title}"),
+     ("subquestion", "{question} {n} {document}", "unknown placeholder {document}")],
 )
-def test_template_missing_placeholder_names_file_and_placeholder(tmp_path, kind, text, placeholder):
+def test_template_placeholder_errors_name_file_and_placeholder(tmp_path, kind, text, problem):
     path = write(tmp_path / f"{kind}.txt", text)
     with pytest.raises(TemplateError) as info:
         load_template(path, kind)
     msg = str(info.value)
-    assert str(path) in msg and f"lacks the placeholder {placeholder}" in msg
-
-
-@pytest.mark.parametrize(
-    ("kind", "text", "placeholder"),
-    [("rating", "{question} {subquestion} {document} {context}", "{context}"),
-     ("rating", "{question} {subquestion} {document} {}", "{}"),
-     ("rating", "{question} {subquestion} {document.title}", "{document.title}"),
-     ("subquestion", "{question} {n} {document}", "{document}")],
-)
-def test_template_unknown_placeholder_names_file_and_placeholder(tmp_path, kind, text, placeholder):
-    path = write(tmp_path / f"{kind}.txt", text)
-    with pytest.raises(TemplateError) as info:
-        load_template(path, kind)
-    msg = str(info.value)
-    assert str(path) in msg and f"unknown placeholder {placeholder}" in msg
+    assert str(path) in msg and problem in msg
 
 
 @pytest.mark.parametrize(
