@@ -464,7 +464,7 @@ def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[
     """Join the shards into labels.jsonl in candidates order; every qid exactly once."""
     import json
 
-    by_qid: dict[str, str] = {}
+    by_qid: dict[str, dict[str, Any]] = {}
     for rank in range(world):
         path = run_dir / SHARD_DIR / f"labels.{rank}-of-{world}.jsonl"
         if not path.exists():
@@ -472,12 +472,13 @@ def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[
         for lineno, rec in read_jsonl(path):
             if rec["qid"] in by_qid:
                 raise RuntimeError(f"{path}:{lineno}: qid {rec['qid']!r} labelled twice")
-            by_qid[rec["qid"]] = json.dumps(rec, ensure_ascii=False)
+            by_qid[rec["qid"]] = rec
     missing = [c["qid"] for c in candidates if c["qid"] not in by_qid]
     if missing:
         raise RuntimeError(f"{len(missing)} questions have no label (first: {missing[0]!r}); rerun to finish them")
-    atomic_write_text(run_dir / LABELS_FILE, "".join(by_qid[c["qid"]] + "\n" for c in candidates))
-    return [json.loads(by_qid[c["qid"]]) for c in candidates]
+    records = [by_qid[c["qid"]] for c in candidates]
+    atomic_write_text(run_dir / LABELS_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    return records
 
 
 @locked_stage("label")
