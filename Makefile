@@ -28,7 +28,7 @@ test: setup lint
 
 # The whole pipeline on the bundled demo set with tiny offline-built models (no network, ~2 min on 2 cores).
 demo: setup
-	$(OFFLINE) $(BIN)/python -m purecover.models.demo_assets runs/demo-assets
+	$(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
 	$(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
 
 bench: setup

@@ -98,7 +98,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from purecover.data.samples import sample_data_dir
-    from purecover.models.tiny import build_tiny_model
+    from purecover.demo.tiny import build_tiny_model
     from purecover.utils.io import atomic_write_json
     from purecover.utils.provenance import package_versions
 

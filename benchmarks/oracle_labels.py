@@ -32,9 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from purecover.config import load_recipe, stage_fingerprint
+from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+from purecover.stages import config_hash
 from purecover.teacher.defaults import resolve_params
 from purecover.teacher.job import run_label_stage
 from purecover.teacher.tune import (
@@ -65,7 +66,7 @@ def dataset_rows(dataset: str, file: Path, run_dir: Path) -> dict:
     if not (run_dir / "candidates.jsonl").is_file():
         run_data_stage(recipe, show_progress=False)
     manifest = run_dir / "label.run.json"
-    if manifest.is_file() and json.loads(manifest.read_text())["config_hash"] != stage_fingerprint(recipe, "label"):
+    if manifest.is_file() and json.loads(manifest.read_text())["config_hash"] != config_hash(recipe, "label"):
         for stale in (run_dir / "labels.jsonl", manifest):  # labels of other defaults, from an earlier run
             stale.unlink()
         shutil.rmtree(run_dir / "label_shards")

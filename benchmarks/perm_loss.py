@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from purecover.models.tiny import tiny_causal_lm
+from purecover.demo.tiny import tiny_causal_lm
 from purecover.train.losses import ReplyFormat, best_ordering, selector_loss
 from purecover.utils.io import atomic_write_json
 from purecover.utils.provenance import package_versions

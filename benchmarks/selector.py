@@ -39,10 +39,10 @@ import torch
 
 import purecover
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+from purecover.demo.tiny import build_tiny_model
 from purecover.models.identifiers import IdentifierScheme
 from purecover.models.selector import Selector, hf_identifier_logits
 from purecover.models.selector_prompt import build_selector_prompt, prompt_template
-from purecover.models.tiny import build_tiny_model
 from purecover.utils.io import atomic_write_json
 from purecover.utils.provenance import package_versions
 

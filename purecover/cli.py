@@ -3,8 +3,9 @@
     purecover data RECIPE [--set section.key=value ...]
     purecover config RECIPE [--set ...]        # print the resolved recipe
 
-Stages are registered here as they land (DESIGN §8); each handler imports its stage lazily so
-`purecover --help` stays fast and optional dependencies are only needed by the stages using them.
+Stage subcommands come from the registry (`purecover.stages`), which imports each stage lazily so
+`purecover --help` stays fast and optional dependencies are only needed by the stages using them;
+the other commands (config, pipeline, tune, score, report, label-report) are declared here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from . import __version__
 from .config import ConfigError, Recipe, dump_recipe_yaml
+from .stages import PIPELINE, STAGES
 from .validate import load_validated_recipe
 
 __all__ = ["build_parser", "main"]
@@ -52,28 +54,6 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_data(args: argparse.Namespace) -> int:
-    from .data.candidates import run_data_stage
-
-    summary = run_data_stage(_recipe(args), show_progress=not args.quiet)
-    _print_summary("data", summary)
-    return 0
-
-
-def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from .teacher.job import run_calibrate_stage
-
-    _print_summary("calibrate", run_calibrate_stage(_recipe(args), show_progress=not args.quiet))
-    return 0
-
-
-def _cmd_label(args: argparse.Namespace) -> int:
-    from .teacher.job import run_label_stage
-
-    _print_summary("label", run_label_stage(_recipe(args), show_progress=not args.quiet))
-    return 0
-
-
 def _cmd_tune(args: argparse.Namespace) -> int:
     from .teacher.tune import parse_grid, run_tune
 
@@ -95,31 +75,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    from .train.run import run_train_stage
+def _run_registered(args: argparse.Namespace) -> int:
+    """A registered stage (`purecover.stages`): validate, run (after its `before` stages), print the summary."""
+    from .stages import run_stage
 
-    _print_summary("train", run_train_stage(_recipe(args), show_progress=not args.quiet))
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    from .train.export import run_export_stage
-
-    _print_summary("export", run_export_stage(_recipe(args)))
-    return 0
-
-
-def _cmd_select(args: argparse.Namespace) -> int:
-    from .models.select_job import run_select_stage
-
-    _print_summary("select", run_select_stage(_recipe(args), show_progress=not args.quiet))
-    return 0
-
-
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from .eval.job import run_evaluate_stage
-
-    _print_summary("evaluate", run_evaluate_stage(_recipe(args), show_progress=not args.quiet))
+    _print_summary(args.command, run_stage(args.command, _recipe(args), show_progress=not args.quiet))
     return 0
 
 
@@ -127,9 +87,9 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     from .pipeline import plan_pipeline, resolve_resources, run_pipeline, summary_table
 
     recipe = _recipe(args)
-    resources = resolve_resources(recipe)
-    plans = plan_pipeline(recipe, args.start)
-    if args.dry_run:
+    if args.dry_run:  # a real run makes its plan once, under the run directory's lock
+        resources = resolve_resources(recipe)
+        plans = plan_pipeline(recipe, args.start)
         print(f"purecover pipeline (dry run): {args.recipe or 'built-in defaults'} -> run_dir {recipe.run_dir}")
         print("\nresources:")
         width = max(len(r.key) for r in resources)
@@ -188,29 +148,6 @@ def _print_summary(stage: str, summary: dict[str, Any]) -> None:
 
 # name -> (one-line help, description, handler)
 _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
-    "data": (
-        "retrieve top-K1 candidates per question -> run_dir/candidates.jsonl",
-        "Load the dataset (data.dataset, data.path), build the corpus (data.corpus: per_question, shared "
-        "or a corpus JSONL), retrieve data.k1 passages per question with data.retriever (bm25 or dense) "
-        "and write run_dir/candidates.jsonl. Resumable: a rerun skips questions already written.",
-        _cmd_data,
-    ),
-    "calibrate": (
-        "teacher position-bias calibration -> run_dir/bias.json",
-        "Run the teacher once over the prompt template with data.k1 content-free documents and a fixed dummy "
-        "reasoning trace; write the per-position attention bias to run_dir/bias.json (keys: model, k1, "
-        "template, layers). Needed by `label` when teacher.calibrate is true.",
-        _cmd_calibrate,
-    ),
-    "label": (
-        "teacher labels: CoT, attention coverage, greedy subset -> run_dir/labels.jsonl",
-        "Read run_dir/candidates.jsonl; get reasoning steps (teacher.steps: model = the teacher's reply, "
-        "oracle = the dataset's decomposition), estimate step weights e and coverage W (teacher.estimator: "
-        "attention or embedding), optionally fuse LANCER ratings, and select a subset with the "
-        "coverage-minus-noise greedy. Resumable. For several processes/GPUs use "
-        "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, rank 0 merges).",
-        _cmd_label,
-    ),
     "tune": (
         "choose teacher.lam / tau_stop / temperatures on questions with gold passages -> run_dir/tune/",
         "Label once (the label stage, skipped when complete), then re-solve every point of --grid from the raw "
@@ -222,46 +159,13 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "W and e temperatures x {0.5, 1, 2}.",
         _cmd_tune,
     ),
-    "train": (
-        "distil the student (LoRA) from labels.jsonl -> run_dir/checkpoints/",
-        "Train the student selector with L = L_CL + student.lm_weight * L_LM (exact permutation-invariant LM "
-        "loss for up to student.m_exact selected passages). student.training takes any transformers "
-        "TrainingArguments field. Resumes from the last checkpoint. Calibrates the threshold tau3 on the "
-        "held-out split. Multi-GPU / DeepSpeed: accelerate launch --config_file configs/accelerate/<cfg>.yaml "
-        "-m purecover.train RECIPE [--set ...].",
-        _cmd_train,
-    ),
-    "export": (
-        "merge the LoRA student into its base -> run_dir/selector/ (safetensors, selector_config.json)",
-        "Merge the trained adapter of run_dir/checkpoints/final into the base model (export.merge: true) and "
-        "write a plain transformers model (safetensors shards), its tokenizer, selector_config.json "
-        "(identifiers, prompt template, k1, tau3, k_max, min_select) and a model card to run_dir/selector/ "
-        "(written to a temporary directory, then renamed into place).",
-        _cmd_export,
-    ),
-    "select": (
-        "run the exported selector over candidates.jsonl -> run_dir/selections.jsonl",
-        "Load run_dir/selector/ and score every candidate of run_dir/candidates.jsonl in one forward pass per "
-        "question; write the selected positions, all identifier logits and probabilities. Resumable.",
-        _cmd_select,
-    ),
-    "evaluate": (
-        "RAG QA evaluation: methods x budgets -> run_dir/eval/ (metrics.json, report.md, plots)",
-        "For every method of eval.methods (retrieval, cross_encoder, mmr, xquad, ia_select, lancer_*, teacher, "
-        "student, none; teacher:DIR / student:DIR for another run's labels or selections) and every budget of "
-        "eval.budgets, select at most K passages, answer with eval.generator (QA prompt, greedy) and score EM/F1/Acc "
-        "with the dataset's rules plus Coverage@K / Purity@K. Questions: eval.path (a test set), else the "
-        "student's held-out split of run_dir/candidates.jsonl (eval.questions: all for every question). "
-        "Generations are cached by prompt hash in run_dir/eval/generations.jsonl: a rerun only generates what "
-        "is missing. Writes predictions/<method>@<K>.jsonl, metrics.json, report.md and plots/*.png.",
-        _cmd_evaluate,
-    ),
     "pipeline": (
-        "run every stage in order: data, calibrate, label, train, export, evaluate",
-        "Run data -> calibrate -> label -> train -> export -> evaluate on RECIPE, skipping stages already complete "
-        "for the same configuration (their <stage>.run.json and outputs) and resuming partly done ones. "
-        "--from STAGE reruns STAGE and everything after it; --dry-run validates the recipe, resolves every model, "
-        "dataset and file (Hub ids are not fetched) and prints the plan. Ends with a summary table.",
+        f"run every stage in order: {', '.join(PIPELINE)}",
+        f"Run {' -> '.join(PIPELINE)} on RECIPE, skipping stages already complete for the same configuration "
+        "(their <stage>.run.json says complete for the same config hash and their outputs still match it) and "
+        "resuming partly done ones. --from STAGE reruns STAGE and everything after it; --dry-run validates the "
+        "recipe, resolves every model, dataset and file (Hub ids are not fetched) and prints the plan. Ends with a "
+        "summary table.",
         _cmd_pipeline,
     ),
     "config": (
@@ -283,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"purecover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_text, description, handler) in _COMMANDS.items():
+    commands = {name: (st.help, st.description, _run_registered) for name, st in STAGES.items()}
+    for name, (help_text, description, handler) in {**commands, **_COMMANDS}.items():
         p = sub.add_parser(name, help=help_text, description=description)
         p.add_argument("recipe", nargs="?", metavar="RECIPE",
                        help="recipe YAML (omit to start from the built-in defaults)")
@@ -293,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
         if name == "pipeline":
             p.add_argument("--from", dest="start", default=None, metavar="STAGE",
-                           choices=["data", "calibrate", "label", "train", "export", "evaluate"],
+                           choices=list(PIPELINE),
                            help="rerun this stage and every later one")
             p.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
             p.add_argument("--strict", action="store_true", help="with --dry-run: missing local inputs are an error")
@@ -370,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (DataFormatError, HubUnavailableError, FileNotFoundError, PermissionError, ValueError,
             RuntimeError, OSError) as exc:
+        logging.getLogger("purecover").debug("traceback of the error below", exc_info=True)
         print(f"purecover {args.command}: error: {_describe(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -25,7 +25,6 @@ from typing import Any, Literal, Union
 import yaml
 
 __all__ = [
-    "STAGE_SECTIONS",
     "ConfigError",
     "DataConfig",
     "EvalConfig",
@@ -40,7 +39,6 @@ __all__ = [
     "recipe_from_dict",
     "recipe_to_dict",
     "section_fingerprint",
-    "stage_fingerprint",
 ]
 
 
@@ -230,11 +228,49 @@ _FLOAT_RE = re.compile(
 _RecipeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
 
 
-def _yaml_load(text: str, source: str) -> Any:
+def _check_duplicate_keys(node: yaml.Node | None, source: str, lines: bool = True) -> None:
+    """Raise ConfigError for a key given twice in one mapping, at any depth.
+
+    PyYAML keeps the last value silently; here the message names the file, the dotted key and the
+    line of each occurrence. Merge keys (``<<: *base``) may still be overridden by an explicit key.
+    """
+    seen_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(node, "")] if node is not None else []
+    while stack:
+        current, path = stack.pop()
+        if id(current) in seen_nodes:  # an alias of a node already checked
+            continue
+        seen_nodes.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, value_node in current.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    stack.append((value_node, path))
+                    continue
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                dotted = f"{path}.{key}" if path else str(key)
+                line = key_node.start_mark.line + 1
+                if key is not None:
+                    if key in first_line:
+                        where = f" at line {first_line[key]} and line {line}" if lines else " given twice"
+                        raise ConfigError(f"{source}: duplicate key {dotted!r}{where}; YAML would silently keep "
+                                          "only the second value: remove one of them")
+                    first_line[key] = line
+                stack.append((value_node, dotted))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(current.value))
+
+
+def _yaml_load(text: str, source: str, lines: bool = True) -> Any:
+    loader = _RecipeLoader(text)
     try:
-        return yaml.load(text, Loader=_RecipeLoader)
+        node = loader.get_single_node()
+        _check_duplicate_keys(node, source, lines)
+        return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+    finally:
+        loader.dispose()
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -245,8 +281,30 @@ def parse_override(item: str) -> tuple[str, Any]:
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override {item!r}: empty key")
-    value = _yaml_load(raw, f"override {key}") if raw.strip() else None
+    value = _yaml_load(raw, f"override {key}", lines=False) if raw.strip() else None
     return key, value
+
+
+def _section_at(dotted: str) -> type | None:
+    """The config dataclass of the section `dotted` names (``data``, ``teacher.lancer``), else None."""
+    cls: Any = Recipe
+    for part in dotted.split("."):
+        if not dataclasses.is_dataclass(cls) or part not in {f.name for f in dataclasses.fields(cls)}:
+            return None
+        cls = typing.get_type_hints(cls)[part]
+    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def _check_section_override(item: str, key: str, value: Any) -> None:
+    """``--set data=null`` or ``--set teacher=3`` would replace a whole section: refuse it by name."""
+    section = _section_at(key)
+    if section is None or isinstance(value, dict):
+        return
+    names = [f.name for f in dataclasses.fields(section)]
+    shown = "null" if value is None else repr(value)
+    raise ConfigError(
+        f"override {item!r}: {key}: expected a mapping, got {shown}; {key} is a whole section, not a single "
+        f"value: set one of its keys instead ({key}.KEY=VALUE; keys: {', '.join(names)})")
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -392,15 +450,6 @@ def _check_values(obj: Any, prefix: str) -> None:
     elif isinstance(obj, LancerConfig):
         need(0.0 <= obj.beta <= 1.0, "beta", f"must be in [0, 1], got {obj.beta}")
         need(obj.n_subquestions >= 1, "n_subquestions", "must be >= 1")
-        for key, kind in (("rating_template", "rating"), ("subquestion_template", "subquestion")):
-            path = getattr(obj, key)
-            if obj.enabled and path is not None:
-                from .teacher.lancer import TemplateError, load_template  # light: no torch
-
-                try:
-                    load_template(path, kind)
-                except TemplateError as exc:
-                    need(False, key, str(exc))
     elif isinstance(obj, LoraConfig):
         need(obj.r >= 1, "r", f"must be an integer >= 1, got {obj.r}")
         need(obj.alpha > 0, "alpha", f"must be > 0, got {obj.alpha}")
@@ -437,11 +486,15 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
             raise ConfigError(f"recipe {str(p)!r} does not exist")
         source = str(p)
         loaded = _yaml_load(p.read_text(encoding="utf-8"), source)
-        if loaded is not None and not isinstance(loaded, dict):
+        if loaded is None:
+            raise ConfigError(f"recipe {source} is empty (no keys, only comments or null): write the recipe's "
+                              "sections into it, or leave out the recipe file to start from the defaults")
+        if not isinstance(loaded, dict):
             raise ConfigError(f"{source}: a recipe must be a YAML mapping, got {type(loaded).__name__}")
         tree = loaded or {}
     for item in overrides:
         key, value = parse_override(item)
+        _check_section_override(item, key, value)
         _set_dotted(tree, key, value)
     if overrides:
         source += " + overrides"
@@ -458,22 +511,6 @@ def section_fingerprint(recipe: Recipe, *keys: str) -> str:
     tree = recipe_to_dict(recipe)
     blob = json.dumps({k: tree[k] for k in keys}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-# Recipe sections whose hash each stage records in its manifest (`<stage>.run.json`): the stages
-# refuse to mix outputs of two hashes, and `purecover pipeline` compares them to decide what to skip.
-STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
-    "data": ("data",),
-    "calibrate": ("teacher",),
-    "label": ("data", "teacher", "seed"),
-    "train": ("data", "teacher", "student", "seed"),
-    "export": ("data", "teacher", "student", "export", "seed"),
-}
-
-
-def stage_fingerprint(recipe: Recipe, stage: str) -> str:
-    """The config hash `stage` records: `section_fingerprint` of its `STAGE_SECTIONS`."""
-    return section_fingerprint(recipe, *STAGE_SECTIONS[stage])
 
 
 def dump_recipe_yaml(recipe: Recipe) -> str:

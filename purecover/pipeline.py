@@ -1,8 +1,10 @@
-"""`purecover pipeline RECIPE`: data → calibrate → label → train → export → evaluate in one command.
+"""`purecover pipeline RECIPE`: the registry's stages (`purecover.stages.PIPELINE`: data → calibrate →
+label → train → export → select → evaluate) in one command.
 
 A stage is *done* when its manifest (``run_dir/<stage>.run.json``) says ``complete``, was written
-for the same configuration (the same recipe sections hash, see `config.STAGE_SECTIONS`) and its outputs
-exist; done stages are skipped. A stage whose outputs exist from another configuration is
+for the same configuration (the hash of the recipe sections the registry names for it) and its
+outputs still hold what the manifest recorded (`purecover.rundir.RunDir.output_problem`); done
+stages are skipped. A stage whose outputs exist from another configuration is
 *blocked*: the stage itself would refuse to mix them, so the plan says so before anything runs.
 Partly written outputs of the same configuration are *resumed* (every stage is resumable).
 
@@ -16,35 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import STAGE_SECTIONS, Recipe, stage_fingerprint
+from .config import Recipe
+from .rundir import RunDir
+from .stages import PIPELINE, config_hash, get_stage, not_needed, run_stage
 from .utils.rundir_lock import locked_stage
 
-__all__ = ["STAGES", "Resource", "StagePlan", "plan_pipeline", "resolve_resources",
-           "run_pipeline"]
+__all__ = ["STAGES", "Resource", "StagePlan", "plan_pipeline", "resolve_resources", "run_pipeline"]
 
-STAGES = ("data", "calibrate", "label", "train", "export", "evaluate")
-
-# What must exist for a stage to count as done (relative to run_dir).
-_OUTPUTS: dict[str, tuple[str, ...]] = {
-    "data": ("candidates.jsonl",),
-    "calibrate": ("bias.json",),
-    "label": ("labels.jsonl",),
-    "train": ("checkpoints/final",),
-    "export": ("selector/selector_config.json",),
-    "evaluate": ("eval/metrics.json", "eval/report.md"),
-}
-
-
-def stage_hash(recipe: Recipe, stage: str) -> str | None:
-    """The config hash `stage` records in its manifest (None for evaluate, which depends on its questions)."""
-    return stage_fingerprint(recipe, stage) if stage in STAGE_SECTIONS else None
+STAGES = PIPELINE  # the pipeline's stages, in order (from the registry)
 
 
 @dataclasses.dataclass
@@ -56,75 +43,47 @@ class StagePlan:
     reason: str
 
 
-def _needed(recipe: Recipe, stage: str) -> tuple[bool, str]:
-    t = recipe.teacher
-    if stage == "calibrate":
-        if t.estimator != "attention":
-            return False, f"teacher.estimator is {t.estimator}"
-        if not t.calibrate:
-            return False, "teacher.calibrate is false"
-    if stage in ("train", "export") and "student" not in [str(m).strip() for m in recipe.eval.methods]:
-        return False, "eval.methods has no student"
-    return True, ""
-
-
-def _manifest(run_dir: Path, stage: str) -> dict[str, Any] | None:
-    path = run_dir / f"{stage}.run.json"
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None
+def stage_run_dir(recipe: Recipe, stage: str) -> RunDir:
+    """The run directory `stage` writes: run_dir, or run_dir/eval for select with eval.path (the test set)."""
+    rd = RunDir.of(recipe)
+    return RunDir(rd.path_of("eval")) if stage == "select" and recipe.eval.path else rd
 
 
 def _bias_is_current(recipe: Recipe) -> bool:
-    """bias.json has this run's K1 and the length source the candidates imply now (no model or tokenizer load).
+    """bias.json holds this run's K1, document-length source and teacher weights (no model or tokenizer load)."""
+    from .teacher.calibration import bias_is_current
 
-    The source is the calibration_lengths setting, or a fingerprint of the candidate documents
-    the lengths are measured on; the teacher itself is covered by the manifest's config hash.
-    """
-    from .teacher.calibration import BIAS_FILE, length_source, stored_length_source
-
-    run_dir = recipe.run_path
-    try:
-        bias_k1 = json.loads((run_dir / BIAS_FILE).read_text(encoding="utf-8")).get("keys", {}).get("k1")
-        current = length_source(recipe.data.k1, recipe.teacher.calibration_lengths, run_dir / "candidates.jsonl")
-    except (OSError, ValueError, AttributeError):
-        return False
-    return bias_k1 == recipe.data.k1 and stored_length_source(run_dir / BIAS_FILE) == current
+    rd = RunDir.of(recipe)
+    return bias_is_current(rd.path_of("bias"), k1=recipe.data.k1, calibration_lengths=recipe.teacher.calibration_lengths,
+                           candidates_path=rd.path_of("candidates"), model=recipe.teacher.model)
 
 
 def _status(recipe: Recipe, stage: str) -> tuple[str, str]:
-    run_dir = recipe.run_path
-    outputs = [run_dir / p for p in _OUTPUTS[stage]]
+    """(action, reason) for `stage` from its manifest, config hash and outputs, without running anything."""
+    spec = get_stage(stage)
+    rd = stage_run_dir(recipe, stage)
+    outputs = rd.outputs(stage)
     present = [p for p in outputs if p.exists()]
-    manifest = _manifest(run_dir, stage)
-    expected = stage_hash(recipe, stage)
+    manifest = rd.manifest(stage)
     if manifest is None:
         return ("resume", "outputs exist without a manifest") if present else ("run", "no outputs yet")
-    same = expected is None or manifest.get("config_hash") == expected
-    if stage == "evaluate":
-        same = manifest.get("recipe") == _recipe_tree(recipe)
+    expected = config_hash(recipe, stage)
+    same = manifest.get("config_hash") == expected
     if stage == "calibrate" and same:
         same = _bias_is_current(recipe)
     if not same:
-        if stage in ("evaluate", "calibrate"):
-            return "run", ("recipe changed since the last evaluation (cached generations are reused)"
-                           if stage == "evaluate" else
-                           "teacher, data.k1 or the candidates' document lengths changed: the bias is recomputed")
+        if spec.on_change == "rerun":
+            return "run", ("teacher (or its weights), data.k1 or the candidates' document lengths changed: the bias is recomputed"
+                           if stage == "calibrate" else
+                           "recipe changed since the last run (cached work is reused)")
         return "blocked", (f"outputs were made with another configuration (hash {manifest.get('config_hash')}, "
                            f"now {expected}); use a new run_dir or delete them")
-    complete = manifest.get("summary", {}).get("status") == "complete"
-    if complete and len(present) == len(outputs):
-        return "skip", "complete for this configuration"
+    if (manifest.get("summary") or {}).get("status") == "complete":
+        problem = rd.output_problem(stage, manifest)
+        if problem is None:
+            return "skip", "complete for this configuration"
+        return "resume", f"marked complete but {problem}"
     return "resume", "partly done for this configuration"
-
-
-def _recipe_tree(recipe: Recipe) -> dict[str, Any]:
-    from .config import recipe_to_dict
-
-    return json.loads(json.dumps(recipe_to_dict(recipe), default=str))
 
 
 def plan_pipeline(recipe: Recipe, start: str | None = None) -> list[StagePlan]:
@@ -134,8 +93,8 @@ def plan_pipeline(recipe: Recipe, start: str | None = None) -> list[StagePlan]:
     plans: list[StagePlan] = []
     upstream_ran = False
     for stage in STAGES:
-        needed, why = _needed(recipe, stage)
-        if not needed:
+        why = not_needed(recipe, stage)
+        if why is not None:
             plans.append(StagePlan(stage, "not needed", why))
             continue
         if start is not None and STAGES.index(stage) < STAGES.index(start):
@@ -183,7 +142,7 @@ def _classify(key: str, value: str | None, kind: str) -> Resource:
 
 def resolve_resources(recipe: Recipe) -> list[Resource]:
     """Every model, dataset and file the recipe's enabled stages use."""
-    from .eval.job import _EMBEDDING_METHODS, parse_methods
+    from .eval.job import EMBEDDING_METHODS, parse_methods
 
     d, t, s, e = recipe.data, recipe.teacher, recipe.student, recipe.eval
     out: list[Resource] = []
@@ -204,12 +163,12 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
         out.append(_classify("teacher.embedding_model", t.embedding_model, "model"))
     specs = parse_methods(e.methods)
     kinds = {sp.kind for sp in specs if sp.source is None}
-    if _needed(recipe, "train")[0]:
+    if not_needed(recipe, "train") is None:
         out.append(_classify("student.model", s.model, "model"))
     out.append(_classify("eval.generator", e.generator, "model"))
     if e.path:
         out.append(_classify("eval.path", e.path, "data"))
-    if kinds & set(_EMBEDDING_METHODS):
+    if kinds & set(EMBEDDING_METHODS):
         out.append(_classify("eval.embedding_model", e.embedding_model, "model"))
     if "cross_encoder" in kinds:
         out.append(_classify("eval.cross_encoder", e.cross_encoder, "model"))
@@ -236,56 +195,10 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
 # --------------------------------------------------------------------------- running
 
 
-def _runner(stage: str) -> Callable[[Recipe, bool], dict[str, Any]]:
-    def data(recipe: Recipe, progress: bool) -> dict[str, Any]:
-        from .data.candidates import run_data_stage
-
-        return run_data_stage(recipe, show_progress=progress)
-
-    def calibrate(recipe: Recipe, progress: bool) -> dict[str, Any]:
-        from .teacher.job import run_calibrate_stage
-
-        return run_calibrate_stage(recipe, show_progress=progress)
-
-    def label(recipe: Recipe, progress: bool) -> dict[str, Any]:
-        from .teacher.job import run_label_stage
-
-        return run_label_stage(recipe, show_progress=progress)
-
-    def train(recipe: Recipe, progress: bool) -> dict[str, Any]:
-        from .train.run import run_train_stage
-
-        return run_train_stage(recipe, show_progress=progress)
-
-    def export(recipe: Recipe, progress: bool) -> dict[str, Any]:
-        from .train.export import run_export_stage
-
-        return run_export_stage(recipe)
-
-    def evaluate(recipe: Recipe, progress: bool) -> dict[str, Any]:
-        from .eval.job import run_evaluate_stage
-
-        return run_evaluate_stage(recipe, show_progress=progress)
-
-    return {"data": data, "calibrate": calibrate, "label": label, "train": train, "export": export,
-            "evaluate": evaluate}[stage]
-
-
-_HEADLINES: dict[str, tuple[str, ...]] = {
-    "data": ("questions", "supporting_recall@" , "questions_per_second"),
-    "calibrate": ("k1", "doc_tokens", "seconds"),
-    "label": ("questions", "mean_size", "size_histogram", "fallback_rate", "first_step_stop_rate", "error",
-              "questions_per_second_rank0", "warning"),
-    "train": ("train_questions", "heldout_questions", "train_loss", "tau3", "seconds"),
-    "export": ("format", "tau3", "size_bytes"),
-    "evaluate": ("questions", "generated", "cached", "em@"),
-}
-
-
 def headline(stage: str, summary: dict[str, Any]) -> str:
     """A one-line digest of a stage summary for the final table."""
     parts = []
-    for prefix in _HEADLINES.get(stage, ()):
+    for prefix in get_stage(stage).headline:
         for key, value in summary.items():
             if (key == prefix or (prefix.endswith("@") and key.startswith(prefix))) and value is not None:
                 if isinstance(value, float):
@@ -301,8 +214,8 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
                  echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Run the plan; returns one row per stage ``{stage, action, seconds, summary}``.
 
-    Stops at the first blocked stage (nothing is run) or the first failing stage (the exception
-    propagates after the rows so far are echoed).
+    The plan is made once, under the run directory's lock. Stops at the first blocked stage (nothing
+    is run) or the first failing stage (the exception propagates after the rows so far are echoed).
     """
     plans = plan_pipeline(recipe, start)
     blocked = [p for p in plans if p.action == "blocked"]
@@ -311,7 +224,7 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
     rows: list[dict[str, Any]] = []
     for plan in plans:
         if plan.action in ("skip", "not needed"):
-            manifest = _manifest(recipe.run_path, plan.stage) or {}
+            manifest = stage_run_dir(recipe, plan.stage).manifest(plan.stage) or {}
             rows.append({"stage": plan.stage, "action": plan.action, "seconds": None,
                          "summary": manifest.get("summary", {}) if plan.action == "skip" else {},
                          "reason": plan.reason})
@@ -319,7 +232,7 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
             continue
         echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")
         t0 = time.perf_counter()
-        summary = _runner(plan.stage)(recipe, show_progress)
+        summary = run_stage(plan.stage, recipe, show_progress, with_before=False)
         rows.append({"stage": plan.stage, "action": "ran" if plan.action == "run" else "resumed",
                      "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "reason": plan.reason})
     return rows

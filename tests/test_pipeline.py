@@ -15,14 +15,15 @@ import pytest
 
 from purecover.cli import main
 from purecover.config import load_recipe
-from purecover.pipeline import STAGES, plan_pipeline, run_pipeline, stage_hash, summary_table
+from purecover.pipeline import STAGES, plan_pipeline, run_pipeline, summary_table
+from purecover.stages import config_hash as stage_hash
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "demo_cpu.yaml"
 
 
 @pytest.fixture(scope="module")
 def demo_model(tmp_path_factory) -> Path:
-    from purecover.models.demo_assets import build_demo_assets
+    from purecover.demo.assets import build_demo_assets
 
     return build_demo_assets(tmp_path_factory.mktemp("assets"))
 
@@ -48,19 +49,19 @@ def _plan(recipe, start=None) -> dict[str, str]:
 def test_fresh_plan(tmp_path, demo_model):
     recipe = _recipe(tmp_path / "run", demo_model)
     assert _plan(recipe) == {"data": "run", "calibrate": "not needed", "label": "run", "train": "run",
-                             "export": "run", "evaluate": "run"}
+                             "export": "run", "select": "run", "evaluate": "run"}
     attention = _recipe(tmp_path / "run", demo_model, "teacher.estimator=attention")
     assert _plan(attention)["calibrate"] == "run"
     no_student = _recipe(tmp_path / "run", demo_model, "eval.methods=[retrieval,teacher]")
-    assert _plan(no_student)["train"] == _plan(no_student)["export"] == "not needed"
+    assert _plan(no_student)["train"] == _plan(no_student)["export"] == _plan(no_student)["select"] == "not needed"
 
 
 def test_full_run_writes_every_stage_with_the_planned_hashes(finished):
     recipe, rows = finished
     assert [(r["stage"], r["action"]) for r in rows] == [
         ("data", "ran"), ("calibrate", "not needed"), ("label", "ran"), ("train", "ran"), ("export", "ran"),
-        ("evaluate", "ran")]
-    for stage in ("data", "label", "train", "export"):
+        ("select", "ran"), ("evaluate", "ran")]
+    for stage in ("data", "label", "train", "export", "select", "evaluate"):
         manifest = json.loads((recipe.run_path / f"{stage}.run.json").read_text())
         assert manifest["config_hash"] == stage_hash(recipe, stage)
         assert manifest["summary"]["status"] == "complete"
@@ -89,6 +90,45 @@ def test_changed_eval_section_reruns_only_evaluate_from_the_cache(finished):
     assert "## QA at K = 1" in (recipe.run_path / "eval" / "report.md").read_text()
 
 
+def test_every_headline_key_is_in_its_stage_summary(finished):
+    """The final table's figures come from the registry's headline keys: each must match a summary key."""
+    from purecover.stages import get_stage
+
+    _, rows = finished
+    for row in rows:
+        if row["action"] == "not needed":
+            continue
+        for prefix in get_stage(row["stage"]).headline:
+            keys = [k for k in row["summary"] if k == prefix or (prefix.endswith("@") and k.startswith(prefix))]
+            optional = {"warning", "error"}  # present, but None / 0 when all is well
+            assert keys or prefix in optional, f"{row['stage']}: headline key {prefix!r} matches no summary key"
+
+
+def test_a_complete_stage_whose_output_changed_is_resumed_not_skipped(finished):
+    """The cheap output check: a candidates.jsonl with more lines than its manifest recorded is not skipped."""
+    recipe, _ = finished
+    path = recipe.run_path / "candidates.jsonl"
+    saved = path.read_bytes()
+    try:
+        path.write_bytes(saved + saved.splitlines(keepends=True)[0])  # a duplicated record, as two writers left
+        plan = {p.stage: p for p in plan_pipeline(recipe)}
+        assert plan["data"].action == "resume"
+        assert "candidates.jsonl holds 9 lines, its manifest recorded 8" in plan["data"].reason
+        with pytest.raises(ValueError, match="duplicate qid"):  # the resumed stage names the damage
+            run_pipeline(recipe, show_progress=False, echo=lambda _: None)
+        path.unlink()
+        assert {p.stage: p.action for p in plan_pipeline(recipe)}["data"] == "resume"
+    finally:
+        path.write_bytes(saved)
+    # The failed attempt left data.run.json "running": the next run resumes it (nothing left to write),
+    # every later stage finds itself complete and returns at once, and the run ends all skipped again.
+    assert _plan(recipe)["data"] == "resume"
+    rows = {r["stage"]: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
+    assert rows["data"]["summary"]["written"] == 0 and rows["train"]["summary"]["tau3"] is not None
+    assert rows["evaluate"]["summary"]["generated"] == 0
+    assert set(_plan(recipe).values()) == {"skip", "not needed"}
+
+
 def test_changed_student_section_is_blocked_before_anything_runs(finished):
     recipe, _ = finished
     changed = dataclasses.replace(recipe, student=dataclasses.replace(recipe.student, lm_weight=0.5))
@@ -103,7 +143,7 @@ def test_changed_student_section_is_blocked_before_anything_runs(finished):
 def test_from_stage_reruns_it_and_everything_after(finished):
     recipe, _ = finished
     assert _plan(recipe, "export") == {"data": "skip", "calibrate": "not needed", "label": "skip", "train": "skip",
-                                       "export": "run", "evaluate": "run"}
+                                       "export": "run", "select": "run", "evaluate": "run"}
     with pytest.raises(ValueError, match="unknown stage"):
         plan_pipeline(recipe, "deploy")
 
@@ -118,7 +158,7 @@ def test_interrupted_stage_is_resumed(finished, tmp_path):
     try:
         plan = _plan(recipe)
         assert plan["label"] == "resume"
-        assert plan["train"] == plan["export"] == plan["evaluate"] == "run"  # downstream of a resumed stage
+        assert plan["train"] == plan["export"] == plan["select"] == plan["evaluate"] == "run"  # downstream
     finally:
         manifest.write_text(saved)
 
@@ -148,16 +188,33 @@ def test_dry_run_marks_hub_ids_without_fetching(capsys, tmp_path):
     assert re.search(r"teacher\.model +hub +Qwen/Qwen2\.5-32B-Instruct", out)
 
 
-def test_stage_file_names_match_the_stage_modules():
+def test_stage_file_names_come_from_the_run_dir_layout():
+    """The stage modules' file-name constants are the RunDir layout's, not literals of their own."""
     from purecover.data.candidates import CANDIDATES_FILE
-    from purecover.pipeline import _OUTPUTS
-    from purecover.teacher.calibration import BIAS_FILE
-    from purecover.teacher.job import LABELS_FILE
+    from purecover.rundir import FILES
+    from purecover.select.job import SELECTIONS_FILE
+    from purecover.teacher.job import LABELS_FILE, SHARD_DIR
     from purecover.train.export import SELECTOR_DIR
-    from purecover.train.run import FINAL
+    from purecover.train.run import CHECKPOINTS, FINAL
 
-    assert _OUTPUTS["data"] == (CANDIDATES_FILE,)
-    assert _OUTPUTS["calibrate"] == (BIAS_FILE,)
-    assert _OUTPUTS["label"] == (LABELS_FILE,)
-    assert _OUTPUTS["train"] == (f"checkpoints/{FINAL}",)
-    assert _OUTPUTS["export"][0].startswith(f"{SELECTOR_DIR}/")
+    assert FILES["candidates"] == CANDIDATES_FILE and FILES["labels"] == LABELS_FILE
+    assert FILES["label_shards"] == SHARD_DIR and FILES["selections"] == SELECTIONS_FILE
+    assert f"{CHECKPOINTS}/{FINAL}" == FILES["final"] and FILES["selector"] == SELECTOR_DIR
+
+
+def test_a_real_pipeline_run_plans_once(finished, monkeypatch, capsys):
+    """`purecover pipeline` makes its plan once, under the run directory's lock (not once more before it)."""
+    import purecover.pipeline as pipeline
+
+    recipe, _ = finished
+    calls = []
+    real = pipeline.plan_pipeline
+    monkeypatch.setattr(pipeline, "plan_pipeline", lambda *a, **k: calls.append(a) or real(*a, **k))
+    sets = [f"{k}={v}" for k, v in (("run_dir", recipe.run_dir), ("teacher.model", recipe.teacher.model),
+                                    ("student.model", recipe.student.model), ("eval.generator", recipe.eval.generator),
+                                    ("data.limit", 8), ("student.training.max_steps", 3),
+                                    ("student.training.save_steps", 2), ("eval.budgets", "[1,3]"),
+                                    ("eval.max_new_tokens", 2), ("student.eval_fraction", 0.4))]
+    assert main(["pipeline", str(DEMO), "-q", *[a for s in sets for a in ("--set", s)]]) == 0
+    assert len(calls) == 1
+    assert "| data | skip |" in capsys.readouterr().out

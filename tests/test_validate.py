@@ -182,14 +182,15 @@ def test_stage_command_validates_before_any_work(tmp_path, capsys):
     assert not (run_dir / "candidates.jsonl").exists() and not run_dir.exists()
 
 
-def test_stage_main_validates_before_running(capsys):
+def test_stage_main_validates_before_running(capsys, monkeypatch):
+    from purecover import stages
     from purecover.utils.entry import stage_main
 
     calls = []
-    code = stage_main(lambda recipe, show_progress: calls.append(recipe) or {}, "python -m purecover.train", None,
-                      [DEMO, "--set", "data.k1=30"])
+    monkeypatch.setattr(stages, "load_runner", lambda name: lambda recipe, show_progress: calls.append(name) or {})
+    code = stage_main("train", "python -m purecover.train", None, [DEMO, "--set", "data.k1=30"])
     assert code == 2 and calls == []
     err = capsys.readouterr().err
     assert err.startswith("python -m purecover.train: recipe error: ") and "data.k1: 30" in err
-    assert stage_main(lambda recipe, show_progress: calls.append(recipe) or {}, "p", None, [DEMO, "-q"]) == 0
-    assert len(calls) == 1
+    assert stage_main("train", "p", None, [DEMO, "-q"]) == 0
+    assert calls == ["train"]

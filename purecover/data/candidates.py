@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..config import Recipe, recipe_to_dict, stage_fingerprint
+from ..config import Recipe
+from ..rundir import FILES, RunDir
+from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, atomic_write_json, ensure_output_dir, read_jsonl
-from ..utils.provenance import check_same_config, write_stage_manifest
 from ..utils.rundir_lock import locked_stage
 from .corpus import (
     Corpus,
@@ -47,10 +48,11 @@ from .retrieval.base import Hit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CANDIDATES_FILE", "build_record", "gold_doc_ids", "read_candidates", "run_data_stage", "supporting_recall"]
+__all__ = ["CANDIDATES_FILE", "build_record", "evaluation_recipe", "gold_doc_ids", "read_candidates", "run_data_stage",
+           "supporting_recall"]
 
-CANDIDATES_FILE = "candidates.jsonl"
-REPORT_FILE = "data_report.json"
+CANDIDATES_FILE = FILES["candidates"]
+REPORT_FILE = FILES["data_report"]
 _BATCH = 32
 
 
@@ -151,21 +153,25 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
     ensure_output_dir(run_dir)
-    config_hash = stage_fingerprint(recipe, "data")
-    check_same_config(run_dir, "data", config_hash, [run_dir / CANDIDATES_FILE], "data",
-                      "use another run_dir or delete the file to rebuild it")
+    rd = RunDir(run_dir)
+    config_hash = stage_config_hash(recipe, "data")
+    done = rd.completed("data", config_hash)
+    if done is not None:
+        log.info("data: complete for this configuration (%s); nothing to do", rd.path_of("candidates"))
+        return done
+    rd.guard("data", config_hash, "use another run_dir or delete the file to rebuild it")
     external = cfg.corpus not in ("per_question", "shared")
     if external and not Path(cfg.corpus).is_file():
         raise FileNotFoundError(f"data.corpus {cfg.corpus!r} is neither per_question, shared nor an existing file")
 
-    write_stage_manifest(run_dir, "data", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+    rd.begin("data", recipe, config_hash, started)
     source = ExampleSource(cfg.dataset, cfg.path, split=cfg.split, limit=cfg.limit, skip_invalid=cfg.skip_invalid,
                            aliases_path=cfg.aliases, require_paragraphs=not external, hub_config=cfg.hub_config)
     examples = list(tqdm(source, desc="load questions", unit="q", disable=not show_progress))
     if not examples:
         raise ValueError(f"no valid questions in {cfg.path!r} ({len(source.invalid)} invalid)")
     corpus_invalid: list[InvalidRecord] = []
-    index_dir = run_dir / "index"
+    index_dir = rd.path_of("index")
     corpus: Corpus | None = None
     if external:
         corpus = load_corpus_jsonl(cfg.corpus, skip_invalid=cfg.skip_invalid, invalid=corpus_invalid)
@@ -228,5 +234,13 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
     }
     if empty_queries:
         log.warning("%d questions had no indexed word: their candidates are in corpus order", empty_queries)
-    write_stage_manifest(run_dir, "data", recipe_to_dict(recipe), config_hash, summary, started)
-    return summary
+    return rd.complete("data", recipe, config_hash, summary, started)
+
+
+def evaluation_recipe(recipe: Recipe) -> Recipe:
+    """The recipe whose data stage builds the test set of ``eval.path`` into ``run_dir/eval`` (same retrieval)."""
+    import dataclasses
+
+    cfg = recipe.eval
+    data = dataclasses.replace(recipe.data, path=cfg.path, split=cfg.split, limit=cfg.limit)
+    return dataclasses.replace(recipe, run_dir=str(RunDir.of(recipe).path_of("eval")), data=data)

@@ -5,8 +5,10 @@ Both yield ``(location, record)`` where location is ``"line N"`` (JSONL) or ``"r
 the JSON array reader decodes one element at a time from a moving buffer.
 
 Bad input of any kind (invalid or truncated JSON, bytes that are not UTF-8, nesting too deep
-to decode, numbers too long to convert) raises `DataFormatError`; a missing file raises
-`FileNotFoundError`.
+to decode, numbers too long to convert, a lone UTF-16 surrogate escape such as ``"\\ud800"`` that
+decodes to no character) raises `DataFormatError`; a missing file raises `FileNotFoundError`.
+``check_text=False`` leaves the surrogate check to the caller (`check_lone_surrogates`), so a loader
+can skip such a record like any other malformed one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from .errors import DataFormatError
 
-__all__ = ["iter_json_array", "iter_jsonl", "iter_records"]
+__all__ = ["check_lone_surrogates", "find_lone_surrogate", "iter_json_array", "iter_jsonl", "iter_records"]
 
 _CHUNK = 1 << 20
 _WS = " \t\r\n"
@@ -27,13 +29,56 @@ _WS = " \t\r\n"
 _BAD_BYTE = re.compile("[\udc80-\udcff]")
 _NOT_UTF8 = "is not valid UTF-8 text"
 _NUMBER_TAIL = re.compile(r"[0-9.eE+\-]*")
+# A JSON \uXXXX escape in the surrogate range; only records holding one can decode to a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def find_lone_surrogate(obj: Any, field: str = "") -> tuple[str, str, int] | None:
+    """(field path, text, offset) of the first string in `obj` holding a lone UTF-16 surrogate.
+
+    The JSON decoder turns a valid escape pair (``\\ud83d\\ude00``) into one character, so any
+    surrogate left in a decoded string is unpaired and cannot be written as UTF-8 later. Keys are
+    checked too (field ``a.<key>``). The field path reads like ``context[2][1][0]``.
+    """
+    if isinstance(obj, str):
+        m = _SURROGATE.search(obj)
+        return (field, obj, m.start()) if m else None
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            name = f"{field}.{key}" if field else str(key)
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return find_lone_surrogate(key, f"{field}.<key>" if field else "<key>")
+            found = find_lone_surrogate(value, name)
+            if found:
+                return found
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            found = find_lone_surrogate(value, f"{field}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def check_lone_surrogates(obj: Any, source: str, location: str) -> None:
+    """Raise DataFormatError naming file, location and field if `obj` holds a lone surrogate."""
+    found = find_lone_surrogate(obj)
+    if found is None:
+        return
+    field, text, at = found
+    code = f"\\u{ord(text[at]):04x}"
+    context = text[max(0, at - 20):at + 21].encode("unicode_escape", "backslashreplace").decode("ascii")
+    raise DataFormatError(
+        source, location, field or None,
+        f"holds a lone surrogate {code} at character {at} (in '{context}'): a \\uD800-\\uDFFF escape without "
+        "its pair is not valid Unicode text; fix or remove it in the file")
 
 
 def _open_text(path: Path) -> Any:
     return path.open("r", encoding="utf-8", errors="surrogateescape")
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
+def iter_jsonl(path: str | Path, *, check_text: bool = True) -> Iterator[tuple[str, Any]]:
     """Yield (``"line N"``, object) for each non-blank line; a bad line raises DataFormatError."""
     path = Path(path)
     with _open_text(path) as fh:
@@ -49,10 +94,12 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[str, Any]]:
                                       f"invalid JSON ({exc.msg} at column {exc.colno})") from None
             except (ValueError, RecursionError) as exc:  # a number too long for int(); nesting too deep
                 raise DataFormatError(str(path), f"line {lineno}", None, f"invalid JSON ({exc})") from None
+            if check_text and _SURROGATE_ESCAPE.search(line):
+                check_lone_surrogates(obj, str(path), f"line {lineno}")
             yield f"line {lineno}", obj
 
 
-def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
+def iter_json_array(path: str | Path, *, check_text: bool = True) -> Iterator[tuple[str, Any]]:
     """Stream the elements of a top-level JSON array without loading the whole file."""
     path = Path(path)
     decoder = json.JSONDecoder()
@@ -123,6 +170,8 @@ def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
             location = f"record {index} (line {line})"
             if _BAD_BYTE.search(buf, pos, end):
                 raise DataFormatError(str(path), location, None, _NOT_UTF8)
+            if check_text and _SURROGATE_ESCAPE.search(buf, pos, end):
+                check_lone_surrogates(obj, str(path), location)
             line += buf.count("\n", pos, end)
             pos = end
             yield location, obj
@@ -130,7 +179,7 @@ def iter_json_array(path: str | Path) -> Iterator[tuple[str, Any]]:
             expect_value = False
 
 
-def iter_records(path: str | Path) -> Iterator[tuple[str, Any]]:
+def iter_records(path: str | Path, *, check_text: bool = True) -> Iterator[tuple[str, Any]]:
     """JSON array or JSONL, decided by the first non-blank character ('[' means array)."""
     path = Path(path)
     if not path.is_file():
@@ -138,6 +187,6 @@ def iter_records(path: str | Path) -> Iterator[tuple[str, Any]]:
     with _open_text(path) as fh:
         head = fh.read(4096).lstrip()
     if head.startswith("["):
-        yield from iter_json_array(path)
+        yield from iter_json_array(path, check_text=check_text)
     else:
-        yield from iter_jsonl(path)
+        yield from iter_jsonl(path, check_text=check_text)

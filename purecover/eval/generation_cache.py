@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..teacher.backends import GenerationBackend
+from ..models.generation import GenerationBackend
 from ..utils.io import ResumableJsonl, read_jsonl
 
 log = logging.getLogger(__name__)

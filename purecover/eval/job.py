@@ -29,7 +29,6 @@ import dataclasses
 import datetime as _dt
 import difflib
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -40,8 +39,10 @@ from tqdm.auto import tqdm
 
 from ..config import Recipe, recipe_to_dict
 from ..data.candidates import read_candidates
-from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl
-from ..utils.provenance import package_versions, write_stage_manifest
+from ..rundir import FILES, RunDir
+from ..stages import config_hash as stage_config_hash
+from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl, write_jsonl_atomic
+from ..utils.provenance import package_versions
 from ..utils.rundir_lock import locked_stage
 from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
 from .generation_cache import GenerationCache, prompt_key
@@ -51,15 +52,15 @@ from .selection_metrics import question_selection, summarize_selection
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVAL_DIR", "MethodSpec", "parse_methods", "run_evaluate_stage"]
+__all__ = ["EMBEDDING_METHODS", "EVAL_DIR", "MethodSpec", "parse_methods", "run_evaluate_stage"]
 
-EVAL_DIR = "eval"
+EVAL_DIR = FILES["eval"]
 NO_RETRIEVAL = "none"
 VLLM_CHUNK = 512  # prompts per vLLM generate call
 _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
                  "lancer_greedy_alpha")
 _OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
-_EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")
+EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,27 +111,20 @@ def _check_budgets(budgets: Sequence[int]) -> list[int]:
 # --------------------------------------------------------------------------- inputs
 
 
-def _eval_recipe(recipe: Recipe, eval_dir: Path) -> Recipe:
-    """The recipe whose data stage builds the evaluation candidates into `eval_dir`."""
-    cfg = recipe.eval
-    data = dataclasses.replace(recipe.data, path=cfg.path, split=cfg.split, limit=cfg.limit)
-    return dataclasses.replace(recipe, run_dir=str(eval_dir), data=data)
-
-
 def _questions(recipe: Recipe, eval_dir: Path, show_progress: bool) -> tuple[list[dict[str, Any]], str]:
     """The evaluation questions (candidates records) and a description of where they came from."""
     cfg = recipe.eval
     if cfg.path:
-        from ..data.candidates import run_data_stage
+        from ..data.candidates import evaluation_recipe, run_data_stage
 
-        run_data_stage(_eval_recipe(recipe, eval_dir), show_progress=show_progress)
-        path = eval_dir / "candidates.jsonl"
+        run_data_stage(evaluation_recipe(recipe), show_progress=show_progress)
+        path = RunDir(eval_dir).path_of("candidates")
         return read_candidates(path), f"{cfg.path} (split {cfg.split}) → {path}"
-    path = recipe.run_path / "candidates.jsonl"
+    path = RunDir.of(recipe).path_of("candidates")
     records = read_candidates(path)
     source = f"{path} (all questions)"
     if cfg.questions == "heldout":
-        from ..train.data import in_heldout  # the student's own split rule
+        from ..data.splits import in_heldout  # the student's own split rule
 
         frac = recipe.student.eval_fraction
         records = [r for r in records if in_heldout(r["qid"], frac, recipe.seed)]
@@ -153,7 +147,7 @@ def _labels(recipe: Recipe, eval_dir: Path, spec: MethodSpec) -> dict[str, dict[
         if not path.is_file():
             raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
         return _read_by_qid(path)
-    return {**_read_by_qid(recipe.run_path / "labels.jsonl"), **_read_by_qid(eval_dir / "labels.jsonl")}
+    return {**_read_by_qid(RunDir.of(recipe).path_of("labels")), **_read_by_qid(RunDir(eval_dir).path_of("labels"))}
 
 
 def _selections(recipe: Recipe, eval_dir: Path, spec: MethodSpec, show_progress: bool) -> dict[str, dict[str, Any]]:
@@ -162,14 +156,14 @@ def _selections(recipe: Recipe, eval_dir: Path, spec: MethodSpec, show_progress:
         if not path.is_file():
             raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
         return _read_by_qid(path)
-    from ..models.select_job import run_select_stage
-
-    selector_dir = recipe.run_path / "selector"
-    if recipe.eval.path:
-        run_select_stage(_eval_recipe(recipe, eval_dir), selector_dir=selector_dir, show_progress=show_progress)
-        return _read_by_qid(eval_dir / "selections.jsonl")
-    run_select_stage(recipe, selector_dir=selector_dir, show_progress=show_progress)
-    return _read_by_qid(recipe.run_path / "selections.jsonl")
+    # The select stage writes them (`purecover evaluate` and the pipeline run it first).
+    rd = RunDir(eval_dir if recipe.eval.path else recipe.run_path)
+    path = rd.path_of("selections")
+    manifest = rd.manifest("select") or {}
+    if not path.is_file() or (manifest.get("summary") or {}).get("status") != "complete":
+        raise FileNotFoundError(f"method {spec.name}: {path} is missing or incomplete: run `purecover select RECIPE` "
+                                "first (`purecover evaluate` and `purecover pipeline` run it for you)")
+    return _read_by_qid(path)
 
 
 def _require(records: dict[str, dict[str, Any]], questions: Sequence[dict[str, Any]], spec: MethodSpec,
@@ -187,7 +181,7 @@ def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineS
     if spec.kind == NO_RETRIEVAL:
         return None
     kwargs: dict[str, Any] = {}
-    if spec.kind in _EMBEDDING_METHODS:
+    if spec.kind in EMBEDDING_METHODS:
         kwargs["embedder"] = embedder
     if spec.kind in ("xquad", "ia_select"):
         kwargs["subtopics"] = recipe.eval.subtopics
@@ -201,7 +195,7 @@ def _select_all(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: 
                                                                             dict[str, int]]:
     """Selected positions per (method name, K), one list per question; and fallback counts per method."""
     embedder = None
-    if any(s.kind in _EMBEDDING_METHODS for s in specs):
+    if any(s.kind in EMBEDDING_METHODS for s in specs):
         from ..data.retrieval.dense import load_sentence_transformer
 
         embedder = load_sentence_transformer(recipe.eval.embedding_model)
@@ -252,7 +246,7 @@ def _backend_loader(recipe: Recipe, tokenizer: Any, show_progress: bool) -> Any:
     cfg = recipe.eval
 
     def load() -> Any:
-        from ..teacher.backends import make_generator
+        from ..models.generation import make_generator
 
         if cfg.backend == "vllm":
             return make_generator("vllm", model_name=cfg.generator, tensor_parallel_size=cfg.tensor_parallel_size,
@@ -297,16 +291,10 @@ def _aggregate(rows: Sequence[dict[str, Any]], selection_rows: Sequence[dict[str
         "mean_k": selection["mean_k"],
         "answer": selection["answer"],
         "supporting": selection["supporting"],
+        "crux": selection["crux"],
         "prompt_tokens": _mean([r["prompt_tokens"] for r in rows]),
         "completion_tokens": _mean([r["completion_tokens"] for r in rows]),
     }
-
-
-def _config_hash(recipe: Recipe, question_ids: Sequence[str]) -> str:
-    """What evaluate's outputs depend on besides the cache: the eval section, data and question set."""
-    tree = recipe_to_dict(recipe)
-    blob = json.dumps({"eval": tree["eval"], "data": tree["data"], "qids": list(question_ids)}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @locked_stage("evaluate")
@@ -319,16 +307,20 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
     specs = parse_methods(cfg.methods)
     budgets = _check_budgets(cfg.budgets)
     run_dir = recipe.run_path
-    eval_dir = run_dir / EVAL_DIR
+    rd = RunDir(run_dir)
+    eval_dir = rd.path_of("eval")
     ensure_output_dir(eval_dir)
 
     questions, source = _questions(recipe, eval_dir, show_progress)
-    config_hash = _config_hash(recipe, [q["qid"] for q in questions])
-    # No config-change guard: the cache is keyed by prompt and generator, so it stays valid across
-    # configurations, and every other output is recomputed from it on each run.
-    write_stage_manifest(run_dir, "evaluate", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+    config_hash = stage_config_hash(recipe, "evaluate")
+    # No config-change guard and no skip: the cache is keyed by prompt and generator, so it stays
+    # valid across configurations, and every other output is recomputed from it on each run.
+    rd.begin("evaluate", recipe, config_hash, started)
 
     chosen, fallbacks = _select_all(specs, budgets, questions, recipe, eval_dir, show_progress)
+    # The teacher's LANCER ratings, when labelling rated the candidates: CRUX coverage of every method.
+    ratings = {qid: rec["ratings"] for qid, rec in _labels(recipe, eval_dir, MethodSpec("teacher", "teacher")).items()
+               if rec.get("ratings") is not None}
 
     tokenizer = _load_tokenizer(recipe)
     generator_id = _generator_id(recipe)
@@ -362,16 +354,15 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
                 for q, positions, key in zip(questions, chosen[(spec.name, k)], keys[(spec.name, k)]):
                     gen = cache[key]
                     scores = score_prediction(q.get("dataset", recipe.data.dataset), gen["prediction"], q["answers"])
-                    sel = question_selection(q, positions)
+                    sel = question_selection(q, positions, ratings.get(q["qid"]))
                     selection_rows.append(sel)
                     rows.append({"qid": q["qid"], "prediction": gen["prediction"], "method": spec.name, "k": k,
                                  "selected": positions, "doc_ids": [q["docs"][i].get("doc_id") for i in positions],
                                  "prompt_key": key, "prompt_tokens": gen["prompt_tokens"],
                                  "completion_tokens": gen["completion_tokens"], **scores,
                                  **{f: sel[f] for f in ("answer_coverage", "answer_purity", "support_coverage",
-                                                        "support_purity")}})
-                text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-                atomic_write_text(pred_dir / f"{spec.slug}@{k}.jsonl", text)
+                                                        "support_purity", "crux_coverage")}})
+                write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", rows)
                 per_k[str(k)] = _aggregate(rows, selection_rows)
             results[spec.name] = per_k
 
@@ -392,9 +383,9 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         "versions": package_versions(),
         "recipe": recipe_to_dict(recipe),
     }
-    atomic_write_json(eval_dir / "metrics.json", metrics)
+    atomic_write_json(rd.path_of("metrics"), metrics)
     plots = plot_metrics(metrics, eval_dir / "plots")
-    atomic_write_text(eval_dir / "report.md", render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
+    atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
 
     main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
     summary = {
@@ -408,9 +399,8 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         "repaired_lines": repaired,
         "prompts_per_second": gen_stats["prompts_per_second"],
         f"em@{main_k}": {name: res[main_k]["em"] for name, res in results.items()},
-        "report": str(eval_dir / "report.md"),
-        "metrics": str(eval_dir / "metrics.json"),
+        "report": str(rd.path_of("report")),
+        "metrics": str(rd.path_of("metrics")),
         "plots": [str(p) for p in plots],
     }
-    write_stage_manifest(run_dir, "evaluate", recipe_to_dict(recipe), config_hash, summary, started)
-    return summary
+    return rd.complete("evaluate", recipe, config_hash, summary, started)

@@ -70,6 +70,13 @@ def render_report(metrics: Mapping[str, Any], plots: Sequence[str | Path] = ()) 
         out += _table(["method", *[f"K={b}" for b in budgets]],
                       [[name, *[f"{_pct(per_k[b][key]['coverage'])} / {_pct(per_k[b][key]['purity'])}"
                                 for b in budgets]] for name, per_k in results.items()])
+    if any((per_k[b].get("crux") or {}).get("n") for per_k in results.values() for b in budgets):
+        out += ["", "## CRUX Cov@K: sub-questions answered by the selection (teacher's LANCER ratings >= 3)", "",
+                "The lancer_* baselines (and the teacher with teacher.lancer.beta > 0) select with these same "
+                "ratings, so this column favours them.", ""]
+        out += _table(["method", *[f"K={b}" for b in budgets]],
+                      [[name, *[_pct((per_k[b].get("crux") or {}).get("coverage")) for b in budgets]]
+                       for name, per_k in results.items()])
     out += ["", "## Generator input tokens per question", ""]
     out += _table(["method", *[f"K={b}" for b in budgets]],
                   [[name, *[_num(per_k[b]["prompt_tokens"], 0) for b in budgets]] for name, per_k in results.items()])

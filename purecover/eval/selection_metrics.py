@@ -9,20 +9,16 @@ Selection (per question, over the candidate list of ``candidates.jsonl``):
   retrieved is not a candidate, so it is not counted in D_gold (the report counts such
   passages separately as ``gold_not_retrieved``).
 
-Coverage (LANCER / CRUX / CoverageBench):
+Coverage (LANCER / CRUX):
 
-* α-nDCG@k (Clarke et al. 2008) with log2(r + 1) discount and the ideal ranking built
-  greedily, as ``ndeval`` does;
-* StRecall@k (subtopic recall);
 * CRUX Cov: the fraction of sub-questions answered (rating ≥ η) by at least one top-k document.
 
-Undefined values (empty gold, empty selection, no nuggets) are ``None`` and are skipped by the
-aggregations, which report how many questions entered each mean.
+Undefined values (empty gold, empty selection, no sub-questions) are ``None`` and are skipped by
+the aggregations, which report how many questions entered each mean.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
@@ -30,14 +26,11 @@ from typing import Any
 
 __all__ = [
     "YES_NO",
-    "alpha_ndcg",
     "answer_containing",
     "coverage_at_k",
     "crux_coverage",
     "purity_at_k",
     "question_selection",
-    "selection_report",
-    "strecall",
     "summarize_selection",
 ]
 
@@ -116,11 +109,13 @@ def _selected_positions(selected: Any, n_docs: int, qid: str) -> list[int]:
     return out
 
 
-def question_selection(record: Mapping[str, Any], selected: Any) -> dict[str, Any]:
+def question_selection(record: Mapping[str, Any], selected: Any, ratings: Any = None) -> dict[str, Any]:
     """Coverage and purity of one question against both gold definitions.
 
     `record` is a ``candidates.jsonl`` record; `selected` a list of candidate positions (or a
-    ``selections.jsonl`` record with ``selected``).
+    ``selections.jsonl`` record with ``selected``). `ratings`, the teacher's LANCER ratings of the
+    question (one row per candidate in retrieval order, one column per sub-question), adds
+    ``crux_coverage``: the share of sub-questions some selected candidate answers (`crux_coverage`).
     """
     qid = str(record.get("qid", "?"))
     docs = record.get("docs")
@@ -141,7 +136,17 @@ def question_selection(record: Mapping[str, Any], selected: Any) -> dict[str, An
         "n_answer_gold": len(answer_gold),
         "n_support_gold": len(support_gold),
         "gold_not_retrieved": len(gold_ids - retrieved_ids),
+        "crux_coverage": _selected_crux(ratings, sorted(sel), qid),
     }
+
+
+def _selected_crux(ratings: Any, positions: Sequence[int], qid: str) -> float | None:
+    """CRUX Cov of the selected rows of `ratings` (None without ratings or sub-questions; 0 when none selected)."""
+    if ratings is None or not len(ratings) or not len(ratings[0]):
+        return None
+    if positions and max(positions) >= len(ratings):
+        raise ValueError(f"question {qid!r}: ratings have {len(ratings)} rows, candidate {max(positions)} selected")
+    return crux_coverage([ratings[i] for i in positions], len(positions)) if positions else 0.0
 
 
 def _mean(values: list[float | None]) -> tuple[float | None, int]:
@@ -149,18 +154,13 @@ def _mean(values: list[float | None]) -> tuple[float | None, int]:
     return (sum(kept) / len(kept) if kept else None), len(kept)
 
 
-def selection_report(records: Iterable[tuple[Mapping[str, Any], Any]]) -> dict[str, Any]:
-    """Mean Coverage@K and Purity@K over questions, against answer-containing candidates
+def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean Coverage@K and Purity@K over `question_selection` rows, against answer-containing candidates
     (``answer``) and gold supporting paragraphs (``supporting``).
 
-    `records` yields ``(candidates_record, selected)`` pairs. Undefined values are skipped;
-    ``n_coverage``/``n_purity`` count the questions in each mean and ``n_undefined_*`` those left out.
+    Undefined values are skipped; ``n_coverage``/``n_purity`` count the questions in each mean and
+    ``n_undefined_*`` those left out.
     """
-    return summarize_selection([question_selection(rec, sel) for rec, sel in records])
-
-
-def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """`selection_report` from `question_selection` rows already computed."""
     n = len(rows)
     report: dict[str, Any] = {
         "n_questions": n,
@@ -178,6 +178,8 @@ def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "n_undefined_purity": n - n_pur,
         }
     report["supporting"]["gold_not_retrieved"] = sum(r["gold_not_retrieved"] for r in rows)
+    crux, n_crux = _mean([r.get("crux_coverage") for r in rows])
+    report["crux"] = {"coverage": crux, "n": n_crux}
     return report
 
 
@@ -187,84 +189,6 @@ def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _check_k(k: int) -> None:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
-
-
-def _gain(nuggets: Iterable[Hashable], seen: Mapping[Hashable, int], alpha: float) -> float:
-    return sum((1.0 - alpha) ** seen.get(n, 0) for n in set(nuggets))
-
-
-def _dcg(ranking: Sequence[Collection[Hashable]], k: int, alpha: float) -> float:
-    seen: dict[Hashable, int] = {}
-    total = 0.0
-    for r, nuggets in enumerate(ranking[:k], start=1):
-        total += _gain(nuggets, seen, alpha) / math.log2(r + 1)
-        for n in set(nuggets):
-            seen[n] = seen.get(n, 0) + 1
-    return total
-
-
-def _greedy_ideal(pool: Sequence[Collection[Hashable]], k: int, alpha: float) -> list[Collection[Hashable]]:
-    """Greedy ideal ranking (ndeval): at each rank the document with the largest gain given the
-    nuggets seen so far; ties go to the earlier document of `pool`."""
-    remaining = list(pool)
-    seen: dict[Hashable, int] = {}
-    ideal = []
-    while remaining and len(ideal) < k:
-        gains = [_gain(d, seen, alpha) for d in remaining]
-        best = max(range(len(remaining)), key=lambda i: (gains[i], -i))
-        doc = remaining.pop(best)
-        ideal.append(doc)
-        for n in set(doc):
-            seen[n] = seen.get(n, 0) + 1
-    return ideal
-
-
-def alpha_ndcg(run_nuggets: Sequence[Collection[Hashable]], k: int, alpha: float = 0.5,
-               n_nuggets: int | None = None,
-               ideal_pool: Sequence[Collection[Hashable]] | None = None) -> float:
-    """α-nDCG@k of a ranking given as the nugget set of each document, best first.
-
-    Gain at rank r: Σ over the document's nuggets of (1 − α)^(times the nugget was seen at
-    earlier ranks); discount log2(r + 1). The ideal DCG ranks greedily (as ``ndeval``) the
-    documents of `ideal_pool`, by default the run's own documents; pass the nugget sets of all
-    judged documents of the topic to normalise against the full pool. With α = 0 this is nDCG
-    with gain = number of nuggets of the document. `n_nuggets`, when given, is the topic's
-    number of nuggets and is only checked (the run may not mention more distinct nuggets).
-    Returns 0.0 when the ideal DCG is 0 (no document has a nugget).
-    """
-    _check_k(k)
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
-    pool = list(run_nuggets if ideal_pool is None else ideal_pool)
-    if n_nuggets is not None:
-        mentioned = set().union(*map(set, run_nuggets), *map(set, pool)) if (run_nuggets or pool) else set()
-        if len(mentioned) > n_nuggets:
-            raise ValueError(f"the run mentions {len(mentioned)} distinct nuggets, more than n_nuggets={n_nuggets}")
-    ideal = _dcg(_greedy_ideal(pool, k, alpha), k, alpha)
-    if ideal <= 0.0:
-        return 0.0
-    return _dcg(list(run_nuggets), k, alpha) / ideal
-
-
-def strecall(run_nuggets: Sequence[Collection[Hashable]], k: int,
-             n_nuggets: int | Collection[Hashable]) -> float | None:
-    """StRecall@k: the fraction of the topic's nuggets covered by the top-k documents.
-
-    `n_nuggets` is the number of nuggets of the topic or the collection of their ids (then only
-    those ids count). None when the topic has no nuggets.
-    """
-    _check_k(k)
-    covered: set[Hashable] = set()
-    for nuggets in run_nuggets[:k]:
-        covered |= set(nuggets)
-    if isinstance(n_nuggets, int) and not isinstance(n_nuggets, bool):
-        if n_nuggets < 0:
-            raise ValueError(f"n_nuggets must be ≥ 0, got {n_nuggets}")
-        if len(covered) > n_nuggets:
-            raise ValueError(f"the top {k} cover {len(covered)} distinct nuggets, more than n_nuggets={n_nuggets}")
-        return len(covered) / n_nuggets if n_nuggets else None
-    ids = set(n_nuggets)
-    return len(covered & ids) / len(ids) if ids else None
 
 
 def crux_coverage(ratings: Any, k: int, eta: float = 3) -> float | None:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["load_causal_lm", "load_tokenizer", "resolve_dtype"]
+__all__ = ["check_model_path", "load_causal_lm", "load_tokenizer", "looks_like_local_path", "resolve_dtype"]
+
+# What the Hub accepts as a repo id: ``name`` or ``owner/name`` (letters, digits, ``-_.``).
+_HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -26,9 +31,36 @@ def resolve_dtype(name: str, device: str | torch.device | None = None) -> torch.
     return torch.float32
 
 
+def looks_like_local_path(name: str) -> bool:
+    """True when `name` can only be a local path: it starts with ``.``, ``/`` or ``~``, or it is not
+    of the Hub's ``name`` / ``owner/name`` form (e.g. ``models/a/b``, a backslash, a space)."""
+    return name.startswith((".", "/", "~")) or "\\" in name or not _HUB_ID.match(name) or "--" in name or ".." in name
+
+
+def check_model_path(name: str, what: str = "model") -> str:
+    """`name` ready for ``from_pretrained``: an existing local path (``~`` expanded) or a Hub id.
+
+    Raises FileNotFoundError for a local path that does not exist (instead of the Hub's repo-id
+    validation message) and NotADirectoryError for one that is a file. Hub ids (``owner/name``)
+    are returned unchanged, and a local directory of that form takes precedence as before.
+    """
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise NotADirectoryError(f"{what} path {name} is a file, not a model directory "
+                                     "(give the directory holding config.json and the weights)")
+        return str(path)
+    if looks_like_local_path(name):
+        raise FileNotFoundError(
+            f"{what} path {name} does not exist (a local path: it starts with ./, / or ~, or has no "
+            "owner/name form); check the path, or give a Hugging Face Hub id like Qwen/Qwen2.5-7B-Instruct")
+    return name
+
+
 def load_tokenizer(name: str, trust_remote_code: bool = False, padding_side: str = "left") -> Any:
     from transformers import AutoTokenizer
 
+    name = check_model_path(name, "tokenizer")
     tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     tok.padding_side = padding_side
     if tok.pad_token is None:
@@ -45,6 +77,7 @@ def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_
     """
     from transformers import AutoModelForCausalLM
 
+    name = check_model_path(name)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     kwargs: dict[str, Any] = {

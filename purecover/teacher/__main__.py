@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 
 from ..utils.entry import stage_main
-from .job import run_label_stage
 
 if __name__ == "__main__":
-    sys.exit(stage_main(run_label_stage, "python -m purecover.teacher", __doc__))
+    sys.exit(stage_main("label", "python -m purecover.teacher", __doc__))

@@ -7,6 +7,12 @@ cut to the candidates' token lengths (`document_token_lengths`, DESIGN §3.3). I
 once per (model, K1, template, layers, document lengths) and stored in ``bias.json`` with
 those keys; labelling with a bias file whose keys differ is an error naming the key.
 
+The model is matched on its weights, not on the path string: key ``weights`` is a cheap
+fingerprint (`weights_fingerprint`): for a local directory, a hash of config.json, the
+safetensors index and the name, size and a few small byte samples of every ``*.safetensors``
+file; for a Hub id, the commit of the cached snapshot. Key ``model`` stays for display only,
+so the same model copied elsewhere still matches and another model saved at the same path does not.
+
 This module imports torch only inside `compute_position_bias`, so the length helpers are
 cheap to use from the pipeline's planning step.
 """
@@ -33,6 +39,7 @@ __all__ = [
     "BiasMismatchError",
     "CalibrationLengths",
     "PositionBias",
+    "bias_is_current",
     "bias_keys",
     "calibration_keys",
     "calibration_lengths",
@@ -45,6 +52,7 @@ __all__ = [
     "read_length_records",
     "save_bias",
     "stored_length_source",
+    "weights_fingerprint",
 ]
 
 BIAS_FILE = "bias.json"
@@ -174,10 +182,77 @@ def calibration_lengths(tokenizer: Any, k1: int, setting: str | int, candidates_
                               _source(k1, setting, candidates_path, records))
 
 
+_SAMPLE_BYTES = 4096
+_SAMPLES = (0.0, 0.25, 0.5, 0.75, 1.0)  # where in each weights file's tensor data a sample is read
+
+
+def _sample_safetensors(path: Path, size: int) -> bytes:
+    """A few small slices of a safetensors file's tensor data (its header is shared by every model
+    of one architecture; the data is what tells two of them apart). Reads ~20 KiB, not the weights."""
+    out = []
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        start = min(size, 8 + int.from_bytes(head, "little")) if len(head) == 8 else 0
+        span = max(0, size - start - _SAMPLE_BYTES)
+        for where in _SAMPLES:
+            fh.seek(start + int(span * where))
+            out.append(fh.read(_SAMPLE_BYTES))
+    return b"".join(out)
+
+
+def _local_fingerprint(directory: Path) -> str:
+    digest = hashlib.sha256()
+    config = directory / "config.json"
+    digest.update(b"config.json\0" + (config.read_bytes() if config.is_file() else b"-"))
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(".safetensors.index.json"):
+            digest.update(f"\0{path.name}\0".encode() + path.read_bytes())
+        elif path.name.endswith(".safetensors") and path.is_file():
+            size = path.stat().st_size
+            digest.update(f"\0{path.name}\0{size}\0".encode() + _sample_safetensors(path, size))
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def _hub_commit(repo_id: str) -> str | None:
+    """The commit of the cached snapshot `from_pretrained` loads `repo_id` from (None: not cached)."""
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return None
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+        if isinstance(found, str):
+            return Path(found).parent.name  # .../snapshots/<commit>/config.json
+        ref = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "refs" / "main"
+        return (ref.read_text(encoding="utf-8").strip() or None) if ref.is_file() else None
+    except (OSError, ValueError):  # HFValidationError (not an owner/name id) is a ValueError
+        return None
+
+
+def weights_fingerprint(model_name: str) -> str:
+    """A cheap identity of the weights `model_name` loads, for matching a bias.json to its teacher.
+
+    A local directory: ``sha256:...`` over config.json, any ``*.safetensors.index.json``, and the
+    name, byte size and five 4 KiB samples of every ``*.safetensors`` file (the same files copied
+    to another path give the same value). A Hub id: ``hub:ID@COMMIT`` when a snapshot is in the
+    local Hugging Face cache, else ``hub:ID``.
+    """
+    local = Path(model_name).expanduser()
+    if local.is_dir():
+        return _local_fingerprint(local)
+    commit = _hub_commit(model_name)
+    return f"hub:{model_name}@{commit}" if commit else f"hub:{model_name}"
+
+
 def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int],
-              doc_tokens: Sequence[int]) -> dict[str, Any]:
-    """The identity of a calibration: what must match for a bias vector to be valid."""
-    return {"model": model_name, "k1": int(k1), "template": template_key(tokenizer),
+              doc_tokens: Sequence[int], weights: str | None = None) -> dict[str, Any]:
+    """The identity of a calibration: what must match for a bias vector to be valid.
+
+    `weights` defaults to `weights_fingerprint(model_name)`; ``model`` is kept for display.
+    """
+    return {"model": model_name,
+            "weights": weights if weights is not None else weights_fingerprint(model_name),
+            "k1": int(k1), "template": template_key(tokenizer),
             "layers": layers if isinstance(layers, str) else [int(i) for i in layers],
             "doc_tokens": [int(n) for n in doc_tokens]}
 
@@ -272,6 +347,10 @@ def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, s
     data = json.loads(path.read_text(encoding="utf-8"))
     keys = data.get("keys", {})
     for name, value in expected.items():
+        if name == "model" and "weights" in expected:
+            continue  # display only: the weights fingerprint decides
+        if name == "weights" and keys.get(name) != value:
+            raise BiasMismatchError(_weights_mismatch(path, keys, expected))
         if keys.get(name) != value:
             raise BiasMismatchError(
                 f"{path}: calibration key {name!r} differs: the file has {keys.get(name)!r}, this run needs "
@@ -281,6 +360,33 @@ def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, s
     if bias.shape[0] != expected["k1"]:
         raise BiasMismatchError(f"{path}: {bias.shape[0]} bias values for k1={expected['k1']}")
     return bias, key_string(keys)
+
+
+def _weights_mismatch(path: Path, keys: dict[str, Any], expected: dict[str, Any]) -> str:
+    if "weights" not in keys:
+        return (f"{path}: calibration key 'weights' is missing: the file was written before bias.json recorded a "
+                f"fingerprint of the teacher's weights (teacher {keys.get('model')!r}), so it cannot be matched to "
+                f"this run's teacher {expected.get('model')!r}; rerun `purecover calibrate` for this configuration")
+    return (f"{path}: calibration key 'weights' differs: the file has {keys['weights']!r} (teacher "
+            f"{keys.get('model')!r}), this run needs {expected['weights']!r} (teacher {expected.get('model')!r}): "
+            "the bias was computed with other model weights; rerun `purecover calibrate` for this configuration")
+
+
+def bias_is_current(bias_path: str | Path, *, k1: int, calibration_lengths: str | int,
+                    candidates_path: str | Path, model: str) -> bool:
+    """bias.json holds this run's K1, length source and teacher weights (no model or tokenizer load).
+
+    For the pipeline's planning step: False (recalibrate) when any differs, when the file is
+    missing or unreadable, or when it predates the ``weights`` key.
+    """
+    try:
+        keys = json.loads(Path(bias_path).read_text(encoding="utf-8")).get("keys", {})
+        current = length_source(k1, calibration_lengths, candidates_path)
+        weights = weights_fingerprint(model)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (keys.get("k1") == k1 and keys.get("weights") == weights
+            and stored_length_source(bias_path) == current)
 
 
 def key_string(keys: dict[str, Any]) -> str:

@@ -32,12 +32,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..config import Recipe, TeacherConfig, recipe_to_dict, stage_fingerprint
+from ..config import Recipe, TeacherConfig
 from ..data.candidates import read_candidates
-from ..utils.io import ResumableJsonl, atomic_write_text, ensure_output_dir, read_jsonl
-from ..utils.provenance import check_same_config, write_stage_manifest
+from ..rundir import FILES, RunDir
+from ..stages import config_hash as stage_config_hash
+from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl, write_jsonl_atomic
 from ..utils.rundir_lock import locked_stage
-from .calibration import BIAS_FILE, calibration_keys, compute_position_bias, load_bias, save_bias
+from .calibration import calibration_keys, compute_position_bias, load_bias, save_bias
 from .capture import SegmentSpec, capture_segment_attention
 from .defaults import EstimationParams, resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
@@ -50,8 +51,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["LABELS_FILE", "load_candidates", "run_calibrate_stage", "run_label_stage"]
 
-LABELS_FILE = "labels.jsonl"
-SHARD_DIR = "label_shards"
+LABELS_FILE = FILES["labels"]
+SHARD_DIR = FILES["label_shards"]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -169,24 +170,23 @@ def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str,
     if cfg.estimator != "attention":
         raise ValueError("calibration applies to the attention estimator (teacher.estimator is "
                          f"{cfg.estimator!r}); nothing to calibrate")
+    rd = RunDir.of(recipe)
     torch.manual_seed(recipe.seed)
     tokenizer = _load_tokenizer(cfg)
     keys, lengths = calibration_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers, cfg.calibration_lengths,
-                                     recipe.run_path / "candidates.jsonl")
+                                     rd.path_of("candidates"))
     model = _load_model(cfg)
     t0 = time.perf_counter()
     bias = compute_position_bias(model, tokenizer, lengths.target, cfg.layers,
                                  max_chunk_bytes=cfg.capture_chunk_mb << 20)
-    path = recipe.run_path / BIAS_FILE
+    path = rd.path_of("bias")
     save_bias(path, bias, keys, lengths)
     summary = {"status": "complete", "bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
                "bias_mean": _fmt(bias.bias.mean()), "bias_first_last": [_fmt(bias.bias[0]), _fmt(bias.bias[-1])],
                "doc_tokens": lengths.summary(), "doc_tokens_measured": {"min": min(bias.doc_tokens),
                                                                        "max": max(bias.doc_tokens)},
                "doc_tokens_source": lengths.source, "keys": keys}
-    write_stage_manifest(recipe.run_path, "calibrate", recipe_to_dict(recipe),
-                         stage_fingerprint(recipe, "calibrate"), summary, started)
-    return summary
+    return rd.complete("calibrate", recipe, stage_config_hash(recipe, "calibrate"), summary, started)
 
 
 # --------------------------------------------------------------------------- label stage
@@ -208,7 +208,6 @@ class _Labeler:
         self.params = resolve_params(self.cfg)
         self.meta = _teacher_meta(self.cfg, self.params)
         self.lancer_templates = _lancer_templates(self.cfg, self.meta)
-        self._embedding_cache: dict[str, np.ndarray] = {}
 
     def shard_file(self, kind: str) -> Path:
         return self.dir / f"{kind}.{self.rank}-of-{self.world}.jsonl"
@@ -225,7 +224,7 @@ class _Labeler:
         return self.res.model
 
     def _generator(self) -> Any:
-        from .backends import make_generator
+        from ..models.generation import make_generator
 
         if self.cfg.backend == "hf":
             return make_generator("hf", model=self.model(), tokenizer=self.tokenizer(), batch_size=self.cfg.batch_size)
@@ -319,28 +318,27 @@ class _Labeler:
                 for rec, p, m in zip(batch, parsed, mats)]
 
     def similarities(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]) -> list[SimilarityScores]:
-        """Cosine similarities of each question (stored precision). One encoder call per batch for every
-        text not embedded yet (documents recur across questions)."""
+        """Cosine similarities of each question (stored precision), each from an encoder call of its own.
+
+        A question's steps, documents and answer are encoded together, in that order, and nothing is
+        cached across questions: an encoder's output depends in its last bits on the batch a text is
+        padded with, so the similarities are a function of the question's own record, whatever the
+        batch, the process history or a resume point (a resumed run writes the same bytes).
+        """
+        from ..data.passage import doc_passage_text
+        from ..data.retrieval.dense import encode_texts
+
         if self.res.embedder is None:
             self.res.embedder = _load_embedder(self.cfg)
-        cache = self._embedding_cache
-        texts_per_q = []
-        for rec, p in zip(batch, parsed):
-            docs = [f"{d.get('title') or ''}\n{d['text']}".strip() for d in rec["docs"]]
-            texts_per_q.append((list(p.steps), docs, p.answer.strip()))
-        new = list(dict.fromkeys(t for steps, docs, a in texts_per_q for t in [*steps, *docs, a]
-                                 if t and t not in cache))
-        if new:
-            vectors = self.res.embedder.encode(new, normalize_embeddings=True, convert_to_numpy=True,
-                                               show_progress_bar=False, batch_size=64)
-            if len(cache) + len(new) > 200_000:
-                cache.clear()
-            cache.update(zip(new, np.asarray(vectors, dtype=np.float64)))
         out = []
-        for steps, docs, answer in texts_per_q:
-            step_emb = np.stack([cache[t] for t in steps])
-            doc_emb = np.stack([cache[t] if t else np.zeros_like(step_emb[0]) for t in docs])
-            sim = SimilarityScores.from_embeddings(step_emb, doc_emb, cache[answer] if answer else None)
+        for rec, p in zip(batch, parsed):
+            steps, answer = list(p.steps), p.answer.strip()
+            docs = [doc_passage_text(d) for d in rec["docs"]]
+            texts = [t for t in [*steps, *docs, answer] if t]
+            emb = dict(zip(texts, encode_texts(self.res.embedder, texts)))
+            step_emb = np.stack([emb[t] for t in steps])
+            doc_emb = np.stack([emb[t] if t else np.zeros_like(step_emb[0]) for t in docs])
+            sim = SimilarityScores.from_embeddings(step_emb, doc_emb, emb[answer] if answer else None)
             out.append(SimilarityScores(_rounded(sim.step_doc), _rounded(sim.answer_step)))
         return out
 
@@ -462,8 +460,6 @@ class _LiveCounts:
 
 def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
     """Join the shards into labels.jsonl in candidates order; every qid exactly once."""
-    import json
-
     by_qid: dict[str, dict[str, Any]] = {}
     for rank in range(world):
         path = run_dir / SHARD_DIR / f"labels.{rank}-of-{world}.jsonl"
@@ -477,7 +473,7 @@ def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[
     if missing:
         raise RuntimeError(f"{len(missing)} questions have no label (first: {missing[0]!r}); rerun to finish them")
     records = [by_qid[c["qid"]] for c in candidates]
-    atomic_write_text(run_dir / LABELS_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    write_jsonl_atomic(run_dir / LABELS_FILE, records)
     return records
 
 
@@ -487,19 +483,24 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     cfg = recipe.teacher
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
+    rd = RunDir(run_dir)
+    config_hash = stage_config_hash(recipe, "label")
+    done = rd.completed("label", config_hash)
+    if done is not None:  # every rank reads the same manifest, so all return here together
+        log.info("label: complete for this configuration (%s); nothing to do", rd.path_of("labels"))
+        return done
     rank, world, state = _distributed()
-    candidates = load_candidates(run_dir / "candidates.jsonl")
-    config_hash = stage_fingerprint(recipe, "label")
-    check_same_config(run_dir, "label", config_hash, [run_dir / SHARD_DIR, run_dir / LABELS_FILE], "data/teacher",
-                      f"use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}")
+    candidates = load_candidates(rd.path_of("candidates"))
+    rd.guard("label", config_hash, f"use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}",
+             outputs=[rd.path_of("label_shards"), rd.path_of("labels")])
     if rank == 0:
-        write_stage_manifest(run_dir, "label", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+        rd.begin("label", recipe, config_hash, started)
     torch.manual_seed(recipe.seed)
     labeler = _Labeler(recipe, rank, world, show_progress)
     if cfg.estimator == "attention" and cfg.calibrate:
         keys, _ = calibration_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers,
-                                   cfg.calibration_lengths, run_dir / "candidates.jsonl")
-        labeler.bias, labeler.bias_key = load_bias(run_dir / BIAS_FILE, keys)
+                                   cfg.calibration_lengths, rd.path_of("candidates"))
+        labeler.bias, labeler.bias_key = load_bias(rd.path_of("bias"), keys)
     shard = candidates[rank::world]
     t0 = time.perf_counter()
     replies, lancer = labeler.generate(shard)
@@ -521,7 +522,7 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
             raise RuntimeError(f"every question failed; see the `reason` fields in {run_dir / LABELS_FILE}")
         if warning:
             log.warning(warning)
-        write_stage_manifest(run_dir, "label", recipe_to_dict(recipe), config_hash, summary, started)
+        summary = rd.complete("label", recipe, config_hash, summary, started)
     if state is not None:
         state.wait_for_everyone()
     return summary

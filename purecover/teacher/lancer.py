@@ -28,7 +28,7 @@ from ..models.chat import render_chat
 from .prompts import document_body
 
 if TYPE_CHECKING:  # the backends pull in torch; this module stays light (config.py checks templates with it)
-    from .backends import GenerationBackend
+    from ..models.generation import GenerationBackend
 
 __all__ = ["RATING_TEMPLATE", "SUBQUESTION_TEMPLATE", "TEMPLATE_FIELDS", "TemplateError", "check_template",
            "digit_token_ids", "expected_rating", "load_template", "parse_rating",

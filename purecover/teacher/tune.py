@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Recipe, parse_override, recipe_to_dict, stage_fingerprint
+from ..config import Recipe, parse_override, recipe_to_dict
+from ..rundir import FILES, RunDir
 from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
 from ..utils.provenance import package_versions
 from ..utils.rundir_lock import locked_stage
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = ["GRID_KEYS", "TuneQuestion", "default_grid", "evaluate_setting", "load_questions", "parse_grid",
            "run_tune", "split_questions"]
 
-TUNE_DIR = "tune"
+TUNE_DIR = FILES["tune"]
 # recipe keys a grid may vary (teacher section; `beta` is teacher.lancer.beta)
 GRID_KEYS: dict[str, type] = {"lam": float, "tau_stop": float, "budget": int, "min_select": int, "tau1": float,
                               "tau2": float, "embedding_tau": float, "embedding_tau_e": float, "normalize": str,
@@ -235,16 +236,6 @@ def _bias_for(recipe: Recipe, labels_path: Path) -> np.ndarray | None:
     return np.asarray(data["bias"], dtype=np.float64)
 
 
-def _labels_current(recipe: Recipe) -> bool:
-    """labels.jsonl exists and label.run.json says complete for this recipe's label configuration."""
-    path = recipe.run_path / "label.run.json"
-    if not (path.is_file() and (recipe.run_path / "labels.jsonl").is_file()):
-        return False
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    return (manifest.get("config_hash") == stage_fingerprint(recipe, "label")
-            and manifest.get("summary", {}).get("status") == "complete")
-
-
 @locked_stage("tune")
 def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_fraction: float = 0.5,
              max_fallback: float = 0.05, show_progress: bool = True, plot: bool = True) -> dict[str, Any]:
@@ -253,11 +244,11 @@ def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_frac
 
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
-    if not _labels_current(recipe):
-        log.info("tune: labelling first (estimation runs once; every grid point re-solves from labels.jsonl)")
-        run_label_stage(recipe, show_progress=show_progress)
-    labels_path = run_dir / "labels.jsonl"
-    questions = load_questions(labels_path, run_dir / "candidates.jsonl")
+    rd = RunDir(run_dir)
+    # Estimation runs once: the label stage returns at once when it is complete for this recipe.
+    run_label_stage(recipe, show_progress=show_progress)
+    labels_path = rd.path_of("labels")
+    questions = load_questions(labels_path, rd.path_of("candidates"))
     tune_qs, held_qs = split_questions(questions, tune_fraction)
     base = resolve_params(recipe.teacher)
     grid = grid or default_grid(base)

@@ -8,7 +8,6 @@ deterministic function of the qid (a hash), so it is the same on every run and p
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +15,12 @@ from typing import Any
 
 import torch
 
+from ..data.splits import in_heldout
 from ..models.identifiers import IdentifierScheme
 from ..models.selector_prompt import build_selector_prompt
 from ..utils.io import read_jsonl
 
-__all__ = ["SelectorCollator", "SelectorDataset", "SelectorExample", "in_heldout", "load_training_examples",
+__all__ = ["SelectorCollator", "SelectorDataset", "SelectorExample", "load_training_examples",
            "split_examples"]
 
 
@@ -78,15 +78,6 @@ def load_training_examples(candidates_path: str | Path, labels_path: str | Path,
     if not examples:
         raise ValueError(f"{labels_path}: no usable labels ({counts})")
     return examples, counts
-
-
-def _unit(qid: str, seed: int) -> float:
-    return int(hashlib.sha256(f"{seed}:{qid}".encode()).hexdigest()[:12], 16) / float(1 << 48)
-
-
-def in_heldout(qid: str, eval_fraction: float, seed: int = 0) -> bool:
-    """Whether question `qid` belongs to the held-out split (a hash of (seed, qid) below `eval_fraction`)."""
-    return _unit(qid, seed) < eval_fraction
 
 
 def split_examples(examples: Sequence[SelectorExample], eval_fraction: float, seed: int = 0

@@ -27,16 +27,21 @@ import datetime as _dt
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
+from importlib import resources
 from pathlib import Path
+from string import Template
 from typing import Any
 
 from .. import __version__
-from ..config import Recipe, recipe_to_dict, stage_fingerprint
+from ..config import Recipe, recipe_to_dict
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import SELECTOR_CONFIG
+from ..rundir import FILES, RunDir
+from ..stages import config_hash as stage_config_hash
 from ..utils.io import atomic_write_json, atomic_write_text
 from ..utils.provenance import write_stage_manifest
 from ..utils.rundir_lock import locked_stage
@@ -45,7 +50,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SELECTOR_DIR", "export_selector", "run_export_stage"]
 
-SELECTOR_DIR = "selector"
+SELECTOR_DIR = FILES["selector"]
 STUDENT_META = "purecover_student.json"  # written by train/run.py into checkpoints/final/
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -127,151 +132,97 @@ def _final_losses(log_history: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_TEMPLATES = "templates"  # package data: purecover/train/templates/*.md
+_BLOCK_LINE = re.compile(r"^\$(\w+)\n", re.MULTILINE)
+
+
+def _render_template(name: str, values: dict[str, Any]) -> str:
+    """Fill ``templates/<name>``: ``$field`` placeholders (string.Template).
+
+    A placeholder alone on its line stands for a block of lines; when its value is empty the line is left out.
+    """
+    text = resources.files(__package__).joinpath(_TEMPLATES, name).read_text(encoding="utf-8")
+    text = _BLOCK_LINE.sub(lambda m: "" if values.get(m.group(1)) == "" else m.group(0), text)
+    return Template(text).substitute(values)
+
+
 def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: Path | None, merged: bool) -> str:
+    """The selector's README.md: templates/model_card.md filled from the config, the student meta and the
+    run's data/label/train manifests (when `run_dir` has them)."""
     base = selector_config["base_model"]
     data_run = _read_json(run_dir / "data.run.json") if run_dir else None
     label_run = _read_json(run_dir / "label.run.json") if run_dir else None
     train_run = _read_json(run_dir / "train.run.json") if run_dir else None
     is_adapter = bool(selector_config.get("adapter"))
-    lines = [
-        "---",
-        "library_name: " + ("peft" if is_adapter else "transformers"),
-        "tags: [purecover, retrieval-augmented-generation, document-selection, reranking]",
-        "---",
-        "",
-        "# purecover selector",
-        "",
-        "A distilled set-wise document selector for retrieval-augmented generation, trained with "
-        f"[purecover](https://github.com/) {selector_config['purecover_version']}. Given a question and up to "
-        f"K1 = {selector_config['k1']} retrieved candidates, one forward pass gives the first-token logit of each "
-        "candidate's identifier; the selector keeps every candidate whose logit exceeds τ3.",
-        "",
-        "## Model",
-        "",
-        f"- Base model: `{base}`",
-        "- Weights: " + ("LoRA adapter, **not merged**: load it on the base model (see below)" if is_adapter else
-                         ("LoRA adapter merged into the base model" if merged else "fully fine-tuned model")
-                         + " (safetensors)"),
-    ]
+    if is_adapter:
+        weights = "LoRA adapter, **not merged**: load it on the base model (see below)"
+    else:
+        weights = ("LoRA adapter merged into the base model" if merged else "fully fine-tuned model") + " (safetensors)"
+    lora_lines = []
     if meta.get("lora"):
         lora = meta["lora"]
-        lines.append(f"- LoRA: r = {lora.get('r')}, alpha = {lora.get('alpha')}, dropout = {lora.get('dropout')}, "
-                     f"target modules = {lora.get('target_modules')}")
-    ids = selector_config["identifiers"]
-    lines += [
-        f"- Identifiers: scheme `{ids['name']}` ({', '.join(ids['labels'][: min(5, selector_config['k1'])])}, ...), "
-        f"separator {ids['separator']!r}",
-        f"- Prompt template: `{selector_config['prompt_template'].get('layout')}` "
-        f"(hash `{selector_config['prompt_template'].get('hash')}`)",
-        f"- Passages cut to {selector_config['max_passage_tokens']} tokens",
-        "",
-        "## Training data",
-        "",
-    ]
+        lora_lines.append(f"- LoRA: r = {lora.get('r')}, alpha = {lora.get('alpha')}, "
+                          f"dropout = {lora.get('dropout')}, target modules = {lora.get('target_modules')}")
+    data_lines = []
     if data_run:
         d = data_run.get("recipe", {}).get("data", {})
         s = data_run.get("summary", {})
-        lines += [
+        data_lines += [
             f"- Dataset: {d.get('dataset')} (`{d.get('path')}`, split {d.get('split')}, limit {d.get('limit')})",
             f"- Candidates: top-{d.get('k1')} by {d.get('retriever')} over the {d.get('corpus')} corpus; "
             f"{s.get('questions')} questions",
         ]
         recall = next((v for k, v in s.items() if k.startswith("supporting_recall@")), None)
         if recall is not None:
-            lines.append(f"- Supporting-paragraph recall of the candidates: {_fmt(recall)}")
+            data_lines.append(f"- Supporting-paragraph recall of the candidates: {_fmt(recall)}")
     else:
-        lines.append("- (no data.run.json found next to the checkpoint)")
+        data_lines.append("- (no data.run.json found next to the checkpoint)")
     if label_run:
         t = label_run.get("recipe", {}).get("teacher", {})
         s = label_run.get("summary", {})
-        lines += [
+        teacher_lines = [
             f"- Teacher: `{t.get('model')}`, steps = {t.get('steps')}, estimator = {t.get('estimator')}, "
             f"calibration = {t.get('calibrate')}, λ = {t.get('lam')}, budget K = {t.get('budget')}",
             f"- Labels: {s.get('ok')} ok, {s.get('fallback')} fallback, {s.get('error')} error",
         ]
     else:
-        lines.append("- (no label.run.json found next to the checkpoint)")
+        teacher_lines = ["- (no label.run.json found next to the checkpoint)"]
     losses = meta.get("losses") or {}
     final = _final_losses(meta.get("log_history") or [])
     tsum = (train_run or {}).get("summary", {})
-    lines += [
-        "",
-        "## Training and calibration",
-        "",
-        f"- Loss: L = L_CL + {losses.get('lm_weight')} · L_LM (permutation-invariant LM loss, exact over orderings "
-        f"for |S| ≤ {losses.get('m_exact')})",
-    ]
+    training_log = []
     if final:
-        lines.append("- Last logged: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in final.items()))
+        training_log.append("- Last logged: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in final.items()))
     if tsum:
-        lines.append(f"- Questions: {tsum.get('train_questions')} train, {tsum.get('heldout_questions')} held out")
-    split = tsum.get("threshold_split", "held-out labels")
-    lines += [
-        f"- Threshold τ3 = {selector_config['tau3']:.6g}, calibrated on {split}: subset F1 against the teacher "
-        f"= {_fmt(meta.get('heldout_subset_f1'))}",
-        f"- Inference rule: keep {{k : s_k > τ3}}, best first, at most k_max = {selector_config['k_max']}, "
-        f"at least min_select = {selector_config['min_select']}",
-        "",
-        "## Usage",
-        "",
-        "With purecover (`pip install purecover`):",
-        "",
-        "```python",
-        "from purecover.models.selector import Selector",
-        "",
-        'selector = Selector.from_pretrained("path/to/this/directory")          # backend="vllm" on GPUs',
-        'result = selector.select(question, [{"title": t, "text": x} for t, x in passages])',
-        "result.indices        # kept passages, best first",
-        "result.logits         # first-token logit of every candidate, in candidate order",
-        "result.probabilities  # softmax over the candidates' identifiers",
-        "```",
-        "",
-    ]
-    if is_adapter:
-        lines += [
-            "With plain transformers + peft (the adapter must be loaded on the base model):",
-            "",
-            "```python",
-            "from peft import PeftModel",
-            "from transformers import AutoModelForCausalLM, AutoTokenizer",
-            "",
-            f'base = AutoModelForCausalLM.from_pretrained("{base}")',
-            'model = PeftModel.from_pretrained(base, "path/to/this/directory").merge_and_unload()',
-            'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")',
-            "```",
-        ]
-    else:
-        lines += [
-            "With plain transformers (the prompt layout spelled out; `docs` are dicts with title and text, "
-            "each cut to `max_passage_tokens` tokens):",
-            "",
-            "```python",
-            "import json",
-            "",
-            "import torch",
-            "from transformers import AutoModelForCausalLM, AutoTokenizer",
-            "",
-            'path = "path/to/this/directory"',
-            'with open(f"{path}/selector_config.json", encoding="utf-8") as fh:',
-            "    cfg = json.load(fh)",
-            "tok = AutoTokenizer.from_pretrained(path)",
-            "model = AutoModelForCausalLM.from_pretrained(path).eval()",
-            'labels = cfg["identifiers"]["labels"][: len(docs)]',
-            "passages = \"\\n\".join(f\"{l}: {d['title']}\\n{d['text']}\" for l, d in zip(labels, docs))",
-            "user = (f\"{cfg['prompt_template']['instructions']}\\n\\nQuestion: {question}\\n\\n\"",
-            "        f\"Passages:\\n{passages}\\n\\nQuestion: {question}\")",
-            "messages = [{\"role\": \"system\", \"content\": cfg[\"prompt_template\"][\"system\"]},",
-            "            {\"role\": \"user\", \"content\": user}]",
-            "text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)",
-            "input_ids = tok(text, add_special_tokens=False, return_tensors=\"pt\").input_ids",
-            "with torch.no_grad():",
-            "    last = model(input_ids).logits[0, -1]          # logits at the first reply position",
-            "s = last[[tok(l, add_special_tokens=False).input_ids[0] for l in labels]]   # s_k per candidate",
-            'keep = sorted((k for k in range(len(docs)) if s[k] > cfg["tau3"]), key=lambda k: -s[k])',
-            'keep = keep[: cfg["k_max"]] or [int(s.argmax())]    # at most k_max, at least min_select (= 1)',
-            "```",
-        ]
-    return "\n".join(lines) + "\n"
+        training_log.append(f"- Questions: {tsum.get('train_questions')} train, "
+                            f"{tsum.get('heldout_questions')} held out")
+    ids = selector_config["identifiers"]
+    usage = "model_card_usage_adapter.md" if is_adapter else "model_card_usage_transformers.md"
+    return _render_template("model_card.md", {
+        "library_name": "peft" if is_adapter else "transformers",
+        "purecover_version": selector_config["purecover_version"],
+        "k1": selector_config["k1"],
+        "base_model": base,
+        "weights": weights,
+        "lora": "\n".join(lora_lines),
+        "id_scheme": ids["name"],
+        "id_labels": ", ".join(ids["labels"][: min(5, selector_config["k1"])]),
+        "id_separator": repr(ids["separator"]),
+        "prompt_layout": selector_config["prompt_template"].get("layout"),
+        "prompt_hash": selector_config["prompt_template"].get("hash"),
+        "max_passage_tokens": selector_config["max_passage_tokens"],
+        "data_lines": "\n".join(data_lines),
+        "teacher_lines": "\n".join(teacher_lines),
+        "lm_weight": losses.get("lm_weight"),
+        "m_exact": losses.get("m_exact"),
+        "training_log": "\n".join(training_log),
+        "tau3": f"{selector_config['tau3']:.6g}",
+        "threshold_split": tsum.get("threshold_split", "held-out labels"),
+        "heldout_subset_f1": _fmt(meta.get("heldout_subset_f1")),
+        "k_max": selector_config["k_max"],
+        "min_select": selector_config["min_select"],
+        "plain_usage": _render_template(usage, {"base_model": base}).rstrip("\n"),
+    })
 
 
 def _swap_into_place(tmp: Path, out: Path) -> None:
@@ -380,9 +331,15 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
     """
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
-    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else run_dir / "checkpoints" / "final"
-    out = Path(out_dir) if out_dir is not None else run_dir / SELECTOR_DIR
-    config_hash = stage_fingerprint(recipe, "export")
+    rd = RunDir(run_dir)
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else rd.path_of("final")
+    out = Path(out_dir) if out_dir is not None else rd.path_of("selector")
+    config_hash = stage_config_hash(recipe, "export")
+    default_paths = checkpoint_dir is None and out_dir is None
+    done = rd.completed("export", config_hash) if default_paths else None
+    if done is not None:
+        log.info("export: %s is complete for this configuration; nothing to do", out)
+        return done
     is_adapter = (ckpt / "adapter_config.json").is_file()
     t0 = time.perf_counter()
     export_selector(ckpt, out, merge=recipe.export.merge, dtype=recipe.student.dtype,
@@ -402,5 +359,7 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
         "size_bytes": sum((out / f).stat().st_size for f in files),
         "seconds": round(time.perf_counter() - t0, 2),
     }
-    write_stage_manifest(run_dir, "export", recipe_to_dict(recipe), config_hash, summary, started)
-    return summary
+    if not default_paths:  # an export elsewhere is not this run directory's export stage
+        write_stage_manifest(run_dir, "export", recipe_to_dict(recipe), config_hash, summary, started)
+        return summary
+    return rd.complete("export", recipe, config_hash, summary, started)

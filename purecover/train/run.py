@@ -27,12 +27,13 @@ from typing import Any
 
 import torch
 
-from ..config import ConfigError, Recipe, recipe_to_dict, stage_fingerprint
+from ..config import ConfigError, Recipe
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
+from ..rundir import FILES, RunDir
+from ..stages import config_hash as stage_config_hash
 from ..utils.io import atomic_write_json, read_jsonl
-from ..utils.provenance import check_same_config, write_stage_manifest
 from ..utils.rundir_lock import locked_stage
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .losses import ReplyFormat
@@ -43,8 +44,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["STUDENT_META", "build_training_arguments", "first_position_logits", "run_train_stage"]
 
-CHECKPOINTS = "checkpoints"
-FINAL = "final"
+CHECKPOINTS = FILES["checkpoints"]
+FINAL = Path(FILES["final"]).name
 STUDENT_META = "purecover_student.json"
 
 _DEFAULT_TRAINING: dict[str, Any] = {
@@ -68,13 +69,13 @@ _DEFAULT_TRAINING: dict[str, Any] = {
 def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = False) -> Any:
     """TrainingArguments from the defaults above, overridden by ``student.training``.
 
-    Keys and values are checked by `purecover.validate.check_training_section`. ``dry_run``: only
+    Keys and values are checked by `purecover.train.arguments.check_training_section`. ``dry_run``: only
     build them on the CPU in a temporary directory, changing no process state (the recipe check
     that `purecover.validate.validate_recipe` runs before any stage).
     """
     from transformers import TrainingArguments
 
-    from ..validate import check_training_section, dry_training_arguments
+    from .arguments import check_training_section, dry_training_arguments
 
     user = dict(recipe.student.training)
     check_training_section(user)
@@ -177,17 +178,16 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     cfg = recipe.student
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
-    candidates, labels = run_dir / "candidates.jsonl", run_dir / "labels.jsonl"
-    config_hash = stage_fingerprint(recipe, "train")
-    check_same_config(run_dir, "train", config_hash, [run_dir / CHECKPOINTS], "data/teacher/student",
-                      f"use another run_dir or delete {run_dir / CHECKPOINTS}/")
-    done = finished_summary(run_dir / CHECKPOINTS / FINAL, config_hash)
+    rd = RunDir(run_dir)
+    candidates, labels = rd.path_of("candidates"), rd.path_of("labels")
+    config_hash = stage_config_hash(recipe, "train")
+    rd.guard("train", config_hash, f"use another run_dir or delete {rd.path_of('checkpoints')}/",
+             outputs=[rd.path_of("checkpoints")])
+    done = finished_summary(rd.path_of("final"), config_hash)
     if done is not None:
-        manifest = run_dir / "train.run.json"
-        stored = json.loads(manifest.read_text(encoding="utf-8")).get("summary", {}) if manifest.is_file() else {}
-        if stored.get("status") != "complete" and _is_main_process():  # killed after final/, before this
-            write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, done, started)
-        log.info("train: %s is already complete for this configuration; nothing to do", run_dir / CHECKPOINTS / FINAL)
+        if rd.completed("train", config_hash) is None and _is_main_process():  # killed after final/, before this
+            rd.complete("train", recipe, config_hash, done, started)
+        log.info("train: %s is already complete for this configuration; nothing to do", rd.path_of("final"))
         return done
     model, tokenizer = _load_student(recipe)
     k1 = max(len(rec["docs"]) for _, rec in read_jsonl(candidates)) if candidates.is_file() else recipe.data.k1
@@ -206,7 +206,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     )
     is_main = trainer.accelerator.is_main_process
     if is_main:
-        write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+        rd.begin("train", recipe, config_hash, started)
     resume = cfg.training.get("resume_from_checkpoint")
     if resume is None:
         resume = _last_complete_checkpoint(Path(args.output_dir))
@@ -237,6 +237,6 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
             "log_history": trainer.state.log_history,
             "config_hash": config_hash, "summary": summary,  # written last: marks final/ complete
         })
-        write_stage_manifest(run_dir, "train", recipe_to_dict(recipe), config_hash, summary, started)
+        rd.complete("train", recipe, config_hash, summary, started)
         log.info("trained student: %s", json.dumps(summary))
     return summary

@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any
 
 
-def stage_main(run: Callable[..., dict[str, Any]], prog: str, description: str | None,
-               argv: list[str] | None = None) -> int:
-    """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, run the stage and print its summary.
+def stage_main(stage: str, prog: str, description: str | None, argv: list[str] | None = None) -> int:
+    """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, run registered `stage`
+    (`purecover.stages.run_stage`) and print its summary.
 
     A recipe error is one line on stderr and exit code 2, before the stage starts (like `purecover`).
     """
     from ..config import ConfigError
+    from ..stages import run_stage
     from ..validate import load_validated_recipe
 
     parser = argparse.ArgumentParser(prog=prog, description=description)
@@ -29,5 +28,5 @@ def stage_main(run: Callable[..., dict[str, Any]], prog: str, description: str |
     except ConfigError as exc:
         print(f"{prog}: recipe error: {exc}", file=sys.stderr)
         return 2
-    print(run(recipe, show_progress=not args.quiet))
+    print(run_stage(stage, recipe, show_progress=not args.quiet))
     return 0

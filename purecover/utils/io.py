@@ -24,7 +24,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "atomic_write_json", "atomic_write_text",
+__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "atomic_write_json", "atomic_write_text", "disk_full_is_explained",
            "ensure_output_dir", "iter_json_lines", "read_jsonl", "write_jsonl_atomic"]
 
 
@@ -36,7 +36,7 @@ class DiskFullError(OSError):
 
 
 @contextlib.contextmanager
-def _disk_full_is_explained(path: Path, kept: str) -> Iterator[None]:
+def disk_full_is_explained(path: Path, kept: str) -> Iterator[None]:
     """Re-raise ENOSPC/EDQUOT from the block as a `DiskFullError` naming `path` and what is `kept`."""
     try:
         yield
@@ -76,7 +76,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     ensure_output_dir(path.parent)
     data = text.encode("utf-8")
-    with _disk_full_is_explained(path, "the previous version of the file is unchanged"):
+    with disk_full_is_explained(path, "the previous version of the file is unchanged"):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             try:
@@ -196,7 +196,7 @@ class ResumableJsonl:
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         fd = self._fh.fileno()
         kept = "the records written so far are kept and a rerun continues after them"
-        with _disk_full_is_explained(self.path, kept):
+        with disk_full_is_explained(self.path, kept):
             try:
                 _write_all(fd, data)
                 if self.fsync:

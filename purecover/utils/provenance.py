@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
-import json
 import platform
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from .io import atomic_write_json
 
-__all__ = ["check_same_config", "package_versions", "write_stage_manifest"]
+__all__ = ["package_versions", "write_stage_manifest"]
 
 _PACKAGES = (
     "purecover", "torch", "transformers", "peft", "accelerate", "deepspeed", "datasets", "numpy",
@@ -38,8 +37,10 @@ def write_stage_manifest(
     config_hash: str,
     summary: dict[str, Any] | None = None,
     started: _dt.datetime | None = None,
+    outputs: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``run_dir/<stage>.run.json``: stage, resolved recipe, config hash, versions, summary."""
+    """Write ``run_dir/<stage>.run.json``: stage, resolved recipe, config hash, versions, summary and,
+    once complete, what each output holds (`purecover.rundir.RunDir.complete`)."""
     now = _dt.datetime.now(_dt.timezone.utc)
     path = Path(run_dir) / f"{stage}.run.json"
     atomic_write_json(
@@ -52,24 +53,8 @@ def write_stage_manifest(
             "command": sys.argv,
             "versions": package_versions(),
             "summary": summary or {},
+            **({"outputs": outputs} if outputs is not None else {}),
             "recipe": recipe,
         },
     )
     return path
-
-
-def check_same_config(run_dir: str | Path, stage: str, config_hash: str, outputs: list[Path], what: str,
-                      remedy: str) -> None:
-    """Refuse to continue `stage` when its existing outputs were made with another configuration.
-
-    The previous hash is read from ``run_dir/<stage>.run.json``; nothing is checked while none of
-    `outputs` exists (or all are empty files).
-    """
-    manifest = Path(run_dir) / f"{stage}.run.json"
-    present = [p for p in outputs if p.is_dir() or (p.is_file() and p.stat().st_size > 0)]
-    if not manifest.is_file() or not present:
-        return
-    previous = json.loads(manifest.read_text(encoding="utf-8")).get("config_hash")
-    if previous and previous != config_hash:
-        raise RuntimeError(f"{present[0]} was made with a different {what} configuration (hash {previous}, now "
-                           f"{config_hash}); {remedy}")

@@ -93,9 +93,11 @@ def test_resume_after_crash_equals_uninterrupted_run(tmp_path):
     assert summary["repaired_lines"] == 1 and summary["already_done"] == 7
     assert summary["written"] == len(lines) - 1 - 7
     assert out.read_bytes() == reference
-    # A rerun with everything done writes nothing and keeps the file as it is.
+    # A rerun of the complete stage is skipped: the stored summary comes back, nothing is touched.
+    manifest = (crashed.run_path / "data.run.json").read_bytes()
     again = run_data_stage(crashed, show_progress=False)
-    assert again["written"] == 0 and out.read_bytes() == reference
+    assert again == summary and out.read_bytes() == reference
+    assert (crashed.run_path / "data.run.json").read_bytes() == manifest
 
 
 def test_changed_config_in_same_run_dir_is_refused(tmp_path):

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.teacher.test_backends import fake_vllm  # noqa: F401  (the stand-in vllm module fixture)
+from tests.models.test_generation import fake_vllm  # noqa: F401  (the stand-in vllm module fixture)
 
 
 @pytest.fixture(scope="session")
 def tiny_generator_dir(tmp_path_factory, sample_dir: Path) -> Path:
     """A tiny random Qwen2 (2 layers) saved with the real Qwen2 tokenizer (skips without the samples)."""
-    from purecover.models.tiny import build_tiny_model
+    from purecover.demo.tiny import build_tiny_model
 
     tok = sample_dir / "qwen2_tokenizer"
     if not tok.is_dir():

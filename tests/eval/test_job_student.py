@@ -39,11 +39,11 @@ def student_recipe(tmp_path_factory, sample_dir, tiny_generator_dir):
 
 
 def test_heldout_questions_only_with_teacher_and_student(student_recipe):
-    from purecover.eval.job import run_evaluate_stage
-    from purecover.train.data import in_heldout
+    from purecover.data.splits import in_heldout
+    from purecover.stages import run_stage
 
     recipe = student_recipe
-    summary = run_evaluate_stage(recipe, show_progress=False)
+    summary = run_stage("evaluate", recipe, show_progress=False)
     held = [r["qid"] for _, r in read_jsonl(recipe.run_path / "candidates.jsonl")
             if in_heldout(r["qid"], recipe.student.eval_fraction, recipe.seed)]
     assert len(held) == 2 and summary["questions"] == len(held)
@@ -62,7 +62,7 @@ def test_heldout_questions_only_with_teacher_and_student(student_recipe):
 
 def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
     """`teacher:DIR` reads another run's labels (here a copy with reversed selections)."""
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.stages import run_stage
 
     other = tmp_path / "ablation"
     other.mkdir()
@@ -71,7 +71,7 @@ def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
     (other / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     ev = dataclasses.replace(student_recipe.eval, methods=["teacher", f"teacher:{other}"], budgets=[3])
     recipe = dataclasses.replace(student_recipe, eval=ev)
-    run_evaluate_stage(recipe, show_progress=False)
+    run_stage("evaluate", recipe, show_progress=False)
     pred_dir = recipe.run_path / "eval" / "predictions"
     main = {r["qid"]: r["selected"] for _, r in read_jsonl(pred_dir / "teacher@3.jsonl")}
     slug = f"teacher_{str(other).strip('/').replace('/', '_')}"
@@ -82,12 +82,12 @@ def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
 
 def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
     """eval.path: candidates and student selections for another file, under run_dir/eval/."""
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.stages import run_stage
 
     ev = dataclasses.replace(student_recipe.eval, path=str(sample_file("hotpotqa")), limit=3,
                              methods=["retrieval", "student"], budgets=[2])
     recipe = dataclasses.replace(student_recipe, eval=ev)
-    summary = run_evaluate_stage(recipe, show_progress=False)
+    summary = run_stage("evaluate", recipe, show_progress=False)
     eval_dir = recipe.run_path / "eval"
     cands = [r for _, r in read_jsonl(eval_dir / "candidates.jsonl")]
     assert summary["questions"] == len(cands) == 3
@@ -97,16 +97,30 @@ def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
 
 
 def test_teacher_method_without_labels_is_a_clear_error(student_recipe, sample_file):
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.stages import run_stage
 
     ev = dataclasses.replace(student_recipe.eval, path=str(sample_file("hotpotqa")), limit=3, methods=["teacher"])
     with pytest.raises(ValueError, match=r"method teacher: 3 of 3 evaluation questions have no teacher label"):
-        run_evaluate_stage(dataclasses.replace(student_recipe, eval=ev), show_progress=False)
+        run_stage("evaluate", dataclasses.replace(student_recipe, eval=ev), show_progress=False)
 
 
 def test_empty_heldout_split_is_a_clear_error(student_recipe):
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.stages import run_stage
 
     student = dataclasses.replace(student_recipe.student, eval_fraction=0.0)
     with pytest.raises(ValueError, match="held-out split"):
-        run_evaluate_stage(dataclasses.replace(student_recipe, student=student), show_progress=False)
+        run_stage("evaluate", dataclasses.replace(student_recipe, student=student), show_progress=False)
+
+
+def test_evaluate_alone_names_the_missing_select_stage(student_recipe, tmp_path):
+    """`eval` never runs the select stage itself (import rules): without selections it says what to run."""
+    import shutil
+
+    from purecover.eval.job import run_evaluate_stage
+
+    run = tmp_path / "run"
+    shutil.copytree(student_recipe.run_path, run, ignore=shutil.ignore_patterns("selections.jsonl", "select.run.json",
+                                                                                 "eval", ".purecover.lock"))
+    recipe = dataclasses.replace(student_recipe, run_dir=str(run))
+    with pytest.raises(FileNotFoundError, match=r"selections\.jsonl is missing or incomplete: run `purecover select"):
+        run_evaluate_stage(recipe, show_progress=False)

@@ -28,6 +28,15 @@ def test_report_layout_and_values():
     assert "| student | 50.00 | 60.00 | 55.00 |" in text
     assert "| retrieval | 50.00 / 25.00 | 50.00 / 25.00 |" in text
     assert "75.00 / —" in text  # undefined purity is shown as a dash
+    assert "CRUX" not in text  # no LANCER ratings in these results: no CRUX table
+
+
+def test_crux_table_appears_with_lancer_ratings():
+    metrics = _metrics("hotpotqa", 0.2)
+    for per_k in metrics["results"].values():
+        per_k["1"]["crux"], per_k["5"]["crux"] = {"coverage": 0.25, "n": 4}, {"coverage": 0.5, "n": 4}
+    text = render_report(metrics)
+    assert "## CRUX Cov@K" in text and "| student | 25.00 | 50.00 |" in text
 
 
 def test_plots_are_written(tmp_path):

@@ -1,8 +1,6 @@
-"""Selection metrics (Coverage@K, Purity@K) and coverage metrics (α-nDCG, StRecall, CRUX Cov)."""
+"""Selection metrics (Coverage@K, Purity@K and their means over questions) and CRUX Cov."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
@@ -12,75 +10,13 @@ from purecover.data.candidates import build_record, gold_doc_ids
 from purecover.data.corpus import question_docs
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
 from purecover.eval.selection_metrics import (
-    alpha_ndcg,
     answer_containing,
     coverage_at_k,
     crux_coverage,
     purity_at_k,
     question_selection,
-    selection_report,
-    strecall,
+    summarize_selection,
 )
-
-A, B, C, D = {1, 2}, {1}, {3}, set()
-RUN = [B, A, D, C]
-
-
-# ---------------------------------------------------------------- α-nDCG / StRecall worked example
-
-
-@pytest.mark.parametrize("k, expected", [(1, 0.5), (2, 0.739812), (3, 0.675613), (4, 0.825106)])
-def test_alpha_ndcg_worked_example(k, expected):
-    assert round(alpha_ndcg(RUN, k, alpha=0.5), 6) == expected
-
-
-@pytest.mark.parametrize("k, expected", [(1, 1 / 3), (2, 2 / 3), (3, 2 / 3), (4, 1.0)])
-def test_strecall_worked_example(k, expected):
-    assert strecall(RUN, k, 3) == pytest.approx(expected)
-    assert strecall(RUN, k, {1, 2, 3}) == pytest.approx(expected)
-
-
-def test_alpha_ndcg_k_beyond_run_and_pool():
-    # k larger than the run: the score at k = 10 equals the score at 4 (nothing more to rank).
-    assert alpha_ndcg(RUN, 10) == pytest.approx(alpha_ndcg(RUN, 4))
-    # a larger judged pool (ndeval-style) can only make the ideal better, the score lower
-    pool = [A, B, C, D, {4}]
-    assert alpha_ndcg(RUN, 4, ideal_pool=pool) < alpha_ndcg(RUN, 4)
-    assert alpha_ndcg(RUN, 4, ideal_pool=pool, n_nuggets=4) == alpha_ndcg(RUN, 4, ideal_pool=pool)
-
-
-def test_alpha_zero_is_ndcg_with_nugget_count_gains():
-    # α = 0: gain = number of nuggets of the document, no redundancy penalty.
-    run = [D, B, A, C]  # gains 0, 1, 2, 1; ideal A(2), B(1), C(1), D(0)
-    dcg4 = 0 + 1 / math.log2(3) + 2 / math.log2(4) + 1 / math.log2(5)
-    idcg4 = 2 + 1 / math.log2(3) + 1 / math.log2(4) + 0
-    assert alpha_ndcg(run, 4, alpha=0.0) == pytest.approx(dcg4 / idcg4)
-    assert alpha_ndcg(run, 2, alpha=0.0) == pytest.approx((1 / math.log2(3)) / (2 + 1 / math.log2(3)))
-    # repeated nuggets are not discounted with α = 0: two copies of A rank as well as A, A
-    assert alpha_ndcg([A, A, B], 3, alpha=0.0) == pytest.approx(1.0)
-    # with α = 0.5 the repeat is discounted and the greedy ideal puts A first
-    assert alpha_ndcg([B, A, A], 3, alpha=0.5) < 1.0
-
-
-def test_alpha_ndcg_degenerate_and_bad_input():
-    assert alpha_ndcg([D, D], 2) == 0.0
-    assert alpha_ndcg([], 3) == 0.0
-    with pytest.raises(ValueError, match="k must be"):
-        alpha_ndcg(RUN, 0)
-    with pytest.raises(ValueError, match="alpha"):
-        alpha_ndcg(RUN, 2, alpha=1.5)
-    with pytest.raises(ValueError, match="n_nuggets"):
-        alpha_ndcg(RUN, 2, n_nuggets=2)
-
-
-def test_strecall_edge_cases():
-    assert strecall([D, D], 4, 0) is None
-    assert strecall(RUN, 4, set()) is None
-    # only the listed nugget ids count
-    assert strecall(RUN, 4, {1, 9}) == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="n_nuggets"):
-        strecall(RUN, 4, 2)
-
 
 # ---------------------------------------------------------------- CRUX Cov
 
@@ -141,7 +77,12 @@ def _record(qid, docs, answers, gold):
             "answers": answers, "gold_doc_ids": gold}
 
 
-def test_selection_report_by_hand():
+def _report(pairs):
+    """The evaluate stage's path: one `question_selection` row per question, then their means."""
+    return summarize_selection([question_selection(rec, sel) for rec, sel in pairs])
+
+
+def test_selection_means_by_hand():
     r1 = _record("q1", [("d0", "Paris", "Capital of France."), ("d1", "Lyon", "A city."),
                         ("d2", "France", "Its capital is Paris."), ("d3", "Nice", "On the coast.")],
                  ["Paris"], ["d0", "d1", "missing"])
@@ -151,7 +92,7 @@ def test_selection_report_by_hand():
     assert q1["answer_coverage"] == 0.5 and q1["answer_purity"] == pytest.approx(1 / 3)
     assert q1["support_coverage"] == 1.0 and q1["support_purity"] == pytest.approx(2 / 3)
     assert q1["gold_not_retrieved"] == 1
-    report = selection_report([(r1, [0, 1, 3]), (r2, {"selected": [1]}), (r3, [])])
+    report = _report([(r1, [0, 1, 3]), (r2, {"selected": [1]}), (r3, [])])
     assert report["n_questions"] == 3
     assert report["mean_k"] == pytest.approx(4 / 3)
     ans = report["answer"]
@@ -165,12 +106,12 @@ def test_selection_report_by_hand():
     assert sup["gold_not_retrieved"] == 1
 
 
-def test_selection_report_empty_and_bad_positions():
-    report = selection_report([])
+def test_selection_means_empty_and_bad_positions():
+    report = summarize_selection([])
     assert report["n_questions"] == 0 and report["answer"]["coverage"] is None
     r = _record("q9", [("a", "A", "x")], ["x"], [])
     with pytest.raises(ValueError, match="q9.*outside"):
-        selection_report([(r, [1])])
+        question_selection(r, [1])
     with pytest.raises(ValueError, match="not an integer"):
         question_selection(r, ["0"])
 
@@ -200,7 +141,27 @@ def test_hotpotqa_gold_paragraph_selection(hotpot_records):
         non_gold_sel.append((rec, others))
         q = question_selection(rec, positions)
         assert q["support_coverage"] == 1.0 and q["support_purity"] == 1.0
-    good = selection_report(gold_sel)["supporting"]
+    good = _report(gold_sel)["supporting"]
     assert good["coverage"] == 1.0 and good["purity"] == 1.0 and good["n_coverage"] == 3
-    bad = selection_report(non_gold_sel)["supporting"]
+    bad = _report(non_gold_sel)["supporting"]
     assert bad["coverage"] == 0.0 and bad["purity"] == 0.0 and bad["n_purity"] == 3
+
+
+def test_crux_coverage_of_a_selection_reaches_the_report_rows():
+    """With the teacher's ratings, each question row carries CRUX Cov of the *selected* candidates."""
+    from purecover.eval.selection_metrics import question_selection, summarize_selection
+
+    record = {"qid": "q", "answers": ["x"], "gold_doc_ids": [],
+              "docs": [{"doc_id": str(i), "title": "", "text": "t"} for i in range(4)]}
+    ratings = [[0, 4, 0], [3, 0, 0], [0, 0, 1], [5, 5, 0]]  # sub-question 3 is answered by no candidate
+    assert question_selection(record, [1], ratings)["crux_coverage"] == pytest.approx(1 / 3)
+    assert question_selection(record, [0, 1], ratings)["crux_coverage"] == pytest.approx(2 / 3)
+    assert question_selection(record, [2], ratings)["crux_coverage"] == 0.0
+    assert question_selection(record, [], ratings)["crux_coverage"] == 0.0
+    assert question_selection(record, [1], None)["crux_coverage"] is None
+    assert question_selection(record, [1], [[], [], [], []])["crux_coverage"] is None  # no sub-questions
+    with pytest.raises(ValueError, match="question 'q': ratings have 2 rows, candidate 3 selected"):
+        question_selection(record, [3], ratings[:2])
+    rows = [question_selection(record, [0, 1], ratings), question_selection(record, [2], ratings),
+            question_selection(record, [1], None)]
+    assert summarize_selection(rows)["crux"] == {"coverage": pytest.approx(1 / 3), "n": 2}

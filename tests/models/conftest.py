@@ -20,7 +20,7 @@ N_QUESTIONS = 10  # two select batches (8 + 2)
 
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
     if "tiny" not in _CACHE:
-        from purecover.models.tiny import build_tiny_model
+        from purecover.demo.tiny import build_tiny_model
 
         tok = sample_dir / "qwen2_tokenizer"
         if not tok.is_dir():

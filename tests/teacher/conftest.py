@@ -18,6 +18,6 @@ def qwen_tokenizer_dir(sample_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_teacher_dir(tmp_path_factory, qwen_tokenizer_dir) -> Path:
     """A tiny random Qwen2 (2 layers, 4 heads, 2 kv heads) with the real Qwen2 tokenizer."""
-    from purecover.models.tiny import build_tiny_model
+    from purecover.demo.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), qwen_tokenizer_dir, "qwen2", seed=0)

@@ -181,7 +181,7 @@ def test_bias_file_round_trip_and_key_mismatch(tmp_path, teacher):
     assert np.allclose(bias, np.arange(6) / 10) and json.loads(key) == keys
     stored = json.loads((tmp_path / "bias.json").read_text())["doc_tokens"]
     assert stored == {"target": [100] * 6, "measured": [101] * 6, "source": {"setting": 100}}
-    for change, name in ((dict(k1=8), "k1"), (dict(model="other"), "model"), (dict(layers=[0]), "layers"),
+    for change, name in ((dict(k1=8), "k1"), (dict(weights="hub:other"), "weights"), (dict(layers=[0]), "layers"),
                          (dict(template="x"), "template"), (dict(doc_tokens=[15] * 6), "doc_tokens")):
         with pytest.raises(BiasMismatchError, match=f"calibration key '{name}' differs"):
             load_bias(tmp_path / "bias.json", {**keys, **change})

@@ -12,7 +12,7 @@ TEXT = ("The Mirren rises in the Hollin hills and flows west through Tollbridge,
 
 
 def tiny(arch: str, tokenizer, **extra):
-    from purecover.models.tiny import tiny_causal_lm
+    from purecover.demo.tiny import tiny_causal_lm
 
     model = tiny_causal_lm(arch, len(tokenizer), hidden_size=64, intermediate_size=96, num_layers=3,
                            max_position_embeddings=4096, **extra)

@@ -195,7 +195,7 @@ def test_changed_teacher_config_in_same_run_dir_is_refused(tmp_path, demo_candid
 
 
 def test_every_question_failing_is_an_error_with_recorded_reasons(tmp_path, demo_candidates, qwen_tokenizer_dir):
-    from purecover.models.tiny import build_tiny_model
+    from purecover.demo.tiny import build_tiny_model
 
     short = build_tiny_model(tmp_path / "short", qwen_tokenizer_dir, max_position_embeddings=64)
     run = fresh_run(tmp_path, demo_candidates)

@@ -27,6 +27,7 @@ from purecover.teacher.lancer import (
     subquestion_prompt,
     write_subquestions,
 )
+from purecover.validate import load_validated_recipe
 
 QUESTION = "Which river flows through the town where Ada Brill was born?"
 DOCS = [
@@ -318,9 +319,9 @@ def qwen_tok(tokenizer_dir):
 
 @pytest.fixture(scope="module")
 def tiny(tokenizer_dir, qwen_tok, tmp_path_factory):
+    from purecover.demo.tiny import build_tiny_model
+    from purecover.models.generation import HFGenerator
     from purecover.models.loading import load_causal_lm
-    from purecover.models.tiny import build_tiny_model
-    from purecover.teacher.backends import HFGenerator
 
     out = build_tiny_model(tmp_path_factory.mktemp("tiny_lancer"), tokenizer_dir)
     model = load_causal_lm(str(out), dtype="float32", device="cpu")
@@ -451,14 +452,15 @@ def test_recipe_checks_templates_when_it_loads(tmp_path):
     on = "teacher.lancer.enabled=true"
     recipe = load_recipe(None, [on, f"teacher.lancer.rating_template={good}"])
     assert recipe.teacher.lancer.rating_template == str(good) and recipe.teacher.lancer.subquestion_template is None
-    with pytest.raises(ConfigError) as info:
-        load_recipe(None, [on, f"teacher.lancer.rating_template={bad}"])
+    with pytest.raises(ConfigError) as info:  # checked with the whole recipe, before any stage runs
+        load_validated_recipe(None, [on, f"teacher.lancer.rating_template={bad}"])
     msg = str(info.value)
     assert "teacher.lancer.rating_template" in msg and str(bad) in msg and "{subquestion}" in msg
     with pytest.raises(ConfigError, match="teacher.lancer.subquestion_template.*unknown placeholder {subquestion}"):
-        load_recipe(None, [on, f"teacher.lancer.subquestion_template={good}"])
+        load_validated_recipe(None, [on, f"teacher.lancer.subquestion_template={good}"])
     # unused while LANCER is off: not read
-    assert load_recipe(None, [f"teacher.lancer.rating_template={bad}"]).teacher.lancer.rating_template == str(bad)
+    assert load_validated_recipe(None, [f"teacher.lancer.rating_template={bad}"]).teacher.lancer.rating_template \
+        == str(bad)
 
 
 # ---------------------------------------------------------------------------- label stage
@@ -503,8 +505,8 @@ def test_label_stage_stores_int_ratings(tmp_path, lancer_candidates, tiny_teache
 
 def test_label_stage_expected_ratings_use_the_rating_template(tmp_path, lancer_candidates, tiny_teacher_dir):
     """Expected ratings are floats, computed on the prompts of the rating template file."""
+    from purecover.models.generation import HFGenerator
     from purecover.models.loading import load_causal_lm, load_tokenizer
-    from purecover.teacher.backends import HFGenerator
     from purecover.teacher.job import load_candidates
 
     path = write(tmp_path / "rate.txt", "Rate 0-5.\n{question}\n{subquestion}\n{document}")

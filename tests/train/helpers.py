@@ -12,7 +12,7 @@ def labelled_run(tmp: Path, name: str = "run") -> tuple[Path, Path]:
     from purecover.config import load_recipe
     from purecover.data.candidates import run_data_stage
     from purecover.data.samples import sample_data_dir
-    from purecover.models.tiny import build_tiny_model
+    from purecover.demo.tiny import build_tiny_model
     from purecover.teacher.job import run_label_stage
 
     samples = sample_data_dir()

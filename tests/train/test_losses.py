@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from purecover.models.tiny import tiny_causal_lm
+from purecover.demo.tiny import tiny_causal_lm
 from purecover.train.losses import (
     ReplyFormat,
     best_ordering,

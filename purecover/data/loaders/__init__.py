@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import DataFormatError, InvalidRecord
 from ..example import Example
-from ..readers import iter_records
+from ..readers import check_lone_surrogates, iter_records
 from .flashrag import parse_flashrag
 from .hotpotqa import load_2wiki_aliases, parse_2wiki, parse_hotpotqa
 from .hub import default_hub_config, iter_hub_rows
@@ -87,10 +87,10 @@ class ExampleSource:
     def _raw(self) -> Iterator[tuple[str, str, Any]]:
         if self.path == "demo":
             file = demo_path()
-            for loc, rec in iter_records(file):
+            for loc, rec in iter_records(file, check_text=False):
                 yield str(file), loc, rec
         elif not self.is_hub:
-            for loc, rec in iter_records(self.path):
+            for loc, rec in iter_records(self.path, check_text=False):
                 yield self.path, loc, rec
         else:
             looks_like_hub = "/" in self.path and not self.path.startswith((".", "/", "~")) \
@@ -109,6 +109,7 @@ class ExampleSource:
                 return
             self.n_read += 1
             try:
+                check_lone_surrogates(record, source, location)  # here, so skip_invalid can skip it
                 example = parse_record(self.dataset, record, source, location,
                                        require_paragraphs=self.require_paragraphs, aliases=self.aliases)
                 if example.qid in seen:

@@ -27,6 +27,7 @@ import bm25s
 import numpy as np
 from bm25s.tokenization import Tokenizer
 
+from ...utils.io import disk_full_is_explained
 from ..corpus import Corpus
 from .base import Hit, top_k
 
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BM25Retriever"]
 
 _META = "purecover_index.json"
+_KEPT = ("the index is saved through a temporary directory, so no partial index is left at that path, and it "
+         "is rebuilt on the next run; the candidates written so far are kept")
 
 
 class BM25Retriever:
@@ -78,18 +81,25 @@ class BM25Retriever:
         self.model.index(self.tokenizer.to_tokenized_tuple(ids), show_progress=self.show_progress)
 
     def _save(self, path: Path, settings: dict[str, object]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
-            self.model.save(str(tmp))
-            self.tokenizer.save_vocab(str(tmp))
-            (tmp / _META).write_text(json.dumps({"settings": settings, "n_docs": len(self.corpus)}, indent=2))
-            if path.exists():  # a concurrent writer won, or a stale partial directory
-                shutil.rmtree(path)
-            tmp.rename(path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        """Write the index to a temporary sibling directory and rename it to `path` when complete.
+
+        `path` is only ever a whole index (the metadata file is written last, then the rename), so a
+        failed or killed save is never loaded as a cache. A full disk raises `DiskFullError` naming
+        the index directory.
+        """
+        with disk_full_is_explained(path, _KEPT):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+            try:
+                self.model.save(str(tmp))
+                self.tokenizer.save_vocab(str(tmp))
+                (tmp / _META).write_text(json.dumps({"settings": settings, "n_docs": len(self.corpus)}, indent=2))
+                if path.exists():  # a concurrent writer won, or a stale partial directory
+                    shutil.rmtree(path)
+                tmp.rename(path)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
         log.info("saved BM25 index (%d passages) to %s", len(self.corpus), path)
 
     def _load(self, path: Path) -> None:

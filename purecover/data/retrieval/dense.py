@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from .base import Hit, top_k
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DenseRetriever", "default_prefixes", "load_sentence_transformer", "resolve_embedding_model"]
+__all__ = ["DenseRetriever", "default_prefixes", "encode_texts", "load_sentence_transformer", "resolve_embedding_model"]
 
 _MINILM_NAMES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
 
@@ -46,9 +47,53 @@ def resolve_embedding_model(name: str) -> str:
 
 def load_sentence_transformer(name: str, device: str | None = None) -> Any:
     """A sentence-transformers model by name or directory (bundled MiniLM resolved offline)."""
+    import re
+
+    # The same rule as purecover.models.loading.check_model_path (data may not import models):
+    # a path that must be local and does not exist fails here, not with the Hub's repo-id message.
+    resolved = resolve_embedding_model(name)
+    local = Path(resolved).expanduser()
+    if local.exists():
+        resolved = str(local)
+    elif resolved.startswith((".", "/", "~")) or "\\" in resolved or ".." in resolved or "--" in resolved \
+            or not re.fullmatch(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*", resolved):
+        raise FileNotFoundError(
+            f"embedding model path {name} does not exist (a local path: it starts with ./, / or ~, or has no "
+            "owner/name form); check the path, or give a Hugging Face Hub id like "
+            "sentence-transformers/all-MiniLM-L6-v2")
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(resolve_embedding_model(name), device=device)
+    return SentenceTransformer(resolved, device=device)
+
+
+ENCODE_BATCH_SIZE = 64
+
+
+def encode_texts(model: Any, texts: Sequence[str]) -> np.ndarray:
+    """L2-normalised float64 embeddings, shape (len(texts), dim), of `texts` from one ``model.encode`` call.
+
+    Deterministic in `texts` alone: the distinct texts, in first-seen order, go to the encoder in
+    one call with a fixed batch size, so a row never depends on what else was encoded before, in
+    another call or another process. (An encoder's output for a text depends in its last bits on the
+    batch it is padded with, so a cache shared across calls would make results depend on history.)
+    Callers that want results independent of other records encode one record's texts per call.
+    Repeated texts get identical rows; a zero vector stays zero. `model`: anything with a
+    sentence-transformers style ``encode``. No texts: an array of shape (0, 0).
+    """
+    if not callable(getattr(model, "encode", None)):
+        raise TypeError(f"embedding model must have a sentence-transformers style encode(); got {type(model).__name__}")
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float64)
+    distinct = list(dict.fromkeys(texts))
+    vecs = np.asarray(model.encode(distinct, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False), dtype=np.float64)
+    if vecs.ndim != 2 or vecs.shape[0] != len(distinct):
+        raise ValueError(f"embedding model returned shape {vecs.shape} for {len(distinct)} texts")
+    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = vecs / np.where(norms > 0, norms, 1.0)
+    row = {t: i for i, t in enumerate(distinct)}
+    return vecs[[row[t] for t in texts]]
 
 
 def default_prefixes(model_name: str) -> tuple[str, str]:

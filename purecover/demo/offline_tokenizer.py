@@ -107,8 +107,8 @@ def demo_tokenizer_texts() -> list[str]:
     """Texts to train the demo tokenizer on: the bundled demo set and the fixed prompt strings."""
     from ..data.loaders import demo_path
     from ..eval import rag_prompt
+    from ..models import selector_prompt
     from ..teacher import prompts
-    from . import selector_prompt
 
     texts: list[str] = []
     for record in json.loads(demo_path().read_text(encoding="utf-8")):

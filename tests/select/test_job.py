@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from purecover.config import load_recipe
-from purecover.models import select_job
-from purecover.models.select_job import SELECTIONS_FILE, run_select_stage
 from purecover.models.selector import HFSelectorBackend, Selector
+from purecover.select import job as select_job
+from purecover.select.job import SELECTIONS_FILE, select_candidates
 
 
 def _run_copy(selector_run, tmp: Path, candidates_text: str | None = None):
@@ -34,7 +34,7 @@ def _records(path: Path) -> list[dict]:
 def first_run(selector_run, selector_dir, tmp_path_factory):
     """The stage loads the selector itself here; later tests reuse the session's (see `reuse_selector`)."""
     recipe = _run_copy(selector_run, tmp_path_factory.mktemp("select"))
-    summary = run_select_stage(recipe, selector_dir, show_progress=False)
+    summary = select_candidates(recipe, selector_dir, show_progress=False)
     return recipe, summary
 
 
@@ -78,7 +78,7 @@ def test_resume_after_torn_line_gives_identical_bytes(first_run, selector_dir, r
     lines = complete.split(b"\n")
     # Kill in the second batch: 9 records complete, the 10th torn mid-line.
     out.write_bytes(b"\n".join(lines[:9]) + b"\n" + lines[9][: len(lines[9]) // 2])
-    summary = run_select_stage(recipe, selector_dir, show_progress=False)
+    summary = select_candidates(recipe, selector_dir, show_progress=False)
     assert out.read_bytes() == complete
     assert summary["already_done"] == 9 and summary["repaired_lines"] == 1
     assert summary["written"] == len(lines) - 1 - 9
@@ -89,8 +89,8 @@ def test_resume_after_torn_line_gives_identical_bytes(first_run, selector_dir, r
         raise AssertionError("the selector must not be loaded when every qid is done")
 
     monkeypatch.setattr(select_job.Selector, "from_pretrained", boom)
-    again = run_select_stage(recipe, selector_dir, show_progress=False)
-    assert again["written"] == 0 and out.read_bytes() == complete
+    again = select_candidates(recipe, selector_dir, show_progress=False)
+    assert again == summary and out.read_bytes() == complete  # complete: skipped, the stored summary returned
 
 
 def test_other_selector_refuses_to_resume(first_run, selector_dir, tmp_path):
@@ -101,13 +101,13 @@ def test_other_selector_refuses_to_resume(first_run, selector_dir, tmp_path):
     config["tau3"] += 1.0
     (other / "selector_config.json").write_text(json.dumps(config))
     with pytest.raises(RuntimeError, match="different selector"):
-        run_select_stage(recipe, other, show_progress=False)
+        select_candidates(recipe, other, show_progress=False)
 
 
 def test_empty_candidates_get_an_empty_selection(selector_run, selector_dir, candidates, tmp_path, reuse_selector):
     rows = [candidates[0], {**candidates[1], "docs": []}]
     recipe = _run_copy(selector_run, tmp_path, "".join(json.dumps(r) + "\n" for r in rows))
-    summary = run_select_stage(recipe, selector_dir, show_progress=False)
+    summary = select_candidates(recipe, selector_dir, show_progress=False)
     records = _records(recipe.run_path / SELECTIONS_FILE)
     assert records[1] == {"qid": rows[1]["qid"], "selected": [], "logits": [], "probabilities": []}
     assert len(records[0]["logits"]) == len(rows[0]["docs"])
@@ -118,9 +118,9 @@ def test_input_errors_name_file_line_and_field(selector_run, selector_dir, candi
     too_many = {**candidates[0], "docs": candidates[0]["docs"] + [{"title": "x", "text": "y"}]}
     recipe = _run_copy(selector_run, tmp_path, json.dumps(candidates[1]) + "\n" + json.dumps(too_many) + "\n")
     with pytest.raises(ValueError, match=r"candidates\.jsonl:2: field 'docs': 7 candidates.*k1=6"):
-        run_select_stage(recipe, selector_dir, show_progress=False)
+        select_candidates(recipe, selector_dir, show_progress=False)
     (recipe.run_path / "candidates.jsonl").write_text(json.dumps({"qid": "a", "docs": []}) + "\n")
     with pytest.raises(ValueError, match=r"candidates\.jsonl:1: field 'question'"):
-        run_select_stage(recipe, selector_dir, show_progress=False)
+        select_candidates(recipe, selector_dir, show_progress=False)
     with pytest.raises(FileNotFoundError, match="purecover export"):
-        run_select_stage(recipe, tmp_path / "nowhere", show_progress=False)
+        select_candidates(recipe, tmp_path / "nowhere", show_progress=False)

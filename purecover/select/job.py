@@ -2,6 +2,11 @@
 
     purecover select RECIPE [--set ...]
 
+The stage (`run_select_stage`) selects for the evaluation questions: run_dir/candidates.jsonl →
+run_dir/selections.jsonl, or, with ``eval.path``, the test set's run_dir/eval/candidates.jsonl (built
+by the data stage with the recipe's retrieval) → run_dir/eval/selections.jsonl. `select_candidates`
+does the work for any candidates file and selector directory.
+
 One record per question, in candidates order: ``{qid, selected, logits, probabilities}`` with the
 logits and probabilities of all candidates in candidate order. Questions go through the selector
 in fixed batches of `BATCH_SIZE` by position; a rerun skips the qids already written and redoes a
@@ -23,18 +28,19 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..config import Recipe, recipe_to_dict, stage_fingerprint
-from ..data.candidates import read_candidates
+from ..config import Recipe
+from ..data.candidates import evaluation_recipe, read_candidates, run_data_stage
+from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
+from ..rundir import FILES, RunDir
+from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, read_jsonl
-from ..utils.provenance import check_same_config, write_stage_manifest
 from ..utils.rundir_lock import locked_stage
-from .selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage"]
+__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage", "select_candidates", "selector_fingerprint"]
 
-SELECTIONS_FILE = "selections.jsonl"
+SELECTIONS_FILE = FILES["selections"]
 BATCH_SIZE = 8
 
 
@@ -42,6 +48,15 @@ def _load_candidates(path: Path, k1: int) -> list[dict[str, Any]]:
     """The records of candidates.jsonl, checked for what selection needs (errors name line and field)."""
     return read_candidates(path, max_docs=k1, max_docs_hint=(
         f", the k1={k1} the selector was trained for; rebuild the candidates with data.k1 <= {k1}"))
+
+
+def selector_fingerprint(recipe: Recipe) -> str:
+    """What the select stage's hash adds to the data section: the exported selector's fingerprint
+    (run_dir/selector; "none" before export) and the test set it selects for (eval.path, split, limit)."""
+    sel_dir = RunDir.of(recipe).path_of("selector")
+    fp = _selector_fingerprint(sel_dir) if (sel_dir / SELECTOR_CONFIG).is_file() else "none"
+    e = recipe.eval
+    return f"{fp}:{e.path}:{e.split}:{e.limit}" if e.path else fp
 
 
 def _selector_fingerprint(selector_dir: Path) -> str:
@@ -60,26 +75,50 @@ def _select_batch(selector: Selector, batch: Sequence[dict[str, Any]]) -> list[S
 
 
 @locked_stage("select")
-def run_select_stage(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
-                     backend: str = "hf", **backend_kwargs: Any) -> dict[str, Any]:
-    """Write run_dir/selections.jsonl with the selector in run_dir/selector (or `selector_dir`).
+def run_select_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+    """The select stage: the recipe's exported selector over its evaluation questions (module docstring).
+
+    Skipped when complete for the same data/eval sections and the same selector.
+    """
+    config_hash = stage_config_hash(recipe, "select")
+    selector_dir = RunDir.of(recipe).path_of("selector")
+    if recipe.eval.path:
+        eval_recipe = evaluation_recipe(recipe)
+        run_data_stage(eval_recipe, show_progress=show_progress)
+        return select_candidates(eval_recipe, selector_dir, show_progress, config_hash=config_hash)
+    return select_candidates(recipe, selector_dir, show_progress, config_hash=config_hash)
+
+
+@locked_stage("select")
+def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
+                      backend: str = "hf", config_hash: str | None = None, **backend_kwargs: Any) -> dict[str, Any]:
+    """Write run_dir/selections.jsonl for run_dir/candidates.jsonl with the selector in run_dir/selector
+    (or `selector_dir`).
 
     `backend` is ``hf`` (dtype ``student.dtype``, device auto) or ``vllm``; `backend_kwargs` go to
-    `Selector.from_pretrained`. Returns the summary also written to ``select.run.json``.
+    `Selector.from_pretrained`. `config_hash` defaults to the hash of the recipe's data section and
+    the selector's fingerprint. Returns the summary also written to ``select.run.json``.
     """
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
-    sel_dir = Path(selector_dir) if selector_dir is not None else run_dir / "selector"
+    rd = RunDir(run_dir)
+    sel_dir = Path(selector_dir) if selector_dir is not None else rd.path_of("selector")
     if not (sel_dir / SELECTOR_CONFIG).is_file():
         raise FileNotFoundError(f"{sel_dir / SELECTOR_CONFIG} does not exist: run `purecover export RECIPE` first")
+    if config_hash is None:
+        config_hash = hashlib.sha256(
+            (stage_config_hash(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
+    done = rd.completed("select", config_hash)
+    if done is not None:
+        log.info("select: %s is complete for this selector and these questions; nothing to do",
+                 rd.path_of("selections"))
+        return done
     config = read_selector_config(sel_dir)
-    candidates = _load_candidates(run_dir / "candidates.jsonl", int(config["k1"]))
-    out_path = run_dir / SELECTIONS_FILE
-    config_hash = hashlib.sha256(
-        (stage_fingerprint(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
-    check_same_config(run_dir, "select", config_hash, [out_path], "selector or data",
-                      f"use another run_dir or delete {out_path} to redo the selections")
-    write_stage_manifest(run_dir, "select", recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+    candidates = _load_candidates(rd.path_of("candidates"), int(config["k1"]))
+    out_path = rd.path_of("selections")
+    rd.guard("select", config_hash, f"use another run_dir or delete {out_path} to redo the selections",
+             what="selector or data")
+    rd.begin("select", recipe, config_hash, started)
 
     selector: Selector | None = None
     written = 0
@@ -133,5 +172,4 @@ def run_select_stage(recipe: Recipe, selector_dir: str | Path | None = None, sho
     if len(sizes) != len(candidates):
         raise RuntimeError(f"{out_path} has {len(sizes)} records for {len(candidates)} questions")
     log.info("selected for %d questions (%s questions/s)", written, rate)
-    write_stage_manifest(run_dir, "select", recipe_to_dict(recipe), config_hash, summary, started)
-    return summary
+    return rd.complete("select", recipe, config_hash, summary, started)

@@ -134,7 +134,7 @@ class VLLMGenerator:
 
     def close(self) -> None:
         """Release the engine and its GPU memory before the HF capture model is loaded."""
-        from ..models.vllm_utils import release_vllm_memory
+        from .vllm_utils import release_vllm_memory
 
         del self.llm
         release_vllm_memory()

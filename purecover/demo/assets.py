@@ -1,7 +1,7 @@
 """Build the demo's models offline: a byte-level BPE tokenizer trained on the demo set and a tiny
 random Qwen2 that serves as teacher, student base and generator (``make demo``).
 
-    python -m purecover.models.demo_assets [OUT_DIR]      # default runs/demo-assets
+    python -m purecover.demo [OUT_DIR]      # default runs/demo-assets
 
 Writes ``OUT_DIR/tokenizer`` and ``OUT_DIR/tiny-qwen2`` (safetensors + tokenizer). Idempotent: an
 existing, complete model directory is kept. Nothing is downloaded.

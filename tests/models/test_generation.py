@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from purecover.data.samples import sample_data_dir
-from purecover.teacher.backends import HFGenerator, VLLMGenerator, make_generator
+from purecover.models.generation import HFGenerator, VLLMGenerator, make_generator
 
 PROMPTS = [
     "Hi",
@@ -31,8 +31,8 @@ def tiny(tmp_path_factory):
     if root is None or not (root / "qwen2_tokenizer").is_dir():
         pytest.skip("Qwen2 tokenizer not found: expected <sample data>/qwen2_tokenizer "
                     "(../shared/data beside the repo, or PURECOVER_SAMPLE_DATA)")
+    from purecover.demo.tiny import build_tiny_model
     from purecover.models.loading import load_causal_lm, load_tokenizer
-    from purecover.models.tiny import build_tiny_model
 
     out = build_tiny_model(tmp_path_factory.mktemp("tiny_backends"), root / "qwen2_tokenizer")
     model = load_causal_lm(str(out), dtype="float32", device="cpu")

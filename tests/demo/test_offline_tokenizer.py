@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from purecover.models.offline_tokenizer import SPECIAL_TOKENS, build_offline_tokenizer, demo_tokenizer_texts
+from purecover.demo.offline_tokenizer import SPECIAL_TOKENS, build_offline_tokenizer, demo_tokenizer_texts
 
 DOCS = [
     {"title": "Tollbridge", "text": "Tollbridge is a market town on the Mirren."},
@@ -32,7 +32,7 @@ def tok(tokenizer_dir):
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory, tokenizer_dir) -> Path:
-    from purecover.models.tiny import build_tiny_model
+    from purecover.demo.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("offline_tiny") / "model", tokenizer_dir, "qwen2", seed=0)
 

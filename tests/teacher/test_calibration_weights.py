@@ -1,0 +1,128 @@
+"""bias.json is matched on a fingerprint of the teacher's weights, not on the model path string."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from purecover.teacher.calibration import (
+    BiasMismatchError,
+    PositionBias,
+    bias_is_current,
+    calibration_keys,
+    load_bias,
+    save_bias,
+    weights_fingerprint,
+)
+
+K1 = 4
+TOKENS = 30  # teacher.calibration_lengths as a fixed count: no tokenizer or candidates needed
+
+
+def save_tiny_qwen2(directory, seed=0, hidden=16):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=64, hidden_size=hidden, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    Qwen2ForCausalLM(config).save_pretrained(directory)
+    assert list(directory.glob("*.safetensors"))
+    return directory
+
+
+def keys_for(model_dir, tmp_path):
+    keys, lengths = calibration_keys(str(model_dir), K1, None, "all", TOKENS, tmp_path / "candidates.jsonl")
+    return keys, lengths
+
+
+def calibrate(model_dir, tmp_path):
+    """Write bias.json as the calibrate stage does, for the model in `model_dir`."""
+    keys, lengths = keys_for(model_dir, tmp_path)
+    path = tmp_path / "bias.json"
+    save_bias(path, PositionBias(np.arange(K1) / 10, [TOKENS] * K1), keys, lengths)
+    return path
+
+
+def current(path, model_dir, tmp_path):
+    return bias_is_current(path, k1=K1, calibration_lengths=TOKENS, candidates_path=tmp_path / "candidates.jsonl",
+                           model=str(model_dir))
+
+
+def test_same_model_at_another_path_matches(tmp_path):
+    first = save_tiny_qwen2(tmp_path / "a" / "teacher")
+    bias_path = calibrate(first, tmp_path)
+    copy = shutil.copytree(first, tmp_path / "elsewhere" / "teacher-copy")
+    keys, _ = keys_for(copy, tmp_path)
+    assert keys["model"] == str(copy) and keys["weights"] == weights_fingerprint(str(first))
+    bias, key = load_bias(bias_path, keys)
+    assert np.allclose(bias, np.arange(K1) / 10)
+    assert json.loads(key)["model"] == str(first)  # the file still shows where it was computed
+    assert current(bias_path, copy, tmp_path)
+
+
+@pytest.mark.parametrize("other", [dict(seed=1), dict(hidden=32)], ids=["other-weights", "other-config"])
+def test_another_model_saved_at_the_same_path_is_refused(tmp_path, other):
+    model_dir = save_tiny_qwen2(tmp_path / "teacher")
+    bias_path = calibrate(model_dir, tmp_path)
+    old = weights_fingerprint(str(model_dir))
+    shutil.rmtree(model_dir)
+    save_tiny_qwen2(model_dir, **other)
+    keys, _ = keys_for(model_dir, tmp_path)
+    assert keys["model"] == str(model_dir) and keys["weights"] != old
+    with pytest.raises(BiasMismatchError) as info:
+        load_bias(bias_path, keys)
+    assert str(info.value) == (
+        f"{bias_path}: calibration key 'weights' differs: the file has {old!r} (teacher {str(model_dir)!r}), "
+        f"this run needs {keys['weights']!r} (teacher {str(model_dir)!r}): the bias was computed with other "
+        "model weights; rerun `purecover calibrate` for this configuration")
+    assert not current(bias_path, model_dir, tmp_path)
+
+
+def test_bias_file_without_a_weights_key_is_recomputed(tmp_path):
+    model_dir = save_tiny_qwen2(tmp_path / "teacher")
+    bias_path = calibrate(model_dir, tmp_path)
+    assert current(bias_path, model_dir, tmp_path)
+    data = json.loads(bias_path.read_text())
+    del data["keys"]["weights"]  # as written before the fingerprint existed
+    bias_path.write_text(json.dumps(data))
+    assert not current(bias_path, model_dir, tmp_path)
+    keys, _ = keys_for(model_dir, tmp_path)
+    with pytest.raises(BiasMismatchError, match=r"calibration key 'weights' is missing: the file was written before "
+                                                r"bias\.json recorded a fingerprint of the teacher's weights"):
+        load_bias(bias_path, keys)
+    assert not current(tmp_path / "missing.json", model_dir, tmp_path)
+
+
+def test_fingerprint_reads_samples_not_the_weights(tmp_path, monkeypatch):
+    model_dir = save_tiny_qwen2(tmp_path / "teacher")
+    weights = next(model_dir.glob("*.safetensors"))
+    before = weights_fingerprint(str(model_dir))
+    # a byte in the middle of the tensor data changes the fingerprint (a fine-tune keeps names and sizes)
+    data = bytearray(weights.read_bytes())
+    header = 8 + int.from_bytes(data[:8], "little")
+    middle = header + (len(data) - header - 4096) // 2
+    data[middle] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    assert weights_fingerprint(str(model_dir)) != before
+    assert weights_fingerprint(str(model_dir)).startswith("sha256:")
+
+
+def test_hub_ids_use_the_cached_snapshot_commit(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert weights_fingerprint("owner/model") == "hub:owner/model"  # not cached: the id itself
+    repo = tmp_path / "models--owner--model"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    assert weights_fingerprint("owner/model") == f"hub:owner/model@{commit}"
+    (repo / "snapshots" / commit / "config.json").unlink()  # only the tokenizer fetched so far
+    assert weights_fingerprint("owner/model") == f"hub:owner/model@{commit}"
+    assert weights_fingerprint("./no/such/dir") == "hub:./no/such/dir"

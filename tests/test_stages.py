@@ -1,0 +1,105 @@
+"""The stage registry: one entry per stage, read by the CLI, the pipeline and the `python -m` entries."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from purecover import stages
+from purecover.cli import build_parser
+from purecover.config import load_recipe
+from purecover.pipeline import STAGES as PIPELINE_STAGES
+from purecover.rundir import FILES
+from purecover.stages import PIPELINE, STAGES, Stage, config_hash, get_stage, not_needed, run_stage
+
+PACKAGE = Path(stages.__file__).parent
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_every_entry_is_complete(name):
+    stage = STAGES[name]
+    runner = stages.load_runner(name)
+    params = inspect.signature(runner).parameters
+    assert ("show_progress" in params) == stage.progress
+    assert set(stage.reads) <= set(FILES) and set(stage.writes) <= set(FILES) and stage.writes
+    assert stage.sections and stage.headline and stage.help and stage.description
+    assert stage.on_change in ("refuse", "rerun") and set(stage.before) <= set(STAGES)
+    if stage.hash_extra:
+        module, _, attr = stage.hash_extra.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr))
+
+
+@pytest.mark.parametrize("name", [n for n, s in STAGES.items() if s.module])
+def test_python_m_entries_run_their_own_registry_entry(name):
+    """`python -m purecover.<x>` calls stage_main with the stage's registry name (no runner of its own)."""
+    main = PACKAGE.joinpath(*STAGES[name].module.split(".")[1:], "__main__.py")
+    calls = [n for n in ast.walk(ast.parse(main.read_text())) if isinstance(n, ast.Call)
+             and getattr(n.func, "id", None) == "stage_main"]
+    assert len(calls) == 1 and isinstance(calls[0].args[0], ast.Constant) and calls[0].args[0].value == name
+
+
+def test_cli_and_pipeline_read_the_registry():
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert set(STAGES) <= set(commands)
+    for name, stage in STAGES.items():
+        assert commands[name].description == stage.description
+    assert PIPELINE_STAGES == PIPELINE == tuple(STAGES)
+    pipeline_from = next(a for a in commands["pipeline"]._actions if a.dest == "start")
+    assert list(pipeline_from.choices) == list(PIPELINE)
+
+
+def test_adding_a_stage_is_one_entry(monkeypatch, capsys):
+    extra = Stage(name="audit", runner="purecover.stages:get_stage", help="audit the run", description="Audit it.",
+                  reads=("labels",), writes=("labels",), sections=("data",), headline=("questions",))
+    monkeypatch.setitem(STAGES, "audit", extra)
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert commands["audit"].description == "Audit it."
+    assert get_stage("audit") is extra
+    with pytest.raises(ValueError, match="unknown stage 'deploy'; expected one of data, calibrate"):
+        get_stage("deploy")
+
+
+def test_config_hash_covers_exactly_the_declared_sections():
+    recipe = load_recipe(None)
+    for name, stage in STAGES.items():
+        if stage.hash_extra:
+            continue
+        base = config_hash(recipe, name)
+        for section in ("data", "teacher", "student", "export", "eval"):
+            sub = getattr(recipe, section)
+            field = next(f for f in dataclasses.fields(sub) if isinstance(getattr(sub, f.name), (bool, int, str)))
+            value = getattr(sub, field.name)
+            new = (not value) if isinstance(value, bool) else value + 1 if isinstance(value, int) else value + "x"
+            changed = dataclasses.replace(recipe, **{section: dataclasses.replace(sub, **{field.name: new})})
+            assert (config_hash(changed, name) != base) == (section in stage.sections), (name, section)
+        assert config_hash(dataclasses.replace(recipe, run_dir="elsewhere"), name) == base
+
+
+def test_select_hash_follows_the_selector_and_the_test_set(tmp_path):
+    recipe = load_recipe(None, [f"run_dir={tmp_path}"])
+    before = config_hash(recipe, "select")
+    (tmp_path / "selector").mkdir()
+    (tmp_path / "selector" / "selector_config.json").write_text('{"tau3": 0.5}')
+    exported = config_hash(recipe, "select")
+    assert exported != before
+    assert config_hash(dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, budgets=[1])),
+                       "select") == exported
+    assert config_hash(dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, path="test.json")),
+                       "select") != exported
+
+
+def test_not_needed_and_before(monkeypatch):
+    recipe = load_recipe(None, ["eval.methods=[retrieval]"])
+    assert not_needed(recipe, "select") == "eval.methods has no student"
+    assert not_needed(recipe, "calibrate") is None or "teacher" in not_needed(recipe, "calibrate")
+    ran = []
+    monkeypatch.setattr(stages, "load_runner", lambda name: lambda recipe, show_progress=True: ran.append(name) or {})
+    run_stage("evaluate", recipe, show_progress=False)
+    assert ran == ["evaluate"]  # no student: select is not run first
+    run_stage("evaluate", load_recipe(None), show_progress=False)
+    assert ran == ["evaluate", "select", "evaluate"]
