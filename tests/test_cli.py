@@ -56,6 +56,18 @@ def test_data_errors_are_reported_not_raised(tmp_path, capsys):
     assert "field 'question': missing" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("level", ["DEBUG", "INFO"])
+def test_debug_log_level_shows_the_traceback_of_a_reported_error(tmp_path, level):
+    """Known errors (ValueError, OSError, ...) are one line; with --log-level DEBUG their traceback too."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"_id": "x"}]')
+    proc = subprocess.run([sys.executable, "-m", "purecover", "data", "-q", "--log-level", level,
+                           "--set", f"run_dir={tmp_path / 'r'}", "--set", f"data.path={bad}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "field 'question': missing" in proc.stderr
+    assert ("Traceback (most recent call last)" in proc.stderr) == (level == "DEBUG")
+
+
 def test_console_script_entry_point(tmp_path):
     result = subprocess.run([sys.executable, "-m", "purecover", "--version"], capture_output=True, text=True, check=True)
     assert result.stdout.startswith("purecover ")

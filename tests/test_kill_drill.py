@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,28 @@ def test_pipeline_killed_in_every_stage_ends_like_an_uninterrupted_run(estimator
         assert got[key] == expected[key], f"{key} differs after the kills"
     again = subprocess.run(_command(run, demo_model, estimator), capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "| data | skip |" in again.stdout and "| label | skip |" in again.stdout
+
+
+def test_two_pipelines_on_one_run_dir(demo_model, tmp_path):
+    """The second `purecover pipeline` on a busy run_dir is refused at once, naming the holder; the first
+    ends with every question once (before the lock, both wrote and left a doubled candidates.jsonl
+    marked complete)."""
+    run = tmp_path / "run"
+    cmd = [*_command(run, demo_model, "embedding")[:-2], "--set", "eval.methods=[retrieval]"]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = run / ".purecover.lock"
+        deadline = time.monotonic() + 120
+        while not (lock.is_file() and f'"pid": {first.pid}' in lock.read_text()):
+            assert time.monotonic() < deadline and first.poll() is None, "the first never locked"
+            time.sleep(0.05)
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        _, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err[-4000:]
+    assert second.returncode == 1
+    assert f"is in use by `purecover pipeline` (pid {first.pid}" in second.stderr
+    qids = [json.loads(line)["qid"] for line in (run / "candidates.jsonl").read_text().splitlines()]
+    assert len(qids) == len(set(qids)) == 12

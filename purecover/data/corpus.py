@@ -19,6 +19,7 @@ from pathlib import Path
 from .errors import DataFormatError, InvalidRecord
 from .example import Example
 from .loaders._fields import RecordView
+from .passage import passage_text
 from .readers import iter_jsonl
 
 __all__ = ["Corpus", "Doc", "content_doc_id", "corpus_from_examples", "load_corpus_jsonl", "normalize_title",
@@ -35,8 +36,8 @@ class Doc:
 
     @property
     def contents(self) -> str:
-        """Title and text as one string (what retrievers index)."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        """Title and text as one string (what retrievers index): `purecover.data.passage.passage_text`."""
+        return passage_text(self.title, self.text)
 
 
 def content_doc_id(title: str, text: str) -> str:

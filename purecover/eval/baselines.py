@@ -21,10 +21,14 @@ Selectors (registry names of :func:`make_baseline` in brackets):
 * :class:`StudentSelections` [student]: the student's ``selected``, truncated to ``k``.
 
 Embedding similarity (MMR, xQuAD, IA-Select): texts are encoded with an *embedder*, any object
-with the sentence-transformers ``encode(texts, normalize_embeddings=True, convert_to_numpy=True,
-show_progress_bar=False)`` API; similarities are cosines of the normalised embeddings. A passage is
-encoded as ``title\\ntext`` (``text`` alone when it has no title). Embeddings are cached by text
-within a selector instance.
+with the sentence-transformers ``encode(texts, batch_size=..., normalize_embeddings=True,
+convert_to_numpy=True, show_progress_bar=False)`` API, through
+`purecover.data.retrieval.dense.encode_texts` (the teacher's embedding estimator uses the same);
+similarities are cosines of the normalised embeddings. A passage is encoded as
+`purecover.data.passage.passage_text` renders it (``title\\ntext``, ``text`` alone when untitled).
+Each question's texts are encoded in encoder calls of their own (the question with its passages;
+the subtopics), so a question's selection never depends on which other questions were evaluated
+with it; a selector instance caches each such call's result by its list of texts.
 
 xQuAD / IA-Select probabilities: P(s|q) is uniform over the subtopics; P(d|s) (= V(d|q,s) for
 IA-Select) and, for xQuAD, P(d|q) are the softmax over the candidates of cos/``temperature``
@@ -45,6 +49,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from purecover.data.passage import doc_passage_text
+from purecover.data.retrieval.dense import encode_texts
 from purecover.teacher.lancer_rank import LANCER_METHODS, lancer_rank
 
 __all__ = [
@@ -102,10 +108,9 @@ def _check_same_qid(candidate_record: Record, other: Record, kind: str) -> None:
 
 
 def doc_text(doc: Mapping[str, Any]) -> str:
-    """The text a passage is embedded or scored as: ``title\\ntext`` (``text`` when untitled)."""
-    title = (doc.get("title") or "").strip()
-    text = (doc.get("text") or "").strip()
-    return f"{title}\n{text}" if title else text
+    """The text a passage is embedded or scored as: `purecover.data.passage.doc_passage_text`
+    (``title\\ntext`` with both stripped, ``text`` when untitled)."""
+    return doc_passage_text(doc)
 
 
 def _descending(scores: np.ndarray) -> list[int]:
@@ -139,27 +144,24 @@ def _positions(values: Any, n_docs: int, qid: str, field: str) -> list[int]:
 
 
 class _EmbeddingCache:
-    """Embeds texts with `embedder`, caching vectors by text."""
+    """`encode_texts(embedder, texts)`, one encoder call per distinct list of texts, cached by the whole list.
+
+    The cached value of a list is a function of that list alone (the encoder sees exactly it), so
+    reusing it is safe: unlike a cache by single text, it never mixes vectors from differently
+    composed encoder batches.
+    """
 
     def __init__(self, embedder: Any) -> None:
         if not callable(getattr(embedder, "encode", None)):
             raise TypeError(f"embedder must have a sentence-transformers style encode(); got {type(embedder).__name__}")
         self.embedder = embedder
-        self.cache: dict[str, np.ndarray] = {}
+        self.cache: dict[tuple[str, ...], np.ndarray] = {}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        if missing:
-            vecs = np.asarray(self.embedder.encode(missing, normalize_embeddings=True, convert_to_numpy=True,
-                                                   show_progress_bar=False), dtype=np.float64)
-            if vecs.ndim != 2 or vecs.shape[0] != len(missing):
-                raise ValueError(f"embedder returned shape {vecs.shape} for {len(missing)} texts")
-            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-            vecs = vecs / np.where(norms > 0, norms, 1.0)
-            self.cache.update(zip(missing, vecs))
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float64)
-        return np.stack([self.cache[t] for t in texts])
+        key = tuple(texts)
+        if key not in self.cache:
+            self.cache[key] = encode_texts(self.embedder, key)
+        return self.cache[key]
 
 
 # ----------------------------------------------------------------------------- selectors
@@ -229,16 +231,17 @@ class _EmbeddingSelector:
         self._embed = _EmbeddingCache(embedder)
 
     def prepare(self, candidate_records: Sequence[Record]) -> None:
-        """Embed the questions and passages of many records in one batched call (optional speed-up)."""
-        texts: list[str] = []
+        """Embed the question and passages of each record ahead of `select` (one encoder call per record)."""
         for rec in candidate_records:
-            texts.append(str(rec.get("question", "")))
-            texts += [doc_text(d) for d in _docs(rec)]
-        self._embed(texts)
+            if _docs(rec):
+                self._embed(self._query_doc_texts(rec))
+
+    @staticmethod
+    def _query_doc_texts(candidate_record: Record) -> list[str]:
+        return [str(candidate_record.get("question", ""))] + [doc_text(d) for d in _docs(candidate_record)]
 
     def _query_docs(self, candidate_record: Record) -> tuple[np.ndarray, np.ndarray]:
-        docs = _docs(candidate_record)
-        vecs = self._embed([str(candidate_record.get("question", ""))] + [doc_text(d) for d in docs])
+        vecs = self._embed(self._query_doc_texts(candidate_record))
         return vecs[0], vecs[1:]
 
 

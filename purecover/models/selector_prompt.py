@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.passage import doc_passage_text
 from .chat import render_chat
 from .identifiers import IdentifierScheme
 
@@ -70,8 +71,7 @@ def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[dict[str
         raise ValueError(f"{len(docs)} passages but the identifier scheme is bound to {len(scheme.token_ids)}")
     lines = []
     for label, d in zip(scheme.labels, docs):
-        title, text = (d.get("title") or "").strip(), (d.get("text") or "").strip()
-        body = _truncate(tokenizer, f"{title}\n{text}" if title else text, max_passage_tokens)
+        body = _truncate(tokenizer, doc_passage_text(d), max_passage_tokens)
         lines.append(f"{label}: {body}")
     q = question.strip()
     user = f"{SELECTOR_INSTRUCTIONS}\n\nQuestion: {q}\n\nPassages:\n" + "\n".join(lines) + f"\n\nQuestion: {q}"

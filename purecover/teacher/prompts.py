@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.passage import doc_passage_text
 from ..models.chat import render_chat
 
 __all__ = [
@@ -54,8 +55,7 @@ def template_key(tokenizer: Any = None) -> str:
 
 def document_body(doc: dict[str, Any]) -> str:
     """A document as the teacher's prompts show it: title and text on two lines (the text alone without a title)."""
-    title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
-    return f"{title}\n{text}" if title else text
+    return doc_passage_text(doc)
 
 
 def _user_message(question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
