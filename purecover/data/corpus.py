@@ -20,7 +20,7 @@ from .errors import DataFormatError, InvalidRecord
 from .example import Example
 from .loaders._fields import RecordView
 from .passage import passage_text
-from .readers import iter_jsonl
+from .readers import check_lone_surrogates, iter_jsonl
 
 __all__ = ["Corpus", "Doc", "content_doc_id", "corpus_from_examples", "load_corpus_jsonl", "normalize_title",
            "question_docs"]
@@ -129,8 +129,9 @@ def load_corpus_jsonl(path: str | Path, skip_invalid: bool = False,
 
     def rows() -> Iterable[Doc]:
         seen: dict[str, str] = {}
-        for location, obj in iter_jsonl(path):
+        for location, obj in iter_jsonl(path, check_text=False):  # checked per record: skip_invalid applies
             try:
+                check_lone_surrogates(obj, str(path), location)
                 view = RecordView(obj, str(path), location)
                 doc_id = view.first(("id", "doc_id", "_id"), str, nonempty=True, numbers_as_text=True)
                 if view.has("contents"):

@@ -81,3 +81,16 @@ def test_surrogate_pairs_and_escaped_backslashes_are_fine(tmp_path):
 def test_lone_surrogate_in_a_key():
     with pytest.raises(DataFormatError, match=r"field 'meta.<key>': holds a lone surrogate \\ud800"):
         readers.check_lone_surrogates({"meta": {"a\ud800": 1}}, "f.json", "line 1")
+
+
+def test_corpus_jsonl_lone_surrogate_is_named_or_skipped_and_counted(tmp_path):
+    from purecover.data.corpus import load_corpus_jsonl
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"id": "a", "title": "A", "text": "fine"}\n{"id": "b", "title": "B", "text": "bad \\ud800 x"}\n'
+                    '{"id": "c", "title": "C", "text": "also fine"}\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"corpus\.jsonl.*line 2.*'text'.*lone surrogate"):
+        load_corpus_jsonl(path)
+    invalid = []
+    corpus = load_corpus_jsonl(path, skip_invalid=True, invalid=invalid)
+    assert len(corpus) == 2 and len(invalid) == 1 and "line 2" in str(invalid[0].to_dict())
