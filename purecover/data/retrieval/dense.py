@@ -23,7 +23,7 @@ from .base import Hit, top_k
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DenseRetriever", "default_prefixes", "encode_texts", "load_sentence_transformer", "resolve_embedding_model"]
+__all__ = ["DenseRetriever", "default_prefixes", "encode_batch_size", "encode_texts", "load_sentence_transformer", "resolve_embedding_model"]
 
 _MINILM_NAMES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
 
@@ -66,17 +66,25 @@ def load_sentence_transformer(name: str, device: str | None = None) -> Any:
     return SentenceTransformer(resolved, device=device)
 
 
-ENCODE_BATCH_SIZE = 64
+ENCODE_BATCH_SIZE = 64  # on an accelerator: a question's texts in one forward pass
+ENCODE_BATCH_SIZE_CPU = 8  # on CPU: padding short steps to the longest passage costs more than batching saves
+
+
+def encode_batch_size(model: Any) -> int:
+    """The fixed encoder batch size `encode_texts` uses for `model`: smaller on CPU (see the constants)."""
+    device = getattr(model, "device", None)
+    return ENCODE_BATCH_SIZE_CPU if getattr(device, "type", None) == "cpu" else ENCODE_BATCH_SIZE
 
 
 def encode_texts(model: Any, texts: Sequence[str]) -> np.ndarray:
     """L2-normalised float64 embeddings, shape (len(texts), dim), of `texts` from one ``model.encode`` call.
 
-    Deterministic in `texts` alone: the distinct texts, in first-seen order, go to the encoder in
-    one call with a fixed batch size, so a row never depends on what else was encoded before, in
-    another call or another process. (An encoder's output for a text depends in its last bits on the
-    batch it is padded with, so a cache shared across calls would make results depend on history.)
-    Callers that want results independent of other records encode one record's texts per call.
+    Deterministic in `texts` alone (on a given device): the distinct texts, in first-seen order, go
+    to the encoder in one call with a batch size fixed per device (`encode_batch_size`), so a row
+    never depends on what else was encoded before, in another call or another process. (An
+    encoder's output for a text depends in its last bits on the batch it is padded with, so a cache
+    by single text shared across calls would make results depend on history.) Callers that want
+    results independent of other records encode one record's texts per call.
     Repeated texts get identical rows; a zero vector stays zero. `model`: anything with a
     sentence-transformers style ``encode``. No texts: an array of shape (0, 0).
     """
@@ -86,7 +94,7 @@ def encode_texts(model: Any, texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, 0), dtype=np.float64)
     distinct = list(dict.fromkeys(texts))
-    vecs = np.asarray(model.encode(distinct, batch_size=ENCODE_BATCH_SIZE, normalize_embeddings=True,
+    vecs = np.asarray(model.encode(distinct, batch_size=encode_batch_size(model), normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False), dtype=np.float64)
     if vecs.ndim != 2 or vecs.shape[0] != len(distinct):
         raise ValueError(f"embedding model returned shape {vecs.shape} for {len(distinct)} texts")

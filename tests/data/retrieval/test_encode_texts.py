@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from purecover.data.retrieval.dense import ENCODE_BATCH_SIZE, encode_texts, load_sentence_transformer
+from purecover.data.retrieval.dense import (
+    ENCODE_BATCH_SIZE,
+    ENCODE_BATCH_SIZE_CPU,
+    encode_batch_size,
+    encode_texts,
+    load_sentence_transformer,
+)
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 TEXTS = ["Tollbridge\nThe Mirren river flows through the market town of Tollbridge.",
@@ -40,6 +46,18 @@ def test_one_call_over_distinct_texts_rows_in_input_order():
     assert np.array_equal(out[0], out[2])
 
 
+def test_batch_size_is_fixed_per_device():
+    import torch
+
+    cpu = Fake()
+    cpu.device = torch.device("cpu")
+    encode_texts(cpu, ["a", "b"])
+    assert cpu.calls[0][1]["batch_size"] == ENCODE_BATCH_SIZE_CPU == encode_batch_size(cpu)
+    gpu = Fake()
+    gpu.device = torch.device("cuda", 0)  # a device object only: nothing runs on it
+    assert encode_batch_size(gpu) == ENCODE_BATCH_SIZE
+
+
 def test_empty_and_bad_embedders():
     assert encode_texts(Fake(), []).shape == (0, 0)
     with pytest.raises(TypeError, match="encode"):
@@ -61,6 +79,7 @@ def minilm():
 
 
 def test_real_model_normalised_and_independent_of_history(minilm):
+    assert encode_batch_size(minilm) == ENCODE_BATCH_SIZE_CPU
     first = encode_texts(minilm, TEXTS)
     assert first.shape == (4, 384) and first.dtype == np.float64
     np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-12)
