@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -79,7 +80,88 @@ def _run_registered(args: argparse.Namespace) -> int:
     """A registered stage (`purecover.stages`): validate, run (after its `before` stages), print the summary."""
     from .stages import run_stage
 
-    _print_summary(args.command, run_stage(args.command, _recipe(args), show_progress=not args.quiet))
+    recipe = _recipe(args)
+    if getattr(args, "test_set", False):
+        recipe = _test_set_recipe(recipe)
+    if args.command == "train":  # with student.launch: accelerate launch, like the pipeline
+        from .pipeline import run_launched_train, train_needs_launch
+
+        if train_needs_launch(recipe):
+            _print_summary("train", run_launched_train(recipe, show_progress=not args.quiet))
+            return 0
+    _print_summary(args.command, run_stage(args.command, recipe, show_progress=not args.quiet))
+    extra = _STAGE_EXTRAS.get(args.command)
+    return extra[1](args, recipe) if extra else 0
+
+
+# Stages that can run on the test set of eval.path (run_dir/eval), which evaluate reads from there.
+_TEST_SET_STAGES = ("data", "calibrate", "label")
+
+
+def _test_set_recipe(recipe: Recipe) -> Recipe:
+    """``--test-set``: the recipe whose run_dir is run_dir/eval and whose data section is the test set, exactly as
+    the evaluate stage builds it (`purecover.data.candidates.evaluation_recipe`: eval.path, split, sample, ...)."""
+    from .data.candidates import evaluation_recipe
+
+    if not recipe.eval.path:
+        raise ConfigError("--test-set needs eval.path (the test set's file or Hub dataset); without it the "
+                          "evaluation questions are run_dir's own")
+    return evaluation_recipe(recipe)
+
+
+def _add_push_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--push-to-hub", dest="push_to_hub", default=None, metavar="REPO",
+                   help="after the export, upload run_dir/selector/ to this Hub model repo (owner/name)")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
+    p.add_argument("--revision", default=None, metavar="BRANCH", help="with --push-to-hub: the branch (default main)")
+    p.add_argument("--commit-message", default=None, help="with --push-to-hub: the commit message")
+
+
+def _after_export(args: argparse.Namespace, recipe: Recipe) -> int:
+    """``export --push-to-hub REPO``: push the finished export (not a recipe key: the export's hash is unchanged)."""
+    if not args.push_to_hub:
+        return 0
+    from .train.export import push_export
+
+    pushed = push_export(recipe, args.push_to_hub, private=args.private, revision=args.revision,
+                         commit_message=args.commit_message)
+    if pushed["already_pushed"]:
+        print(f"already pushed: {pushed['url']} (commit {pushed['commit']}, same files)")
+    else:
+        print(f"pushed: {pushed['url']} (commit {pushed['commit']})")
+    return 0
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from .publish import publish
+
+    result = publish(args.run_dir, args.what, to_disk=args.to_disk, push_to_hub=args.push_to_hub,
+                     private=args.private, revision=args.revision, commit_message=args.commit_message)
+    where = result.get("url") or result.get("path")
+    state = "already pushed" if result.get("already_pushed") else "published"
+    print(f"{state}: {result['rows']} {args.what} rows -> {where}")
+    return 0
+
+
+# Stage subcommands' own arguments: stage -> (add them to the parser, run after the stage with the recipe).
+_STAGE_EXTRAS: dict[str, tuple[Callable[[argparse.ArgumentParser], None],
+                               Callable[[argparse.Namespace, Recipe], int]]] = {
+    "export": (_add_push_arguments, _after_export),
+}
+
+
+def _cmd_select(args: argparse.Namespace) -> int:
+    """`purecover select`: the registered stage with RECIPE, or bring-your-own data with --selector/--input/--out."""
+    from .select.byo_cli import byo_requested, byo_usage_error, run_byo
+
+    if not byo_requested(args):
+        return _run_registered(args)
+    problem = byo_usage_error(args)
+    if problem:
+        print(f"usage: purecover select RECIPE [--set ...] | purecover select --selector DIR --input FILE --out FILE "
+              f"[--trec FILE] ...\npurecover select: error: {problem}", file=sys.stderr)
+        return 2
+    _print_summary("select", run_byo(args))
     return 0
 
 
@@ -98,6 +180,10 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         print("\nplan:")
         for p in plans:
             print(f"  {p.stage:<9}  {p.action:<10}  {p.reason}")
+            if p.command is not None:  # the train stage under accelerate launch (student.launch)
+                print(f"  {'':<9}  {'command':<10}  {shlex.join(p.command)}")
+                print(f"  {'':<9}  {'':<10}  (the resolved recipe is written to {p.command[-1]} when the stage "
+                      "starts)")
         missing = [r for r in resources if r.status == "missing"]
         blocked = [p for p in plans if p.action == "blocked"]
         if missing:
@@ -209,6 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
                            help="share of the questions with gold passages that choose (the first ones); default 0.5")
             p.add_argument("--max-fallback", type=float, default=0.05,
                            help="largest fallback rate a chosen setting may have on the tuning questions")
+        if name in _TEST_SET_STAGES:
+            p.add_argument("--test-set", action="store_true",
+                           help="run on the test set of eval.path in run_dir/eval (its candidates, bias and teacher "
+                                "labels, which evaluate reads), drawn exactly as evaluate draws it")
+        if name in _STAGE_EXTRAS:
+            _STAGE_EXTRAS[name][0](p)
+        if name == "select":  # or --selector DIR --input FILE --out FILE instead of RECIPE (bring your own data)
+            from .select.byo_cli import add_byo_arguments  # light module: no torch
+
+            add_byo_arguments(p)
+            handler = _cmd_select
         p.set_defaults(handler=handler)
     from .eval.score_cli import add_score_arguments, main_score  # light module: loaders import lazily
 
@@ -249,6 +346,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=None, help="retrieval top-K to compare with (default: the labels' budget)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(handler=_cmd_label_report)
+    p = sub.add_parser(
+        "publish",
+        help="RUN_DIR's labels, selections or candidates as a Hugging Face dataset (to disk or to the Hub)",
+        description="Build a `datasets.Dataset` from RUN_DIR/<what>.jsonl (nested fields kept) with a dataset card "
+                    "(README.md: field meanings, the recipe that made them, the source dataset's licence) and save "
+                    "it with save_to_disk (--to-disk DIR) or push it as parquet to a Hub dataset repo "
+                    "(--push-to-hub REPO; recorded in RUN_DIR/publish.<what>.push.json).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory")
+    p.add_argument("--what", required=True, choices=["labels", "selections", "candidates"])
+    dest = p.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--to-disk", default=None, metavar="DIR", help="save_to_disk into DIR (replaced atomically)")
+    dest.add_argument("--push-to-hub", default=None, metavar="REPO", help="push to this Hub dataset repo")
+    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
+    p.add_argument("--revision", default=None, metavar="BRANCH", help="with --push-to-hub: the branch (default main)")
+    p.add_argument("--commit-message", default=None, help="with --push-to-hub: the commit message")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(handler=_cmd_publish)
     return parser
 
 

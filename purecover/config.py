@@ -30,10 +30,12 @@ __all__ = [
     "EvalConfig",
     "ExportConfig",
     "LancerConfig",
+    "LaunchConfig",
     "LoraConfig",
     "Recipe",
     "StudentConfig",
     "TeacherConfig",
+    "TrackingConfig",
     "load_recipe",
     "parse_override",
     "recipe_from_dict",
@@ -66,6 +68,8 @@ class DataConfig:
     passage_prefix: str | None = None  # dense: None = "passage: " for e5 models, else ""
     dense_batch_size: int = 64
     bm25_stopwords: str | None = "en"  # bm25s stopword list name, or null for none
+    sample: int | None = None  # a seeded random sample of N questions (after limit), chosen before retrieval
+    sample_seed: int = 0  # seed of `sample` (the evaluation questions of eval.path: eval.seed)
 
 
 @dataclass
@@ -120,6 +124,10 @@ class TeacherConfig:
     trust_remote_code: bool = False
     capture_chunk_mb: int = 256  # working memory bound of one attention row chunk
     selection: Literal["greedy", "avg", "max"] = "greedy"  # ablation "w/o optimisation": top-budget by mean/max
+    # The reasoning prompt: a UTF-8 file holding the whole user message with {documents} and {question}
+    # placeholders (null: our wording of the paper's instructions); system_prompt null = ours, "" = none.
+    prompt_file: str | None = None
+    system_prompt: str | None = None
 
 
 @dataclass
@@ -131,6 +139,24 @@ class LoraConfig:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: str | list[str] = "all-linear"
+
+
+@dataclass
+class LaunchConfig:
+    """`student.launch`: how `purecover pipeline` starts the train stage.
+
+    `config_file` null trains in the pipeline's own process; an accelerate config YAML (e.g.
+    ``configs/accelerate/deepspeed_zero2.yaml``) makes the pipeline run ``accelerate launch
+    --config_file FILE [--num_processes N ...] -m purecover.train RECIPE`` as a subprocess.
+    """
+
+    config_file: str | None = None
+    num_processes: int | None = None
+    num_machines: int | None = None
+    machine_rank: int | None = None
+    main_process_ip: str | None = None
+    main_process_port: int | None = None
+    extra_args: list[str] = field(default_factory=list)  # further `accelerate launch` arguments
 
 
 @dataclass
@@ -150,6 +176,7 @@ class StudentConfig:
     min_select: int = 1  # at least this many passages kept at inference
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     trust_remote_code: bool = False
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
 
 
 @dataclass
@@ -157,6 +184,8 @@ class ExportConfig:
     """`export` section."""
 
     merge: bool = True
+    # Additions beyond DESIGN §8 (documented in README):
+    license: str | None = None  # model card licence (null: the base model's, when its card says)
 
 
 @dataclass
@@ -170,7 +199,10 @@ class EvalConfig:
     # Additions beyond DESIGN §8 (documented in README):
     path: str | None = None  # evaluation questions from another file (e.g. the dev set); None = run_dir's
     split: str = "dev"  # split of `path` (Hub datasets)
-    limit: int | None = None  # first N evaluation questions (the paper: 500)
+    hub_config: str | None = None  # Hub configuration of `path` (null: data.hub_config when path is data.path)
+    limit: int | None = None  # first N evaluation questions
+    sample: int | None = None  # a seeded random sample of N evaluation questions (the paper: 500)
+    seed: int = 0  # seed of `sample`
     questions: Literal["heldout", "all"] = "heldout"  # without `path`: the student's held-out split, or all
     table_budget: int = 5  # the budget of report.md's main table
     max_new_tokens: int = 32
@@ -185,6 +217,16 @@ class EvalConfig:
 
 
 @dataclass
+class TrackingConfig:
+    """`tracking`: experiment tracking of the label, train and evaluate summaries (never hashed)."""
+
+    report_to: Literal["none", "wandb"] = "none"
+    project: str = "purecover"
+    entity: str | None = None
+    run_name: str | None = None  # null: the run_dir's name
+
+
+@dataclass
 class Recipe:
     """A whole run: every stage reads from and writes to `run_dir`."""
 
@@ -195,6 +237,7 @@ class Recipe:
     student: StudentConfig = field(default_factory=StudentConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     @property
     def run_path(self) -> Path:
@@ -431,6 +474,7 @@ def _check_values(obj: Any, prefix: str) -> None:
     if isinstance(obj, DataConfig):
         need(obj.k1 >= 1, "k1", f"must be >= 1, got {obj.k1}")
         need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
+        need(obj.sample is None or obj.sample >= 1, "sample", f"must be >= 1 or null, got {obj.sample}")
         need(obj.dense_batch_size >= 1, "dense_batch_size", "must be >= 1")
     elif isinstance(obj, TeacherConfig):
         for key in ("tau1", "tau2", "embedding_tau", "embedding_tau_e"):
@@ -461,8 +505,20 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(0.0 <= obj.eval_fraction < 1.0, "eval_fraction", "must be in [0, 1)")
         need(obj.k_max is None or obj.k_max >= 1, "k_max", "must be >= 1 or null")
         need(obj.min_select >= 0, "min_select", "must be >= 0")
+    elif isinstance(obj, LaunchConfig):
+        for key in ("num_processes", "num_machines"):
+            value = getattr(obj, key)
+            need(value is None or value >= 1, key, f"must be >= 1 or null, got {value}")
+        need(obj.machine_rank is None or obj.machine_rank >= 0, "machine_rank", "must be >= 0 or null")
+        stray = [k for k in ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
+                             "extra_args") if getattr(obj, k)]
+        need(obj.config_file is not None or not stray, stray[0] if stray else "config_file",
+             "is set but student.launch.config_file is null: set config_file to an accelerate config "
+             "(e.g. configs/accelerate/multi_gpu.yaml) or remove it")
     elif isinstance(obj, EvalConfig):
         need(all(b >= 1 for b in obj.budgets), "budgets", "every budget must be >= 1")
+        need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
+        need(obj.sample is None or obj.sample >= 1, "sample", f"must be >= 1 or null, got {obj.sample}")
 
 
 # --------------------------------------------------------------------------- public API
@@ -506,9 +562,17 @@ def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
     return dataclasses.asdict(recipe)
 
 
-def section_fingerprint(recipe: Recipe, *keys: str) -> str:
-    """Stable hash of the named top-level recipe keys (e.g. "data", "seed"): 16 hex chars."""
+def section_fingerprint(recipe: Recipe, *keys: str, exclude: tuple[str, ...] = ()) -> str:
+    """Stable hash of the named top-level recipe keys (e.g. "data", "seed"): 16 hex chars. `exclude`:
+    dotted keys left out (e.g. ``student.launch.main_process_port``)."""
     tree = recipe_to_dict(recipe)
+    for dotted in exclude:
+        *parents, leaf = dotted.split(".")
+        node: Any = tree
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
     blob = json.dumps({k: tree[k] for k in keys}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

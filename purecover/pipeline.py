@@ -12,35 +12,53 @@ Partly written outputs of the same configuration are *resumed* (every stage is r
 not run; their outputs must exist). ``--dry-run`` validates the recipe, resolves every model,
 dataset and file it names (local paths are checked, Hub ids are listed but never fetched) and
 prints the plan without running anything.
+
+With ``student.launch.config_file`` set, the train stage runs as a subprocess
+``python -m accelerate.commands.launch --config_file F [--num_processes N ...] [extra_args] -m
+purecover.train run_dir/train.launch.yaml`` (`launch_command`): the resolved recipe (overrides
+included) is written to ``run_dir/train.launch.yaml`` first, so the child trains exactly this
+configuration; its output goes to the terminal and to ``run_dir/train.launch.log``. The pipeline
+keeps the run directory's lock and hands it over to the launch (`purecover.utils.rundir_lock.handover`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import re
+import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import Recipe
+from .config import Recipe, dump_recipe_yaml, load_recipe, recipe_to_dict
 from .rundir import RunDir
 from .stages import PIPELINE, config_hash, get_stage, not_needed, run_stage
-from .utils.rundir_lock import locked_stage
+from .utils.io import atomic_write_text
+from .utils.rundir_lock import handover, locked_stage, run_dir_lock
 
-__all__ = ["STAGES", "Resource", "StagePlan", "plan_pipeline", "resolve_resources", "run_pipeline"]
+__all__ = ["LAUNCH_LOG", "LAUNCH_RECIPE", "STAGES", "Resource", "StagePlan", "launch_command", "plan_pipeline",
+           "resolve_resources", "run_launched_train", "run_pipeline", "train_needs_launch"]
 
 STAGES = PIPELINE  # the pipeline's stages, in order (from the registry)
+LAUNCH_RECIPE = "train.launch.yaml"  # in run_dir: the resolved recipe the launched train stage reads
+LAUNCH_LOG = "train.launch.log"  # in run_dir: the launched train stage's stdout and stderr (appended)
+_LAUNCH_FLAGS = ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port")
 
 
 @dataclasses.dataclass
 class StagePlan:
-    """One stage of the plan: `action` is run | resume | skip | blocked | not needed."""
+    """One stage of the plan: `action` is run | resume | skip | blocked | not needed; `command` is the
+    subprocess that runs it (the train stage with ``student.launch``), None for an in-process stage."""
 
     stage: str
     action: str
     reason: str
+    command: list[str] | None = None
 
 
 def stage_run_dir(recipe: Recipe, stage: str) -> RunDir:
@@ -50,12 +68,15 @@ def stage_run_dir(recipe: Recipe, stage: str) -> RunDir:
 
 
 def _bias_is_current(recipe: Recipe) -> bool:
-    """bias.json holds this run's K1, document-length source and teacher weights (no model or tokenizer load)."""
+    """bias.json holds this run's K1, document-length source, teacher weights and prompt wording (no model or
+    tokenizer load)."""
     from .teacher.calibration import bias_is_current
+    from .teacher.prompts import ReasoningPrompt
 
     rd = RunDir.of(recipe)
     return bias_is_current(rd.path_of("bias"), k1=recipe.data.k1, calibration_lengths=recipe.teacher.calibration_lengths,
-                           candidates_path=rd.path_of("candidates"), model=recipe.teacher.model)
+                           candidates_path=rd.path_of("candidates"), model=recipe.teacher.model,
+                           prompt=ReasoningPrompt.from_config(recipe.teacher))
 
 
 def _status(recipe: Recipe, stage: str) -> tuple[str, str]:
@@ -106,8 +127,109 @@ def plan_pipeline(recipe: Recipe, start: str | None = None) -> list[StagePlan]:
         elif upstream_ran and action == "skip":
             action, reason = "run", "an earlier stage runs first (resumable: finished work is kept)"
         upstream_ran = upstream_ran or action in ("run", "resume")
-        plans.append(StagePlan(stage, action, reason))
+        command = None
+        if stage == "train" and action in ("run", "resume"):
+            command = launch_command(recipe, recipe.run_path / LAUNCH_RECIPE)
+        plans.append(StagePlan(stage, action, reason, command))
     return plans
+
+
+# --------------------------------------------------------------------------- launching the train stage
+
+
+def launch_command(recipe: Recipe, recipe_file: str | Path, quiet: bool = False) -> list[str] | None:
+    """The argument list that runs the train stage under ``accelerate launch`` (`student.launch`), or
+    None when ``student.launch.config_file`` is null (the stage runs in-process).
+
+    ``python -m accelerate.commands.launch`` is the `accelerate launch` command run by this
+    interpreter (so the child uses the same environment); `recipe_file` is the resolved recipe.
+    """
+    cfg = recipe.student.launch
+    if cfg.config_file is None:  # (a launch key without config_file is a recipe error: config.py)
+        return None
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg.config_file)]
+    for key in _LAUNCH_FLAGS:
+        value = getattr(cfg, key)
+        if value is not None:
+            cmd += [f"--{key}", str(value)]
+    cmd += [str(a) for a in cfg.extra_args]
+    cmd += ["-m", str(get_stage("train").module), str(recipe_file)]
+    return [*cmd, "-q"] if quiet else cmd
+
+
+def _stream(cmd: list[str], env: dict[str, str], log_path: Path) -> int:
+    """Run `cmd`, copying its stdout and stderr (merged) to our stdout and to `log_path`; its exit code.
+    Interrupting the parent terminates the child."""
+    out = getattr(sys.stdout, "buffer", None)
+    with open(log_path, "ab") as log:
+        log.write(f"\n$ {shlex.join(cmd)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env)
+        try:
+            assert proc.stdout is not None
+            for chunk in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
+                log.write(chunk)
+                log.flush()
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                else:
+                    sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+            return proc.wait()
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+        finally:
+            proc.stdout.close()  # type: ignore[union-attr]
+
+
+def train_needs_launch(recipe: Recipe) -> bool:
+    """Whether the train stage runs under accelerate launch now: ``student.launch.config_file`` is set and
+    the stage is not complete for this configuration (a complete one is skipped in-process, loading nothing)."""
+    if launch_command(recipe, recipe.run_path / LAUNCH_RECIPE) is None:
+        return False
+    return RunDir.of(recipe).completed("train", config_hash(recipe, "train")) is None
+
+
+def run_launched_train(recipe: Recipe, show_progress: bool = True,
+                       echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the train stage through `launch_command` as a subprocess; returns its summary (train.run.json).
+
+    Holds the run directory's lock and hands it over to the launch. A non-zero exit, or a launch that
+    leaves no complete train manifest for this configuration, is a RuntimeError naming the command and
+    the log file.
+    """
+    run_dir = recipe.run_path
+    with run_dir_lock(run_dir, "train"):
+        recipe_file = run_dir / LAUNCH_RECIPE
+        atomic_write_text(recipe_file, "# The resolved recipe of the launched train stage (written by purecover; "
+                                       "overwritten at each launch).\n" + dump_recipe_yaml(recipe))
+        if recipe_to_dict(load_recipe(recipe_file)) != recipe_to_dict(recipe):
+            raise RuntimeError(f"{recipe_file} does not read back as the resolved recipe (a value YAML cannot "
+                               "round-trip?): run `purecover config RECIPE` to inspect it")
+        cmd = launch_command(recipe, recipe_file, quiet=not show_progress)
+        if cmd is None:
+            raise ValueError("student.launch.config_file is null: the train stage runs in-process")
+        log_path = run_dir / LAUNCH_LOG
+        echo(f"[pipeline] train: {shlex.join(cmd)}")
+        echo(f"[pipeline] train: output also in {log_path}")
+        with handover(run_dir) as env_add:
+            code = _stream(cmd, {**os.environ, **env_add, "PYTHONUNBUFFERED": "1"}, log_path)
+    if code != 0:
+        raise RuntimeError(f"the launched train stage failed (exit code {code}): {shlex.join(cmd)}; "
+                           f"see {log_path}")
+    manifest = RunDir.of(recipe).manifest("train") or {}
+    summary = manifest.get("summary") or {}
+    if summary.get("status") != "complete" or manifest.get("config_hash") != config_hash(recipe, "train"):
+        raise RuntimeError(f"the launched train stage exited 0 but {RunDir.of(recipe).manifest_path('train')} is not "
+                           f"complete for this configuration: {shlex.join(cmd)}; see {log_path}")
+    return summary
 
 
 # --------------------------------------------------------------------------- resources (dry run)
@@ -140,6 +262,28 @@ def _classify(key: str, value: str | None, kind: str) -> Resource:
     return Resource(key, value, "missing", "no such local path")
 
 
+def _launch_resources(recipe: Recipe) -> list[Resource]:
+    """The accelerate config of ``student.launch`` and the DeepSpeed JSON it names (paths from the cwd)."""
+    import yaml
+
+    file = recipe.student.launch.config_file
+    if file is None:
+        return []
+    res = _classify("student.launch.config_file", file, "data")
+    if res.status != "found":
+        return [res]
+    try:
+        conf = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        return [Resource(res.key, file, "missing", f"not a readable accelerate config YAML: {exc}")]
+    if not isinstance(conf, dict):
+        return [Resource(res.key, file, "missing", "not an accelerate config (a YAML mapping)")]
+    ds = (conf.get("deepspeed_config") or {}).get("deepspeed_config_file")
+    n = recipe.student.launch.num_processes or conf.get("num_processes", "?")
+    res.note = f"accelerate config: {conf.get('distributed_type', '?')}, {n} process(es)"
+    return [res] + ([_classify("student.launch deepspeed_config_file", str(ds), "data")] if ds else [])
+
+
 def resolve_resources(recipe: Recipe) -> list[Resource]:
     """Every model, dataset and file the recipe's enabled stages use."""
     from .eval.job import EMBEDDING_METHODS, parse_methods
@@ -150,6 +294,11 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
         out.append(Resource("data.path", "demo", "bundled", "the demo set shipped in the package"))
     else:
         out.append(_classify("data.path", d.path, "data"))
+        if d.path is not None:  # Hub ids and dataset repository folders: resolve config and split
+            from .data.loaders.hub import dry_run_status
+
+            checked = dry_run_status(d.path, d.dataset, d.hub_config, d.split, split_key="data.split")
+            out[-1].status, out[-1].note = checked or (out[-1].status, out[-1].note)
     if d.corpus in ("per_question", "shared"):
         out.append(Resource("data.corpus", d.corpus, "info", "built from the dataset's paragraphs"))
     else:
@@ -165,15 +314,26 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
     kinds = {sp.kind for sp in specs if sp.source is None}
     if not_needed(recipe, "train") is None:
         out.append(_classify("student.model", s.model, "model"))
+        out += _launch_resources(recipe)
     out.append(_classify("eval.generator", e.generator, "model"))
     if e.path:
         out.append(_classify("eval.path", e.path, "data"))
+        from .data.candidates import evaluation_recipe
+        from .data.loaders.hub import dry_run_status
+
+        test = evaluation_recipe(recipe).data  # the test set's config and split, as the eval data stage reads them
+        checked = dry_run_status(e.path, d.dataset, test.hub_config, e.split, split_key="eval.split")
+        out[-1].status, out[-1].note = checked or (out[-1].status, out[-1].note)
     if kinds & set(EMBEDDING_METHODS):
         out.append(_classify("eval.embedding_model", e.embedding_model, "model"))
     if "cross_encoder" in kinds:
         out.append(_classify("eval.cross_encoder", e.cross_encoder, "model"))
     for sp in specs:
-        if sp.source is not None:
+        if sp.kind == "selections" and sp.source is not None:  # an external reranker's file (never a Hub id)
+            found = sp.source.expanduser().is_file()
+            out.append(Resource(f"eval.methods[{sp.name}]", str(sp.source), "found" if found else "missing",
+                                "local file" if found else "no such local file (selections JSONL or TREC run)"))
+        elif sp.source is not None:
             need = "labels.jsonl" if sp.kind == "teacher" else "selections.jsonl"
             out.append(_classify(f"eval.methods[{sp.name}]", str(sp.source / need), "data"))
     for key, backend in (("teacher.backend", t.backend), ("eval.backend", e.backend)):
@@ -232,7 +392,10 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
             continue
         echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")
         t0 = time.perf_counter()
-        summary = run_stage(plan.stage, recipe, show_progress, with_before=False)
+        if plan.command is not None:
+            summary = run_launched_train(recipe, show_progress, echo)
+        else:
+            summary = run_stage(plan.stage, recipe, show_progress, with_before=False)
         rows.append({"stage": plan.stage, "action": "ran" if plan.action == "run" else "resumed",
                      "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "reason": plan.reason})
     return rows

@@ -21,7 +21,8 @@ from typing import Any
 
 from .config import Recipe, section_fingerprint
 
-__all__ = ["PIPELINE", "STAGES", "Stage", "config_hash", "get_stage", "load_runner", "not_needed", "run_stage"]
+__all__ = ["HASH_EXCLUDE", "PIPELINE", "STAGES", "Stage", "config_hash", "get_stage", "load_runner", "not_needed",
+           "run_stage"]
 
 Runner = Callable[..., dict[str, Any]]
 
@@ -74,6 +75,19 @@ def not_needed(recipe: Recipe, stage: str) -> str | None:
 
 _ALL_SECTIONS = ("data", "teacher", "student", "export", "eval", "seed")
 
+# Recipe keys (dotted) left out of every stage's config hash: they say how a stage is started, not
+# what it computes, so changing them never blocks resuming a run. `student.launch.num_processes`
+# stays hashed: the effective batch is num_processes x per_device_train_batch_size x
+# gradient_accumulation_steps.
+HASH_EXCLUDE: tuple[str, ...] = (
+    "student.launch.config_file",
+    "student.launch.num_machines",
+    "student.launch.machine_rank",
+    "student.launch.main_process_ip",
+    "student.launch.main_process_port",
+    "student.launch.extra_args",
+)
+
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage(
         name="data",
@@ -120,8 +134,11 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "permutation-invariant LM loss for up to student.m_exact selected passages). student.training "
                     "takes any transformers TrainingArguments field. Resumes from the last checkpoint; a finished "
                     "run for the same configuration is skipped without loading anything. Calibrates the threshold "
-                    "tau3 on the held-out split. Multi-GPU / DeepSpeed: accelerate launch --config_file "
-                    "configs/accelerate/<cfg>.yaml -m purecover.train RECIPE [--set ...].",
+                    "tau3 on the held-out split. Multi-GPU / DeepSpeed: set student.launch.config_file (e.g. "
+                    "configs/accelerate/deepspeed_zero2.yaml) and student.launch.num_processes, and this command "
+                    "(and `purecover pipeline`) runs `accelerate launch ... -m purecover.train` for you; or run "
+                    "accelerate launch --config_file configs/accelerate/<cfg>.yaml -m purecover.train RECIPE "
+                    "[--set ...] yourself.",
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
         headline=("train_questions", "heldout_questions", "train_loss", "tau3", "heldout_subset_f1"),
         module="purecover.train",
@@ -154,7 +171,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         runner="purecover.eval.job:run_evaluate_stage",
         help="RAG QA evaluation: methods x budgets -> run_dir/eval/ (metrics.json, report.md, plots)",
         description="For every method of eval.methods (retrieval, cross_encoder, mmr, xquad, ia_select, lancer_*, "
-                    "teacher, student, none; teacher:DIR / student:DIR for another run's labels or selections) and "
+                    "teacher, student, none; teacher:DIR / student:DIR for another run's labels or selections; "
+                    "selections:PATH=NAME for any reranker's selections or TREC run file) and "
                     "every budget of eval.budgets, select at most K passages, answer with eval.generator (QA "
                     "prompt, greedy) and score EM/F1/Acc with the dataset's rules plus Coverage@K / Purity@K. "
                     "Questions: eval.path (a test set), else the student's held-out split of "
@@ -189,10 +207,10 @@ def load_runner(name: str) -> Runner:
 
 
 def config_hash(recipe: Recipe, name: str) -> str:
-    """The config hash stage `name` records in its manifest: its recipe sections (16 hex chars), plus
-    the stage's `hash_extra` (e.g. the selector's fingerprint) when it declares one."""
+    """The config hash stage `name` records in its manifest: its recipe sections without `HASH_EXCLUDE`
+    (16 hex chars), plus the stage's `hash_extra` (e.g. the selector's fingerprint) when it declares one."""
     stage = get_stage(name)
-    base = section_fingerprint(recipe, *stage.sections)
+    base = section_fingerprint(recipe, *stage.sections, exclude=HASH_EXCLUDE)
     if stage.hash_extra is None:
         return base
     extra = _load(stage.hash_extra)(recipe)

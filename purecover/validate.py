@@ -21,12 +21,14 @@ from pathlib import Path
 from .config import ConfigError, EvalConfig, Recipe, load_recipe
 from .models.identifiers import SCHEMES, IdentifierScheme
 
-__all__ = ["check_identifier_capacity", "check_lancer_templates", "check_table_budget", "load_validated_recipe", "validate_recipe"]
+__all__ = ["check_identifier_capacity", "check_lancer_templates", "check_reasoning_prompt", "check_table_budget",
+           "load_validated_recipe", "validate_recipe"]
 
 def validate_recipe(recipe: Recipe) -> None:
     """Check the whole recipe beyond its own types and ranges; raise ConfigError naming the key."""
     check_table_budget(recipe.eval)
     check_lancer_templates(recipe)
+    check_reasoning_prompt(recipe)
     if _trains_student(recipe):
         check_identifier_capacity(recipe.data.k1, recipe.student.identifiers)
     _check_training(recipe)
@@ -82,6 +84,20 @@ def check_lancer_templates(recipe: Recipe) -> None:
                 load_template(path, kind)
             except TemplateError as exc:
                 raise ConfigError(f"teacher.lancer.{key}: {exc}") from None
+
+
+def check_reasoning_prompt(recipe: Recipe) -> None:
+    """``teacher.prompt_file`` exists, is UTF-8 and holds {documents} (once) and {question} (and at most {max_steps})."""
+    path = recipe.teacher.prompt_file
+    if path is None:
+        return
+    from .teacher.lancer import TemplateError  # light: no torch
+    from .teacher.prompts import load_reasoning_template
+
+    try:
+        load_reasoning_template(path)
+    except TemplateError as exc:
+        raise ConfigError(f"teacher.prompt_file: {exc}") from None
 
 
 def check_table_budget(cfg: EvalConfig) -> None:

@@ -109,6 +109,14 @@ def test_round_trip_and_fingerprint():
     assert section_fingerprint(r, "data") != section_fingerprint(load_recipe(None, ["data.k1=8"]), "data")
     # A change elsewhere does not change the data fingerprint.
     assert section_fingerprint(r, "data") == section_fingerprint(load_recipe(None, ["data.k1=7", "teacher.lam=1"]), "data")
+    # Excluded dotted keys do not count; the rest of their section does; missing keys are ignored.
+    ported = load_recipe(None, ["data.k1=7", "student.launch.config_file=c.yaml", "student.launch.main_process_port=1"])
+    excl = ("student.launch.config_file", "student.launch.main_process_port", "no.such.key")
+    assert section_fingerprint(ported, "student") != section_fingerprint(r, "student")
+    assert section_fingerprint(ported, "student", exclude=excl) == section_fingerprint(r, "student", exclude=excl)
+    assert section_fingerprint(r, "student", exclude=excl) != section_fingerprint(r, "student")
+    assert section_fingerprint(load_recipe(None, ["student.lora.r=4"]), "student", exclude=excl) != \
+        section_fingerprint(r, "student", exclude=excl)
 
 
 def test_shipped_recipes_validate():

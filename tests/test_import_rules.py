@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "eval": {"eval", "models", "data", "teacher.solvers", "teacher.lancer_rank"} | INFRA,
     "demo": {"demo", "models", "data", "teacher", "eval"} | INFRA,
     "pipeline": {"data", "models", "teacher", "train", "select", "eval"} | INFRA,
+    "publish": set(INFRA),  # `purecover publish`: reads run-directory files, imports no stage
     **{name: {"models"} | INFRA for name in INFRA},
     "utils": {"models", "validate"} | INFRA,  # utils.entry is the `python -m` command line
 }

@@ -97,7 +97,8 @@ def test_paper_hyper_parameters(path):
     assert r.student.training["learning_rate"] == pytest.approx(1e-5)
     assert r.student.training["bf16"] is True
     assert r.eval.generator == "Qwen/Qwen2.5-7B-Instruct"
-    assert r.eval.limit == 500 and r.eval.table_budget == 5 and 5 in r.eval.budgets
+    assert r.eval.sample == 500 and r.eval.limit is None and r.eval.seed == 0  # 500 at random, as the paper
+    assert r.eval.table_budget == 5 and 5 in r.eval.budgets
     assert {"retrieval", "cross_encoder", "xquad", "teacher", "student"} <= set(r.eval.methods)
 
 
@@ -131,3 +132,26 @@ def test_recipe_passes_the_pipeline_dry_run(path, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "resources:" in out and "plan:" in out and "  evaluate" in out
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("path", PAPER, ids=rel)
+def test_paper_recipes_launch_training_with_deepspeed_zero2_on_8_gpus(path):
+    import yaml
+
+    launch = load_recipe(path).student.launch
+    assert launch.config_file == "configs/accelerate/deepspeed_zero2.yaml" and launch.num_processes == 8
+    accelerate = yaml.safe_load((REPO / launch.config_file).read_text(encoding="utf-8"))
+    assert accelerate["distributed_type"] == "DEEPSPEED" and accelerate["num_processes"] == 8
+    ds_json = REPO / accelerate["deepspeed_config"]["deepspeed_config_file"]
+    assert ds_json.is_file() and '"stage": 2' in ds_json.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    # the header's commands agree with the recipe: `purecover train` (which launches), no hand-written launch
+    assert "purecover train $R" in text
+    assert not re.search(r"^#\s+accelerate launch .*-m purecover\.train", text, re.M)
+    assert "--num_processes 8" in text and launch.config_file in text
+    # the test set's stages in the header use --test-set (the sample eval.sample / eval.seed draws), never a
+    # hand-written copy of the evaluation data section, and the test set gets its own bias (its documents' lengths)
+    assert not re.search(r"^#.*--set run_dir=\$RUN/eval", text, re.M) and "data.limit=500" not in text
+    if load_recipe(path).eval.path:
+        assert re.search(r"^#.*purecover label \$R --test-set", text, re.M)
+        assert not re.search(r"^#\s+cp \$(RUN|MAIN)/bias\.json \$RUN/eval/", text, re.M)

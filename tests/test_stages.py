@@ -103,3 +103,17 @@ def test_not_needed_and_before(monkeypatch):
     assert ran == ["evaluate"]  # no student: select is not run first
     run_stage("evaluate", load_recipe(None), show_progress=False)
     assert ran == ["evaluate", "select", "evaluate"]
+
+
+def test_launch_keys_that_do_not_change_the_result_are_outside_every_hash():
+    recipe = load_recipe(None)
+    launched = load_recipe(None, ["student.launch.config_file=configs/accelerate/deepspeed_zero3.yaml",
+                                  "student.launch.main_process_port=29511", "student.launch.main_process_ip=10.0.0.1",
+                                  "student.launch.num_machines=2", "student.launch.machine_rank=1",
+                                  "student.launch.extra_args=[--mixed_precision,bf16]"])
+    wider = load_recipe(None, ["student.launch.config_file=configs/accelerate/multi_gpu.yaml",
+                               "student.launch.num_processes=4"])
+    for name in ("train", "export", "evaluate"):
+        assert config_hash(launched, name) == config_hash(recipe, name), name  # the launcher and port: resumable
+        assert config_hash(wider, name) != config_hash(recipe, name), name  # the world size: another batch size
+    assert all(key.startswith("student.launch.") for key in stages.HASH_EXCLUDE)

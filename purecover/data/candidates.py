@@ -146,6 +146,14 @@ def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
         yield items[i : i + n]
 
 
+def _split_key(recipe: Recipe) -> str:
+    """The recipe key to name in split errors: ``eval.split`` when building eval.path's test set."""
+    e = recipe.eval
+    if e.path and recipe.data.path == e.path and recipe.data.split == e.split and recipe.run_path.name == "eval":
+        return "eval.split"
+    return "data.split"
+
+
 @locked_stage("data")
 def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json."""
@@ -166,10 +174,16 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
 
     rd.begin("data", recipe, config_hash, started)
     source = ExampleSource(cfg.dataset, cfg.path, split=cfg.split, limit=cfg.limit, skip_invalid=cfg.skip_invalid,
-                           aliases_path=cfg.aliases, require_paragraphs=not external, hub_config=cfg.hub_config)
+                           aliases_path=cfg.aliases, require_paragraphs=not external, hub_config=cfg.hub_config,
+                           split_key=_split_key(recipe))
     examples = list(tqdm(source, desc="load questions", unit="q", disable=not show_progress))
     if not examples:
         raise ValueError(f"no valid questions in {cfg.path!r} ({len(source.invalid)} invalid)")
+    population = len(examples)
+    if cfg.sample is not None:  # before retrieval: only the sampled questions are retrieved
+        from .splits import sample_questions
+
+        examples = sample_questions(examples, cfg.sample, cfg.sample_seed, key="data.sample", qid=lambda ex: ex.qid)
     corpus_invalid: list[InvalidRecord] = []
     index_dir = rd.path_of("index")
     corpus: Corpus | None = None
@@ -219,6 +233,8 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
     summary = {
         "status": "complete",
         "questions": len(examples),
+        "sampled_from": population if cfg.sample is not None else None,
+        "sample_seed": cfg.sample_seed if cfg.sample is not None else None,
         "written": len(pending),
         "already_done": n_done_before,
         "repaired_lines": repaired,
@@ -232,15 +248,23 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
         f"supporting_recall@{cfg.k1}": None if recall is None else round(recall, 4),
         "candidates": str(run_dir / CANDIDATES_FILE),
     }
+    if source.resolved is not None:  # the Hub configuration / split actually read
+        summary["hub"] = source.resolved.to_summary()
     if empty_queries:
         log.warning("%d questions had no indexed word: their candidates are in corpus order", empty_queries)
     return rd.complete("data", recipe, config_hash, summary, started)
 
 
 def evaluation_recipe(recipe: Recipe) -> Recipe:
-    """The recipe whose data stage builds the test set of ``eval.path`` into ``run_dir/eval`` (same retrieval)."""
+    """The recipe whose data stage builds the test set of ``eval.path`` into ``run_dir/eval`` (same retrieval):
+    ``eval.split``, ``eval.limit`` and the seeded sample ``eval.sample``/``eval.seed`` (drawn before retrieval)."""
     import dataclasses
 
     cfg = recipe.eval
-    data = dataclasses.replace(recipe.data, path=cfg.path, split=cfg.split, limit=cfg.limit)
+    # The test set's Hub configuration: eval.hub_config, else the training data's when both name one repository
+    # (FlashRAG's train and dev of one dataset), else the repository's own default.
+    hub_config = cfg.hub_config if cfg.hub_config is not None else (
+        recipe.data.hub_config if cfg.path == recipe.data.path else None)
+    data = dataclasses.replace(recipe.data, path=cfg.path, split=cfg.split, hub_config=hub_config, limit=cfg.limit,
+                               sample=cfg.sample, sample_seed=cfg.seed)
     return dataclasses.replace(recipe, run_dir=str(RunDir.of(recipe).path_of("eval")), data=data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DataFormatError", "HubUnavailableError", "InvalidRecord"]
+__all__ = ["DataFormatError", "HubDatasetError", "HubUnavailableError", "InvalidRecord"]
 
 
 class DataFormatError(ValueError):
@@ -23,6 +23,13 @@ class DataFormatError(ValueError):
 
 class HubUnavailableError(RuntimeError):
     """A Hub dataset was requested but the Hub cannot be reached (offline or blocked)."""
+
+
+class HubDatasetError(ValueError):
+    """A Hub dataset (or local dataset repository) lacks the requested configuration or split.
+
+    The message lists the configurations / splits that exist and names the recipe key to set.
+    """
 
 
 @dataclass

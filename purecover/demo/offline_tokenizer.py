@@ -116,7 +116,8 @@ def demo_tokenizer_texts() -> list[str]:
         texts.append(str(record.get("answer", "")))
         for title, sentences in record.get("context", []):
             texts.append(f"{title}\n{''.join(sentences)}")
-    fixed = [prompts.SYSTEM_PROMPT, prompts.REASONING_INSTRUCTIONS, selector_prompt.SELECTOR_SYSTEM,
+    fixed = [prompts.SYSTEM_PROMPT, prompts.ReasoningPrompt.default().user_message("", [])[0],
+             selector_prompt.SELECTOR_SYSTEM,
              selector_prompt.SELECTOR_INSTRUCTIONS, DEFAULT_SYSTEM, *_EXTRA_TEXTS]
     fixed += [rag_prompt.qa_messages("", [], d)[0] for d in ("hotpotqa", "strategyqa")]
     fixed += [rag_prompt.qa_messages("", [{"title": "", "text": ""}], d)[0] for d in ("hotpotqa", "strategyqa")]

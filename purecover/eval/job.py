@@ -4,7 +4,8 @@
 
 Evaluation questions (``eval.path``, ``eval.questions``):
 
-* ``eval.path`` set: the questions of that file or Hub dataset (``eval.split``, ``eval.limit``),
+* ``eval.path`` set: the questions of that file or Hub dataset (``eval.split``, ``eval.limit``, and the
+  seeded random ``eval.sample`` / ``eval.seed``, drawn before retrieval),
   retrieved with the recipe's data settings into ``run_dir/eval/candidates.jsonl`` (the data stage,
   resumable); the student selects them into ``run_dir/eval/selections.jsonl``.
 * otherwise the questions of ``run_dir/candidates.jsonl``: with ``eval.questions: heldout`` (the
@@ -14,8 +15,11 @@ Evaluation questions (``eval.path``, ``eval.questions``):
 Methods (``eval.methods``): the baselines of `purecover.eval.baselines` (``retrieval``,
 ``cross_encoder``, ``mmr``, ``xquad``, ``ia_select``, ``lancer_*``, ``teacher``, ``student``),
 ``none`` (closed book, no passage), and ``teacher:DIR`` / ``student:DIR`` for the labels or
-selections of another run directory (e.g. an ablation's). Each method picks at most K passages for
-every budget K of ``eval.budgets``; ``teacher`` and ``student`` keep their own set, cut to K.
+selections of another run directory (e.g. an ablation's), and ``selections:PATH=name`` for any external
+reranker's selections (a JSONL of ``{qid, selected?, selected_doc_ids?}`` or a TREC run file,
+`purecover.eval.external`), shown as ``name`` (default: the file stem). Each method picks at most K
+passages for every budget K of ``eval.budgets``; ``teacher``, ``student`` and ``selections:`` keep
+their own set, cut to K (a TREC run: its top K by rank).
 
 Outputs in ``run_dir/eval/``: ``generations.jsonl`` (the cache, keyed by prompt hash),
 ``predictions/<method>@<K>.jsonl`` (one record per question: ``{qid, prediction, ...}``, readable by
@@ -45,6 +49,7 @@ from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, 
 from ..utils.provenance import package_versions
 from ..utils.rundir_lock import locked_stage
 from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
+from .external import read_external_selections
 from .generation_cache import GenerationCache, prompt_key
 from .qa_metrics import score_prediction
 from .rag_prompt import render_qa_prompt
@@ -56,6 +61,7 @@ __all__ = ["EMBEDDING_METHODS", "EVAL_DIR", "MethodSpec", "parse_methods", "run_
 
 EVAL_DIR = FILES["eval"]
 NO_RETRIEVAL = "none"
+EXTERNAL = "selections"  # selections:PATH=name, an external reranker's selections or TREC run file
 VLLM_CHUNK = 512  # prompts per vLLM generate call
 _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
                  "lancer_greedy_alpha")
@@ -65,8 +71,9 @@ EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")
 
 @dataclasses.dataclass(frozen=True)
 class MethodSpec:
-    """One entry of ``eval.methods``: the selector `kind`, its display `name`, and an optional
-    run directory `source` whose labels (teacher) or selections (student) it reads."""
+    """One entry of ``eval.methods``: the selector `kind`, its display `name`, and an optional `source`:
+    the run directory whose labels (teacher) or selections (student) it reads, or (kind ``selections``)
+    an external reranker's selections file (JSONL or TREC run, `purecover.eval.external`)."""
 
     name: str
     kind: str
@@ -85,18 +92,35 @@ def parse_methods(methods: Sequence[str]) -> list[MethodSpec]:
     for raw in methods:
         name = str(raw).strip()
         kind, _, source = name.partition(":")
+        if kind == EXTERNAL:
+            specs.append(_external_spec(name, source))
+            continue
         if kind not in valid:
             close = difflib.get_close_matches(kind, valid, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(valid)}"
             raise ValueError(f"eval.methods: unknown method {name!r}{hint}")
         if source and kind not in ("teacher", "student"):
-            raise ValueError(f"eval.methods: {name!r}: only teacher:DIR and student:DIR take a run directory")
+            raise ValueError(f"eval.methods: {name!r}: only teacher:DIR and student:DIR take a run directory "
+                             f"({EXTERNAL}:PATH=name takes a selections or TREC run file)")
         specs.append(MethodSpec(name, kind, Path(source) if source else None))
     if len({s.name for s in specs}) != len(specs):
         raise ValueError(f"eval.methods lists a method twice: {list(methods)}")
     if not specs:
         raise ValueError("eval.methods is empty")
     return specs
+
+
+def _external_spec(raw: str, rest: str) -> MethodSpec:
+    """``selections:PATH[=name]``: an external reranker's file, shown as `name` (default: the file stem).
+    The name follows the last ``=`` when it holds no ``/`` (else the whole rest is the path)."""
+    path, sep, name = rest.rpartition("=")
+    if not sep or not name.strip() or "/" in name:
+        path, name = rest, ""
+    path = path.strip()
+    if not path:
+        raise ValueError(f"eval.methods: {raw!r}: {EXTERNAL}:PATH=name needs the path of a selections JSONL or "
+                         "TREC run file, e.g. selections:runs/bm25.trec=bm25")
+    return MethodSpec(name.strip() or Path(path).stem, EXTERNAL, Path(path))
 
 
 def _check_budgets(budgets: Sequence[int]) -> list[int]:
@@ -111,30 +135,54 @@ def _check_budgets(budgets: Sequence[int]) -> list[int]:
 # --------------------------------------------------------------------------- inputs
 
 
-def _questions(recipe: Recipe, eval_dir: Path, show_progress: bool) -> tuple[list[dict[str, Any]], str]:
-    """The evaluation questions (candidates records) and a description of where they came from."""
+def _questions(recipe: Recipe, eval_dir: Path,
+               show_progress: bool) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
+    """The evaluation questions (candidates records), a description of where they came from, and the
+    record of the seeded sample (``{size, seed, population, population_source}``; None without ``eval.sample``).
+
+    Order: the held-out filter (without ``eval.path``), then ``eval.limit`` (the first N), then
+    ``eval.sample`` (`purecover.data.splits.sample_questions`). With ``eval.path`` the data stage
+    already drew the sample before retrieval (`evaluation_recipe`); drawing it again here is a no-op
+    (samples are nested) that guards against a candidates file of another sample.
+    """
+    from ..data.splits import sample_questions
+
     cfg = recipe.eval
     if cfg.path:
         from ..data.candidates import evaluation_recipe, run_data_stage
 
         run_data_stage(evaluation_recipe(recipe), show_progress=show_progress)
-        path = RunDir(eval_dir).path_of("candidates")
-        return read_candidates(path), f"{cfg.path} (split {cfg.split}) → {path}"
-    path = RunDir.of(recipe).path_of("candidates")
-    records = read_candidates(path)
-    source = f"{path} (all questions)"
-    if cfg.questions == "heldout":
-        from ..data.splits import in_heldout  # the student's own split rule
+        rd = RunDir(eval_dir)
+        path = rd.path_of("candidates")
+        records = read_candidates(path)
+        source = f"{cfg.path} (split {cfg.split}) → {path}"
+        population = ((rd.manifest("data") or {}).get("summary") or {}).get("sampled_from") or len(records)
+        population_source = f"{cfg.path} (split {cfg.split}" + (f", first {cfg.limit}" if cfg.limit else "") + ")"
+    else:
+        path = RunDir.of(recipe).path_of("candidates")
+        records = read_candidates(path)
+        source = f"{path} (all questions)"
+        if cfg.questions == "heldout":
+            from ..data.splits import in_heldout  # the student's own split rule
 
-        frac = recipe.student.eval_fraction
-        records = [r for r in records if in_heldout(r["qid"], frac, recipe.seed)]
-        source = f"{path} (the student's held-out split, student.eval_fraction={frac})"
-        if not records:
-            raise ValueError(f"no question of {path} falls in the held-out split (student.eval_fraction={frac}); "
-                             "set eval.questions=all, raise student.eval_fraction, or set eval.path to a test set")
-    if cfg.limit is not None:
-        records = records[: cfg.limit]
-    return records, source
+            frac = recipe.student.eval_fraction
+            records = [r for r in records if in_heldout(r["qid"], frac, recipe.seed)]
+            source = f"{path} (the student's held-out split, student.eval_fraction={frac})"
+            if not records:
+                raise ValueError(f"no question of {path} falls in the held-out split (student.eval_fraction={frac}); "
+                                 "set eval.questions=all, raise student.eval_fraction, or set eval.path to a test set")
+        if cfg.limit is not None:
+            records = records[: cfg.limit]
+            source += f", first {cfg.limit}"
+        population, population_source = len(records), source
+    if cfg.sample is None:
+        return records, source, None
+    if cfg.sample > population:
+        raise ValueError(f"eval.sample: cannot sample {cfg.sample} questions from the {population} of "
+                         f"{population_source}; lower eval.sample or set it to null (every question)")
+    records = sample_questions(records, cfg.sample, cfg.seed, key="eval.sample")
+    sample = {"size": len(records), "seed": cfg.seed, "population": population, "population_source": population_source}
+    return records, f"a random sample of {len(records)} (eval.seed {cfg.seed}) of {population} questions: {source}", sample
 
 
 def _read_by_qid(path: Path) -> dict[str, dict[str, Any]]:
@@ -187,6 +235,8 @@ def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineS
         kwargs["subtopics"] = recipe.eval.subtopics
     if spec.kind == "cross_encoder":
         kwargs["model_name"] = recipe.eval.cross_encoder
+    if spec.kind == EXTERNAL:  # stored selections cut to K: the student's baseline reads them
+        return make_baseline("student")
     return make_baseline(spec.kind, **kwargs)
 
 
@@ -211,11 +261,16 @@ def _select_all(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: 
             labels = labels_by_source[spec.source]
             if spec.kind in _NEEDS_LABELS:
                 _require(labels, questions, spec, "teacher label",
-                         "run `purecover label` on them (with eval.path, label run_dir/eval with "
-                         "--set run_dir=<run_dir>/eval) or drop the method")
+                         "run `purecover label RECIPE` on them (with eval.path: `purecover calibrate RECIPE "
+                         "--test-set` when calibrating, then `purecover label RECIPE --test-set`) or drop the method")
         if spec.kind == "student":
             selections = _selections(recipe, eval_dir, spec, show_progress)
             _require(selections, questions, spec, "student selection", "run `purecover select` on them")
+        if spec.kind == EXTERNAL:  # positions resolved against these questions' candidates
+            assert spec.source is not None
+            selections = read_external_selections(spec.source, questions, spec.name)
+            _require(selections, questions, spec, f"selection in {spec.source}",
+                     "add them to the file (e.g. `purecover select --selector DIR --input ... --out ...`)")
         selector = _make_selector(spec, recipe, embedder)
         if hasattr(selector, "prepare"):
             selector.prepare(questions)  # one batched embedding call instead of one per question
@@ -301,6 +356,7 @@ def _aggregate(rows: Sequence[dict[str, Any]], selection_rows: Sequence[dict[str
 def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json``."""
     from .report import plot_metrics, render_report
+    from .stats import annotate_results
 
     started = _dt.datetime.now(_dt.timezone.utc)
     cfg = recipe.eval
@@ -311,7 +367,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
     eval_dir = rd.path_of("eval")
     ensure_output_dir(eval_dir)
 
-    questions, source = _questions(recipe, eval_dir, show_progress)
+    questions, source, sample = _questions(recipe, eval_dir, show_progress)
     config_hash = stage_config_hash(recipe, "evaluate")
     # No config-change guard and no skip: the cache is keyed by prompt and generator, so it stays
     # valid across configurations, and every other output is recomputed from it on each run.
@@ -345,6 +401,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
                                cfg.max_new_tokens, chunk, show_progress)
         repaired = cache.repaired
         results: dict[str, dict[str, Any]] = {}
+        question_scores: dict[tuple[str, str], dict[str, list[float]]] = {}  # (method, K) -> metric -> per question
         pred_dir = eval_dir / "predictions"
         pred_dir.mkdir(exist_ok=True)
         for spec in specs:
@@ -364,6 +421,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
                                                         "support_purity", "crux_coverage")}})
                 write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", rows)
                 per_k[str(k)] = _aggregate(rows, selection_rows)
+                question_scores[(spec.name, str(k))] = {m: [r[m] for r in rows] for m in ("em", "f1", "acc")}
             results[spec.name] = per_k
 
     datasets = sorted({str(q.get("dataset", recipe.data.dataset)) for q in questions})
@@ -372,6 +430,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         "run_dir": str(run_dir),
         "questions": len(questions),
         "question_source": source,
+        "question_sample": sample,  # {size, seed, population, population_source}; null without eval.sample
         "generator": cfg.generator,
         "backend": cfg.backend,
         "max_new_tokens": cfg.max_new_tokens,
@@ -380,6 +439,8 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         "methods": {s.name: s.kind for s in specs},
         "fallbacks": fallbacks,
         "results": results,
+        # bootstrap intervals (`ci`) and paired tests against retrieval (`vs_retrieval`) added to `results`
+        "statistics": annotate_results(results, question_scores, seed=recipe.seed),
         "versions": package_versions(),
         "recipe": recipe_to_dict(recipe),
     }
@@ -403,4 +464,9 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         "metrics": str(rd.path_of("metrics")),
         "plots": [str(p) for p in plots],
     }
-    return rd.complete("evaluate", recipe, config_hash, summary, started)
+    summary = rd.complete("evaluate", recipe, config_hash, summary, started)
+    from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
+    from .report import metrics_table
+
+    track_stage(recipe, "evaluate", summary, tables={"metrics": metrics_table(metrics)})
+    return summary

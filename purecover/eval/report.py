@@ -1,9 +1,12 @@
 """report.md and PNG plots from an evaluation's metrics.json, and a cross-dataset table of several runs.
 
 Tables give percentages with two decimals, like the paper. The main table is laid out like the
-paper's: one row per method, one column group per dataset (EM, F1, Acc) at ``eval.table_budget``.
-Plots (matplotlib, Agg backend, no display needed): EM vs K, Coverage@K and Purity@K vs K
-(answer-containing candidates), and the generator's input tokens per question vs K.
+paper's: one row per method, one column group per dataset (EM, F1, Acc) at ``eval.table_budget``,
+each with its 95% bootstrap interval over questions when metrics.json has one (`purecover.eval.stats`),
+followed by the paired test of every method against ``retrieval``.
+Plots (matplotlib, Agg backend, no display needed): EM vs K (with the interval as a band), Coverage@K
+and Purity@K vs K (answer-containing candidates), and the generator's input tokens per question vs K.
+``gold_support`` is a reference, not a competitor: drawn last, dashed and grey, labelled as a reference (the gold supporting paragraphs: not always the best on every panel).
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from typing import Any
 
 from ..utils.io import atomic_write_text
 
-__all__ = ["combined_table", "plot_metrics", "read_metrics", "render_report"]
+__all__ = ["REFERENCE_METHODS", "build_figures", "combined_table", "metrics_table", "plot_metrics", "read_metrics",
+           "render_report"]
+
+REFERENCE_METHODS = ("gold_support",)  # method kinds drawn as references, not competitors
+_REFERENCE_STYLE = {"color": "0.45", "linestyle": "--", "marker": "s", "zorder": 5}
 
 
 def _pct(value: float | None) -> str:
@@ -24,6 +31,55 @@ def _pct(value: float | None) -> str:
 
 def _num(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _with_ci(value: float | None, ci: Sequence[float] | None) -> str:
+    """``38.00 [33.80, 42.20]``: a fraction and its interval in %; the bare value without an interval."""
+    if value is None or not ci:
+        return _pct(value)
+    return f"{_pct(value)} [{_pct(ci[0])}, {_pct(ci[1])}]"
+
+
+def _signed_pct(value: float) -> str:
+    return f"{100 * value:+.2f}"
+
+
+def _p_value(p: float, floor: float | None) -> str:
+    if floor is not None and p <= floor * 1.01:  # metrics.json rounds p to 6 decimals
+        return f"≤ {floor:.2g}"
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _paired_section(metrics: Mapping[str, Any], k: str) -> list[str]:
+    """The paired-test table of every method against ``retrieval`` at budget `k` (empty for old metrics.json)."""
+    stats = metrics.get("statistics")
+    if not stats:
+        return []
+    out = ["", f"## Paired test against retrieval at K = {k}", ""]
+    if not stats.get("baseline"):
+        return [*out, "`retrieval` is not among the evaluated methods: no paired test."]
+    perms = stats.get("permutations")
+    floor = 1 / (1 + perms) if perms else None
+    out += [f"Mean per-question difference (method − retrieval, in points) with its paired bootstrap "
+            f"{100 * stats['confidence']:.0f}% interval ({stats['bootstrap_resamples']} resamples), and the "
+            f"two-sided p-value of a {stats['test'].replace(' (two-sided)', '')} ({perms} random sign "
+            "flips, exact over all sign vectors for very few questions; seed "
+            f"{stats['seed']}). Not corrected for multiple comparisons.", ""]
+    header = ["method"]
+    for m in ("EM", "F1", "Acc"):
+        header += [f"Δ{m} [{100 * stats['confidence']:.0f}% CI]", f"p ({m})"]
+    rows = []
+    for name, per_k in metrics["results"].items():
+        tests = per_k[k].get("vs_retrieval")
+        if not tests:
+            continue
+        row = [name]
+        for m in ("em", "f1", "acc"):
+            t = tests[m]
+            row += [f"{_signed_pct(t['diff'])} [{_signed_pct(t['low'])}, {_signed_pct(t['high'])}]",
+                    _p_value(t["p"], floor if t.get("p_method") == "monte_carlo" else None)]
+        rows.append(row)
+    return out + _table(header, rows)
 
 
 def _main_k(metrics: Mapping[str, Any]) -> str:
@@ -50,7 +106,10 @@ def render_report(metrics: Mapping[str, Any], plots: Sequence[str | Path] = ()) 
         f"{metrics['questions']} questions from {metrics['question_source']}; generator "
         f"`{metrics['generator']}` ({metrics['backend']}, greedy, at most {metrics['max_new_tokens']} new tokens). "
         "Scores in %. Coverage@K and Purity@K count the candidates that contain a gold answer "
-        "(the paper's proxy) and, separately, the gold supporting paragraphs.",
+        "(the paper's proxy) and, separately, the gold supporting paragraphs."
+        + (f" EM, F1 and Acc show the {100 * metrics['statistics']['confidence']:.0f}% percentile bootstrap "
+           f"interval over questions in brackets ({metrics['statistics']['bootstrap_resamples']} resamples)."
+           if metrics.get("statistics") else ""),
         "",
         f"## QA at K = {k}",
         "",
@@ -58,10 +117,13 @@ def render_report(metrics: Mapping[str, Any], plots: Sequence[str | Path] = ()) 
     rows = []
     for name, per_k in results.items():
         r = per_k[k]
-        rows.append([name, _pct(r["em"]), _pct(r["f1"]), _pct(r["acc"]), _num(r["mean_k"], 2),
+        ci = r.get("ci") or {}
+        rows.append([name, _with_ci(r["em"], ci.get("em")), _with_ci(r["f1"], ci.get("f1")),
+                     _with_ci(r["acc"], ci.get("acc")), _num(r["mean_k"], 2),
                      _pct(r["answer"]["coverage"]), _pct(r["answer"]["purity"]), _num(r["prompt_tokens"], 0)])
     out += _table(["method", f"{ds} EM", f"{ds} F1", f"{ds} Acc", "mean \\|D\\|", "Coverage", "Purity",
                    "input tokens"], rows)
+    out += _paired_section(metrics, k)
     out += ["", "## EM by budget K", ""]
     out += _table(["method", *[f"K={b}" for b in budgets]],
                   [[name, *[_pct(per_k[b]["em"]) for b in budgets]] for name, per_k in results.items()])
@@ -89,62 +151,128 @@ def render_report(metrics: Mapping[str, Any], plots: Sequence[str | Path] = ()) 
     return "\n".join(out) + "\n"
 
 
-def plot_metrics(metrics: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write em_vs_k.png, coverage_purity_vs_k.png and input_tokens.png into `out_dir`; return the paths."""
+def _percent_limits(ax: Any, values: Sequence[float]) -> None:
+    """y from 0 (scores are never negative) to just above the largest value; 0–100 when nothing is above 0."""
+    finite = [v for v in values if v == v]  # drop NaN
+    top = max(finite, default=0.0)
+    ax.set_ylim(0.0, 100.0 if top <= 0 else min(100.0, top * 1.1 + 1.0))
+
+
+def build_figures(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's matplotlib figures, by file name: em_vs_k.png, coverage_purity_vs_k.png, input_tokens.png.
+
+    Reference methods (`REFERENCE_METHODS`, by kind) are drawn last in `_REFERENCE_STYLE` and labelled
+    as references; EM and Coverage/Purity axes start at 0. The caller closes the figures.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     results = metrics["results"]
     budgets = [int(k) for k in metrics["budgets"]]
     ds = metrics["dataset"]
+    kinds = metrics.get("methods") or {}
+    references = [n for n in results if kinds.get(n, n) in REFERENCE_METHODS]
+    names = [n for n in results if n not in references] + references  # references drawn last, on top
 
     def series(name: str, get: Any) -> list[float]:
         return [float("nan") if get(results[name][str(b)]) is None else 100 * get(results[name][str(b)])
                 for b in budgets]
 
-    paths = []
+    def style(name: str) -> dict[str, Any]:
+        if name in references:
+            return {**_REFERENCE_STYLE, "label": f"{name} (reference)", "clip_on": False}
+        return {"marker": "o", "label": name, "zorder": 3, "clip_on": False}  # markers at 0 stay whole
 
-    def save(fig: Any, name: str) -> None:
-        path = out / name
-        tmp = path.with_name(f".{name}.tmp.png")
-        fig.savefig(tmp, dpi=120, bbox_inches="tight", metadata={"Software": None})
-        plt.close(fig)
-        tmp.replace(path)
-        paths.append(path)
-
+    figures: dict[str, Any] = {}
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for name in results:
-        ax.plot(budgets, series(name, lambda r: r["em"]), marker="o", label=name)
+    em_values: list[float] = []
+    for name in names:
+        em = series(name, lambda r: r["em"])
+        em_values += em
+        (line,) = ax.plot(budgets, em, **style(name))
+        cis = [results[name][str(b)].get("ci", {}).get("em") for b in budgets]
+        if all(cis):
+            ax.fill_between(budgets, [100 * c[0] for c in cis], [100 * c[1] for c in cis], color=line.get_color(),
+                            alpha=0.12, linewidth=0, zorder=line.get_zorder() - 1)
+            em_values += [100 * c[1] for c in cis]
     ax.set(xlabel="budget K (passages)", ylabel="EM (%)", title=f"{ds}: EM vs K", xticks=budgets)
+    _percent_limits(ax, em_values)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    save(fig, "em_vs_k.png")
+    figures["em_vs_k.png"] = fig
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name in results:
-        axes[0].plot(budgets, series(name, lambda r: r["answer"]["coverage"]), marker="o", label=name)
-        axes[1].plot(budgets, series(name, lambda r: r["answer"]["purity"]), marker="o", label=name)
-    for ax, what in zip(axes, ("Coverage@K", "Purity@K")):
+    for ax, what, key in zip(axes, ("Coverage@K", "Purity@K"), ("coverage", "purity")):
+        values: list[float] = []
+        for name in names:
+            ys = series(name, lambda r, key=key: r["answer"][key])
+            values += ys
+            ax.plot(budgets, ys, **style(name))
         ax.set(xlabel="budget K (passages)", ylabel=f"{what} (%)", title=f"{ds}: {what} (answer-containing)",
                xticks=budgets)
+        _percent_limits(ax, values)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
-    save(fig, "coverage_purity_vs_k.png")
+        ax.legend(fontsize=8)
+    figures["coverage_purity_vs_k.png"] = fig
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for name in results:
+    for name in names:
         tokens = [results[name][str(b)]["prompt_tokens"] for b in budgets]
-        ax.plot(budgets, [float("nan") if t is None else t for t in tokens], marker="o", label=name)
+        ax.plot(budgets, [float("nan") if t is None else t for t in tokens], **style(name))
     ax.set(xlabel="budget K (passages)", ylabel="input tokens per question", title=f"{ds}: generator input",
            xticks=budgets)
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    save(fig, "input_tokens.png")
+    figures["input_tokens.png"] = fig
+    return figures
+
+
+def plot_metrics(metrics: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
+    """Write `build_figures`' PNGs into `out_dir` (each atomically); return the paths."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in build_figures(metrics).items():
+        path = out / name
+        tmp = path.with_name(f".{name}.tmp.png")
+        try:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", metadata={"Software": None})
+        finally:
+            plt.close(fig)
+        tmp.replace(path)
+        paths.append(path)
     return paths
+
+
+def metrics_table(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """(columns, rows): one row per method and budget K with the QA means (fractions), their interval
+    bounds, mean |D|, answer Coverage/Purity, input tokens and the paired test against retrieval
+    (None where absent). The experiment tracker's table of the evaluate stage."""
+    columns = ["method", "K"]
+    for m in ("em", "f1", "acc"):
+        columns += [m, f"{m}_low", f"{m}_high"]
+    columns += ["mean_k", "coverage", "purity", "prompt_tokens"]
+    for m in ("em", "f1", "acc"):
+        columns += [f"{m}_diff_vs_retrieval", f"{m}_p_vs_retrieval"]
+    rows: list[list[Any]] = []
+    for name, per_k in metrics["results"].items():
+        for k in sorted(per_k, key=int):
+            r = per_k[k]
+            ci = r.get("ci") or {}
+            row: list[Any] = [name, int(k)]
+            for m in ("em", "f1", "acc"):
+                row += [r[m], *(ci.get(m) or (None, None))]
+            row += [r["mean_k"], r["answer"]["coverage"], r["answer"]["purity"], r["prompt_tokens"]]
+            tests = r.get("vs_retrieval") or {}
+            for m in ("em", "f1", "acc"):
+                row += [tests[m]["diff"], tests[m]["p"]] if m in tests else [None, None]
+            rows.append(row)
+    return columns, rows
 
 
 def read_metrics(path: str | Path) -> dict[str, Any]:

@@ -5,6 +5,11 @@ Both decode greedily and take prompts that are already rendered (chat template a
 tokens (used for LANCER's expected rating). The HF backend reads them from the full softmax.
 The vLLM backend asks for the top-20 log-probabilities of the first position (vLLM reports
 them from the unrestricted distribution): a candidate outside the top 20 counts as 0.
+
+Both backends see the same token ids: the rendered prompt already holds the chat template's
+special tokens, so it is tokenised with ``add_special_tokens=False`` (HF) and sent to vLLM as
+token ids (``{"prompt_token_ids": [...]}``) tokenised the same way; sending the text would let
+vLLM tokenise with ``add_special_tokens=True`` and double the BOS of Llama-3-style tokenizers.
 """
 
 from __future__ import annotations
@@ -93,7 +98,8 @@ class VLLMGenerator:
 
     def __init__(self, model: str, tensor_parallel_size: int = 1, dtype: str = "auto",
                  max_model_len: int | None = None, trust_remote_code: bool = False, seed: int = 0,
-                 gpu_memory_utilization: float = 0.9) -> None:
+                 gpu_memory_utilization: float = 0.9, tokenizer: Any = None) -> None:
+        """`tokenizer`: the HF tokenizer the prompts were rendered with (default: the engine's own)."""
         try:
             import vllm
         except ImportError as exc:
@@ -108,10 +114,18 @@ class VLLMGenerator:
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         self.llm = vllm.LLM(**kwargs)
+        self.tokenizer = tokenizer if tokenizer is not None else self.llm.get_tokenizer()
+
+    def token_prompts(self, prompts: Sequence[str]) -> list[dict[str, list[int]]]:
+        """vLLM token prompts, tokenised like `HFGenerator` (``add_special_tokens=False``)."""
+        if not prompts:
+            return []
+        ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        return [{"prompt_token_ids": [int(t) for t in row]} for row in ids]
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
         params = self._vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
-        outputs = self.llm.generate(list(prompts), params)
+        outputs = self.llm.generate(self.token_prompts(prompts), params)
         return [o.outputs[0].text for o in outputs]
 
     def token_probabilities(self, prompts: Sequence[str], token_ids: Sequence[int]) -> list[list[float]]:
@@ -120,7 +134,7 @@ class VLLMGenerator:
         ids = list(token_ids)
         params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1, logprobs=max(20, len(ids)),
                                            allowed_token_ids=ids)
-        outputs = self.llm.generate(list(prompts), params)
+        outputs = self.llm.generate(self.token_prompts(prompts), params)
         result = []
         for o in outputs:
             first = o.outputs[0].logprobs[0] if o.outputs[0].logprobs else {}
@@ -152,5 +166,5 @@ def make_generator(backend: str, *, model: Any = None, tokenizer: Any = None, mo
         if model_name is None:
             raise ValueError("the vllm backend needs a model name or directory")
         return VLLMGenerator(model_name, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                             trust_remote_code=trust_remote_code, seed=seed)
+                             trust_remote_code=trust_remote_code, seed=seed, tokenizer=tokenizer)
     raise ValueError(f"unknown generation backend {backend!r}; expected hf or vllm")

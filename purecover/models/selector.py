@@ -19,9 +19,18 @@ Two backends behind one interface (`SelectorBackend`):
   attention mask and ``logits_to_keep=1``; the logits of every identifier are read from the full
   vocabulary row at the first reply position (never a truncated top-k).
 - ``vllm`` (``pip install 'purecover[vllm]'``, needs a merged export): one generated token per
-  prompt with ``allowed_token_ids`` = the identifiers of the prompt's candidates and
-  ``logprobs_mode="processed_logits"``, so the returned "logprobs" are the logits of exactly those
-  identifiers. A missing identifier is an error, never a silently dropped candidate.
+  prompt (sent as token ids) with ``allowed_token_ids`` = the identifiers of the prompt's
+  candidates. The engine is started in the first ``logprobs_mode`` it accepts, in this order:
+  ``processed_logits`` (the returned "logprobs" are the identifiers' logits: score space
+  ``logit``), ``processed_logprobs`` (log-probabilities over the allowed identifiers), then the
+  engine's default (raw log-probabilities over the whole vocabulary: usable only when every
+  identifier is in the returned top-k). Log-probabilities are log p_k = s_k - c with c constant
+  per prompt, so renormalising them over the present identifiers (`identifier_log_softmax`)
+  gives s_k - logsumexp_j s_j exactly, whatever the mode: score space ``logprob``, thresholded
+  with ``tau3_logprob`` (τ3 calibrated on the same held-out scores in that space). A missing
+  identifier is an error, never a silently dropped candidate.
+
+`SelectionResult.score_space` records which space the scores (and the threshold) are in.
 """
 
 from __future__ import annotations
@@ -37,13 +46,15 @@ from typing import Any, Protocol
 import torch
 
 from .identifiers import IdentifierScheme
-from .selection import select_from_scores, softmax_probabilities
+from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selector_prompt import build_selector_prompt, prompt_template
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "SCORE_SPACES",
     "SELECTOR_CONFIG",
+    "VLLM_LOGPROBS_MODES",
     "HFSelectorBackend",
     "SelectionResult",
     "Selector",
@@ -55,24 +66,39 @@ __all__ = [
 
 SELECTOR_CONFIG = "selector_config.json"
 _REQUIRED_KEYS = ("base_model", "identifiers", "prompt_template", "k1", "tau3", "k_max", "min_select")
+# Score spaces: "logit" (first-token logits s_k, threshold tau3) and "logprob" (s_k - logsumexp over the
+# present identifiers, threshold tau3_logprob).
+SCORE_SPACES = ("logit", "logprob")
+# vLLM logprobs modes in order of preference (None: the engine's default, raw log-probabilities).
+VLLM_LOGPROBS_MODES: tuple[str | None, ...] = ("processed_logits", "processed_logprobs", None)
 
 
 @dataclass
 class SelectionResult:
-    """One question's selection: kept candidate positions (best first) and the scores of all candidates."""
+    """One question's selection: kept candidate positions (best first) and the scores of all candidates.
+
+    `logits`: the scores in `score_space` ("logit": first-token logits; "logprob": log-probabilities
+    renormalised over the present identifiers), in candidate order.
+    """
 
     indices: list[int]
     logits: list[float]
     probabilities: list[float]
+    score_space: str = "logit"
 
     def to_record(self, qid: str) -> dict[str, Any]:
-        """The selections.jsonl record (DESIGN §4)."""
+        """The selections.jsonl record (DESIGN §4), plus ``score_space``."""
         return {"qid": qid, "selected": list(self.indices), "logits": list(self.logits),
-                "probabilities": list(self.probabilities)}
+                "probabilities": list(self.probabilities), "score_space": self.score_space}
 
 
 class SelectorBackend(Protocol):
-    """Computes first-reply-position logits of given identifier tokens for tokenised prompts."""
+    """Computes first-reply-position scores of given identifier tokens for tokenised prompts.
+
+    `score_space`: "logit" (raw logits) or "logprob" (renormalised over the given identifiers).
+    """
+
+    score_space: str
 
     def identifier_logits(self, prompts: Sequence[Sequence[int]],
                           identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
@@ -128,6 +154,8 @@ def hf_identifier_logits(model: Any, prompts: Sequence[Sequence[int]], identifie
 class HFSelectorBackend:
     """A transformers causal LM (merged selector, or base + LoRA adapter)."""
 
+    score_space = "logit"
+
     def __init__(self, model: Any, pad_id: int = 0, batch_size: int = 8) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -173,9 +201,13 @@ class VLLMSelectorBackend:
     """vLLM's offline engine: one token per prompt, restricted to the prompt's identifiers.
 
     ``max_logprobs`` is K1 and every request asks for as many logprobs as it has candidates, with
-    ``allowed_token_ids`` = those identifiers and ``logprobs_mode="processed_logits"``: after the
-    allowed-token mask every other token is −inf, so the top-n entries are exactly the n
-    identifiers, carrying their logits (greedy requests are not temperature-scaled).
+    ``allowed_token_ids`` = those identifiers. The engine starts in the first accepted mode of
+    `VLLM_LOGPROBS_MODES` (any TypeError / ValueError / NotImplementedError of a mode falls through
+    to the next, with a log line). ``processed_logits``: after the allowed-token mask every other
+    token is −inf, so the top-n entries are exactly the n identifiers, carrying their logits (greedy
+    requests are not temperature-scaled); score space "logit". The log-prob modes are renormalised
+    over the identifiers; score space "logprob". `logprobs_mode` records the mode in effect
+    ("default" for the engine's default).
     """
 
     def __init__(self, path: str | Path, k1: int, *, dtype: str = "auto", tensor_parallel_size: int = 1,
@@ -188,24 +220,43 @@ class VLLMSelectorBackend:
                 "the selector's vllm backend needs vLLM: pip install 'purecover[vllm]' (CUDA GPU machines), "
                 "or use backend='hf'"
             ) from exc
+        from .vllm_utils import release_vllm_memory, supported_logprobs_modes, vllm_version
+
         self._vllm = vllm
         self.k1 = int(k1)
         kwargs: dict[str, Any] = {
             "model": str(path), "tokenizer": str(path), "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
             "trust_remote_code": trust_remote_code, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
-            "max_logprobs": self.k1, "logprobs_mode": "processed_logits",
+            "max_logprobs": self.k1,
         }
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         kwargs.update(llm_kwargs)
-        try:
-            self.llm = vllm.LLM(**kwargs)
-        except TypeError as exc:
-            if "logprobs_mode" in str(exc):
-                raise RuntimeError(
-                    "this vLLM does not accept logprobs_mode (needed to read raw identifier logits); "
-                    "upgrade vLLM (>= 0.10.2) or use backend='hf'") from exc
-            raise
+        supported = supported_logprobs_modes(vllm)
+        modes = [m for m in VLLM_LOGPROBS_MODES if m is None or supported is None or m in supported]
+        errors: list[str] = []
+        for mode in modes:
+            attempt = dict(kwargs, logprobs_mode=mode) if mode is not None else kwargs
+            try:
+                self.llm = vllm.LLM(**attempt)
+            except (TypeError, ValueError, NotImplementedError) as exc:
+                name = mode or "default"
+                log.info("vLLM %s: logprobs_mode %s not usable (%s: %s); trying the next mode",
+                         vllm_version(vllm), name, type(exc).__name__, exc)
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                release_vllm_memory()
+                continue
+            self.logprobs_mode = mode or "default"
+            self.score_space = "logit" if mode == "processed_logits" else "logprob"
+            log.info("vLLM selector engine: logprobs_mode %s (score space %s)", self.logprobs_mode, self.score_space)
+            break
+        else:
+            tried = "; ".join(errors) or "no mode to try"
+            raise RuntimeError(
+                f"vLLM {vllm_version(vllm)} could not start the selector engine in any logprobs mode ({tried}). "
+                "The selector needs logprobs_mode='processed_logits' or 'processed_logprobs' (vLLM >= 0.10.2), or "
+                f"the engine's default log-probs with max_logprobs >= k1={self.k1}; fix the error above, upgrade "
+                "vLLM, or use backend='hf'")
 
     def identifier_logits(self, prompts: Sequence[Sequence[int]],
                           identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
@@ -235,11 +286,13 @@ class VLLMSelectorBackend:
                 value = getattr(entry, "logprob", entry)
                 if value is None or not math.isfinite(float(value)):
                     raise RuntimeError(
-                        f"vLLM returned no finite logit for candidate {k} (identifier token {tok}) of prompt {i}: "
-                        f"got {len(first)} entries for {len(ids)} identifiers. Every candidate must be scored; "
-                        "check that max_logprobs >= K1 and logprobs_mode='processed_logits' are in effect")
+                        f"vLLM returned no finite score for candidate {k} (identifier token {tok}) of prompt {i}: "
+                        f"got {len(first)} entries for {len(ids)} identifiers in logprobs_mode "
+                        f"{self.logprobs_mode!r}. Every candidate must be scored: the engine's default mode returns "
+                        "the top-k of the whole vocabulary, which can miss identifiers; use a vLLM with "
+                        "logprobs_mode='processed_logits' or 'processed_logprobs' (>= 0.10.2), or backend='hf'")
                 row.append(float(value))
-            result.append(row)
+            result.append(identifier_log_softmax(row) if self.score_space == "logprob" else row)
         return result
 
     def close(self) -> None:
@@ -269,8 +322,9 @@ def read_selector_config(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{file}: missing key(s) {', '.join(missing)}")
     if not isinstance(config["k1"], int) or config["k1"] < 1:
         raise ValueError(f"{file}: field 'k1' must be a positive integer, got {config['k1']!r}")
-    if not isinstance(config["tau3"], (int, float)):
-        raise ValueError(f"{file}: field 'tau3' must be a number, got {config['tau3']!r}")
+    for key in ("tau3", "tau3_logprob"):
+        if key in config and (isinstance(config[key], bool) or not isinstance(config[key], (int, float))):
+            raise ValueError(f"{file}: field {key!r} must be a number, got {config[key]!r}")
     return config
 
 
@@ -292,6 +346,17 @@ class Selector:
         self.backend = backend
         self.k1: int = int(config["k1"])
         self.tau3: float = float(config["tau3"])
+        self.score_space: str = str(getattr(backend, "score_space", "logit"))
+        if self.score_space not in SCORE_SPACES:
+            raise ValueError(f"backend score space {self.score_space!r}; expected one of {SCORE_SPACES}")
+        if self.score_space == "logprob" and config.get("tau3_logprob") is None:
+            raise ValueError(
+                "this backend reads log-probabilities (vLLM without logprobs_mode='processed_logits'), which need "
+                "the threshold 'tau3_logprob', but selector_config.json has none (exported by an older purecover). "
+                "Retrain with this purecover (train records tau3_logprob next to tau3) and re-export, or use a vLLM "
+                "that accepts logprobs_mode='processed_logits', or backend='hf'")
+        # The threshold of the backend's score space: tau3 on logits, tau3_logprob on renormalised log-probs.
+        self.threshold: float = self.tau3 if self.score_space == "logit" else float(config["tau3_logprob"])
         self.k_max: int | None = None if config.get("k_max") is None else int(config["k_max"])
         self.min_select: int = int(config.get("min_select", 1))
         self.max_passage_tokens: int = int(config.get("max_passage_tokens", 192))
@@ -350,10 +415,13 @@ class Selector:
 
     def select_batch(self, questions: Sequence[str], docs_lists: Sequence[Sequence[Any]], tau: float | None = None,
                      k_max: int | None = None, min_select: int | None = None) -> list[SelectionResult]:
-        """`select` for many questions (the backend batches the forward passes)."""
+        """`select` for many questions (the backend batches the forward passes).
+
+        `tau` is in the backend's score space (`score_space`); default: `threshold`.
+        """
         if len(questions) != len(docs_lists):
             raise ValueError(f"{len(questions)} questions but {len(docs_lists)} candidate lists")
-        tau = self.tau3 if tau is None else float(tau)
+        tau = self.threshold if tau is None else float(tau)
         k_max = self.k_max if k_max is None else int(k_max)
         min_select = self.min_select if min_select is None else int(min_select)
         prompts, idents = [], []
@@ -367,14 +435,15 @@ class Selector:
             if len(row) != len(ids):
                 raise RuntimeError(f"backend returned {len(row)} logits for {len(ids)} candidates")
             results.append(SelectionResult(indices=select_from_scores(row, tau, min_select, k_max), logits=list(row),
-                                           probabilities=softmax_probabilities(row)))
+                                           probabilities=softmax_probabilities(row), score_space=self.score_space))
         return results
 
     def select(self, question: str, docs: Sequence[Any], tau: float | None = None, k_max: int | None = None,
                min_select: int | None = None) -> SelectionResult:
         """Select among `docs` (dicts with ``text`` and optional ``title``, or plain strings, in retrieval order).
 
-        `tau`, `k_max`, `min_select` default to the calibrated values in selector_config.json.
+        `tau`, `k_max`, `min_select` default to the calibrated values in selector_config.json (`tau`:
+        ``tau3`` for logits, ``tau3_logprob`` for a log-prob backend; see `score_space`).
         """
         return self.select_batch([question], [docs], tau=tau, k_max=k_max, min_select=min_select)[0]
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import gc
+import inspect
 import logging
+import typing
+from typing import Any
 
 import torch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["release_vllm_memory"]
+__all__ = ["release_vllm_memory", "supported_logprobs_modes", "vllm_version"]
 
 
 def release_vllm_memory() -> None:
@@ -24,3 +29,51 @@ def release_vllm_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def vllm_version(vllm: Any) -> str:
+    """The installed vLLM's version string ("unknown" when the module has none)."""
+    return str(getattr(vllm, "__version__", "unknown"))
+
+
+def _mode_values(obj: Any) -> tuple[str, ...] | None:
+    """Values of `LogprobsMode`: an Enum (vLLM 0.10.x) or a Literal alias (later versions)."""
+    if isinstance(obj, type) and issubclass(obj, enum.Enum):
+        return tuple(str(m.value) for m in obj)
+    args = typing.get_args(obj)
+    return tuple(str(a) for a in args) if args and all(isinstance(a, str) for a in args) else None
+
+
+def supported_logprobs_modes(vllm: Any) -> tuple[str, ...] | None:
+    """The ``logprobs_mode`` values this vLLM accepts.
+
+    ``vllm.config.LogprobsMode``'s values when it exists; None (unknown: try them) when only a
+    ``logprobs_mode`` argument of ``EngineArgs`` / ``LLM`` is found; ``()`` when the engine has no
+    ``logprobs_mode`` at all (older vLLM: its default raw log-probabilities only).
+    """
+    config = getattr(vllm, "config", None)
+    if config is None:
+        try:
+            import vllm.config as config  # type: ignore[no-redef]
+        except Exception:  # not importable here (or no such module in this version)
+            config = None
+    mode_type = getattr(config, "LogprobsMode", None)
+    if mode_type is not None:
+        values = _mode_values(mode_type)
+        if values is not None:
+            return values
+    engine_args = getattr(vllm, "EngineArgs", None)
+    if engine_args is not None and dataclasses.is_dataclass(engine_args):
+        if any(f.name == "logprobs_mode" for f in dataclasses.fields(engine_args)):
+            return None
+        return ()
+    llm = getattr(vllm, "LLM", None)
+    try:
+        params = inspect.signature(llm).parameters if llm is not None else {}
+    except (TypeError, ValueError):
+        return None
+    if "logprobs_mode" in params:
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None  # forwarded to EngineArgs: unknown, try
+    return ()

@@ -1,15 +1,18 @@
 """The select stage: run the exported selector over candidates.jsonl → selections.jsonl (DESIGN §4).
 
     purecover select RECIPE [--set ...]
+    purecover select --selector DIR --input ANY.jsonl --out FILE [--trec FILE]   (bring your own data: `.byo`)
 
 The stage (`run_select_stage`) selects for the evaluation questions: run_dir/candidates.jsonl →
 run_dir/selections.jsonl, or, with ``eval.path``, the test set's run_dir/eval/candidates.jsonl (built
 by the data stage with the recipe's retrieval) → run_dir/eval/selections.jsonl. `select_candidates`
-does the work for any candidates file and selector directory.
+does the work for any candidates file and selector directory; `select_into` is the worker that both
+it and bring-your-own selection (`purecover.select.byo`) run.
 
-One record per question, in candidates order: ``{qid, selected, logits, probabilities}`` with the
-logits and probabilities of all candidates in candidate order. Questions go through the selector
-in fixed batches of `BATCH_SIZE` by position; a rerun skips the qids already written and redoes a
+One record per question, in candidates order: ``{qid, selected, selected_doc_ids, logits,
+probabilities}`` with the logits and probabilities of all candidates in candidate order
+(`selection_record`; a candidate without a doc_id is named by its 1-based position). Questions go
+through the selector in fixed batches of `BATCH_SIZE` by position; a rerun skips the qids already written and redoes a
 partly written batch whole (writing only its missing records), so a killed run, once rerun,
 produces exactly the file of an uninterrupted run. A question without candidates gets an empty
 selection (counted in the summary); more candidates than the selector's K1 is an error naming
@@ -22,7 +25,7 @@ import datetime as _dt
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from tqdm.auto import tqdm
 
 from ..config import Recipe
 from ..data.candidates import evaluation_recipe, read_candidates, run_data_stage
+from ..data.doc_ids import candidate_doc_id
 from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
 from ..rundir import FILES, RunDir
 from ..stages import config_hash as stage_config_hash
@@ -38,7 +42,8 @@ from ..utils.rundir_lock import locked_stage
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage", "select_candidates", "selector_fingerprint"]
+__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage", "select_candidates", "select_into", "selection_record",
+           "selector_fingerprint", "summarize_selections"]
 
 SELECTIONS_FILE = FILES["selections"]
 BATCH_SIZE = 8
@@ -52,11 +57,11 @@ def _load_candidates(path: Path, k1: int) -> list[dict[str, Any]]:
 
 def selector_fingerprint(recipe: Recipe) -> str:
     """What the select stage's hash adds to the data section: the exported selector's fingerprint
-    (run_dir/selector; "none" before export) and the test set it selects for (eval.path, split, limit)."""
+    (run_dir/selector; "none" before export) and the test set it selects for (eval.path, hub_config, split, limit, sample, seed)."""
     sel_dir = RunDir.of(recipe).path_of("selector")
     fp = _selector_fingerprint(sel_dir) if (sel_dir / SELECTOR_CONFIG).is_file() else "none"
     e = recipe.eval
-    return f"{fp}:{e.path}:{e.split}:{e.limit}" if e.path else fp
+    return f"{fp}:{e.path}:{e.hub_config}:{e.split}:{e.limit}:{e.sample}:{e.seed}" if e.path else fp
 
 
 def _selector_fingerprint(selector_dir: Path) -> str:
@@ -72,6 +77,92 @@ def _select_batch(selector: Selector, batch: Sequence[dict[str, Any]]) -> list[S
     present = [r for r in batch if r["docs"]]
     results = iter(selector.select_batch([r["question"] for r in present], [r["docs"] for r in present]))
     return [next(results) if r["docs"] else SelectionResult([], [], []) for r in batch]
+
+
+def selection_record(qid: str, result: SelectionResult, docs: Sequence[Any], with_doc_ids: bool = False
+                     ) -> dict[str, Any]:
+    """One selections.jsonl record: ``{qid, selected, selected_doc_ids, logits, probabilities, score_space}``
+    (+ ``doc_ids`` of all candidates in candidate order with `with_doc_ids`); doc ids by `candidate_doc_id`.
+    `score_space` says what `logits` holds: ``logit`` (first-token logits) or ``logprob`` (a vLLM log-prob mode,
+    renormalised over the identifiers)."""
+    ids = [candidate_doc_id(d, i) for i, d in enumerate(docs)]
+    rec = result.to_record(qid)
+    out = {"qid": rec["qid"], "selected": rec["selected"], "selected_doc_ids": [ids[k] for k in result.indices],
+           "logits": rec["logits"], "probabilities": rec["probabilities"], "score_space": rec["score_space"]}
+    if with_doc_ids:
+        out["doc_ids"] = ids
+    return out
+
+
+def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector: Callable[[], Selector], *,
+                batch_size: int = BATCH_SIZE, with_doc_ids: bool = False, show_progress: bool = True
+                ) -> dict[str, Any]:
+    """The worker of both `select` paths: select for `records` (``{qid, question, docs}``) into `out_path`.
+
+    Appends one `selection_record` per question in `records` order through `ResumableJsonl`, in fixed
+    batches of `batch_size` by position: qids already in the file are skipped and a partly written batch
+    is redone whole (writing only its missing records), so a killed run, once rerun, writes the file of
+    an uninterrupted one. `load_selector` is called only when work is left; the selector is closed at
+    the end. Returns ``{written, already_done, repaired_lines, elapsed}`` (elapsed in seconds).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+    selector: Selector | None = None
+    written = 0
+    t0 = time.perf_counter()
+    try:
+        with ResumableJsonl(out_path) as out:
+            already = sum(1 for r in records if r["qid"] in out.done)
+            repaired = out.repaired
+            if already < len(records):  # load only when there is work left
+                selector = load_selector()
+                t0 = time.perf_counter()  # throughput without the loading time
+            bar = tqdm(total=len(records), initial=already, desc="select", unit="q", disable=not show_progress)
+            for i in range(0, len(records), batch_size):
+                batch = records[i : i + batch_size]
+                if all(r["qid"] in out.done for r in batch):
+                    continue
+                assert selector is not None
+                for rec, res in zip(batch, _select_batch(selector, batch)):
+                    if rec["qid"] not in out.done:
+                        out.write(selection_record(rec["qid"], res, rec["docs"], with_doc_ids))
+                        written += 1
+                        bar.update(1)
+            bar.close()
+    finally:
+        if selector is not None:
+            selector.close()
+    return {"written": written, "already_done": already, "repaired_lines": repaired,
+            "elapsed": time.perf_counter() - t0}
+
+
+def summarize_selections(out_path: Path, questions: int, progress: dict[str, Any], backend: str, sel_dir: Path,
+                         config: dict[str, Any]) -> dict[str, Any]:
+    """The summary of a finished selection into `out_path` (`progress` from `select_into`); checks
+    that the file holds one record per question."""
+    sizes, empty = [], 0
+    for _, rec in read_jsonl(out_path):
+        sizes.append(len(rec["selected"]))
+        empty += not rec["logits"]
+    if len(sizes) != questions:
+        raise RuntimeError(f"{out_path} has {len(sizes)} records for {questions} questions")
+    written, elapsed = progress["written"], progress["elapsed"]
+    return {
+        "status": "complete",
+        "questions": questions,
+        "written": written,
+        "already_done": progress["already_done"],
+        "repaired_lines": progress["repaired_lines"],
+        "no_candidates": empty,
+        "mean_selected": round(sum(sizes) / len(sizes), 4) if sizes else None,
+        "questions_per_second": round(written / elapsed, 3) if written and elapsed > 0 else None,
+        "backend": backend,
+        "selector": str(sel_dir),
+        "tau3": config["tau3"],
+        "k_max": config["k_max"],
+        "min_select": config["min_select"],
+        "selections": str(out_path),
+    }
 
 
 @locked_stage("select")
@@ -120,56 +211,12 @@ def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, sh
              what="selector or data")
     rd.begin("select", recipe, config_hash, started)
 
-    selector: Selector | None = None
-    written = 0
-    try:
-        with ResumableJsonl(out_path) as out:
-            already = sum(1 for r in candidates if r["qid"] in out.done)
-            repaired = out.repaired
-            if already < len(candidates):  # load only when there is work left
-                kwargs = {"dtype": recipe.student.dtype, **backend_kwargs} if backend == "hf" else backend_kwargs
-                selector = Selector.from_pretrained(sel_dir, backend=backend,
-                                                    trust_remote_code=recipe.student.trust_remote_code, **kwargs)
-            t0 = time.perf_counter()
-            bar = tqdm(total=len(candidates), initial=already, desc="select", unit="q", disable=not show_progress)
-            for i in range(0, len(candidates), BATCH_SIZE):
-                batch = candidates[i : i + BATCH_SIZE]
-                if all(r["qid"] in out.done for r in batch):
-                    continue
-                assert selector is not None
-                for rec, res in zip(batch, _select_batch(selector, batch)):
-                    if rec["qid"] not in out.done:
-                        out.write(res.to_record(rec["qid"]))
-                        written += 1
-                        bar.update(1)
-            bar.close()
-    finally:
-        if selector is not None:
-            selector.close()
-    elapsed = time.perf_counter() - t0
+    def load() -> Selector:
+        kwargs = {"dtype": recipe.student.dtype, **backend_kwargs} if backend == "hf" else backend_kwargs
+        return Selector.from_pretrained(sel_dir, backend=backend, trust_remote_code=recipe.student.trust_remote_code,
+                                        **kwargs)
 
-    sizes, empty = [], 0
-    for _, rec in read_jsonl(out_path):
-        sizes.append(len(rec["selected"]))
-        empty += not rec["logits"]
-    rate = round(written / elapsed, 3) if written and elapsed > 0 else None
-    summary = {
-        "status": "complete",
-        "questions": len(candidates),
-        "written": written,
-        "already_done": already,
-        "repaired_lines": repaired,
-        "no_candidates": empty,
-        "mean_selected": round(sum(sizes) / len(sizes), 4) if sizes else None,
-        "questions_per_second": rate,
-        "backend": backend,
-        "selector": str(sel_dir),
-        "tau3": config["tau3"],
-        "k_max": config["k_max"],
-        "min_select": config["min_select"],
-        "selections": str(out_path),
-    }
-    if len(sizes) != len(candidates):
-        raise RuntimeError(f"{out_path} has {len(sizes)} records for {len(candidates)} questions")
-    log.info("selected for %d questions (%s questions/s)", written, rate)
+    progress = select_into(out_path, candidates, load, show_progress=show_progress)
+    summary = summarize_selections(out_path, len(candidates), progress, backend, sel_dir, config)
+    log.info("selected for %d questions (%s questions/s)", summary["written"], summary["questions_per_second"])
     return rd.complete("select", recipe, config_hash, summary, started)

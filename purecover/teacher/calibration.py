@@ -31,7 +31,13 @@ import numpy as np
 
 from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import package_versions
-from .prompts import build_reasoning_prompt, build_teacher_sequence, document_body, template_key
+from .prompts import (
+    ReasoningPrompt,
+    build_reasoning_prompt,
+    build_teacher_sequence,
+    document_body,
+    template_key,
+)
 
 __all__ = [
     "BIAS_FILE",
@@ -245,23 +251,26 @@ def weights_fingerprint(model_name: str) -> str:
 
 
 def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int],
-              doc_tokens: Sequence[int], weights: str | None = None) -> dict[str, Any]:
+              doc_tokens: Sequence[int], weights: str | None = None,
+              prompt: ReasoningPrompt | None = None) -> dict[str, Any]:
     """The identity of a calibration: what must match for a bias vector to be valid.
 
     `weights` defaults to `weights_fingerprint(model_name)`; ``model`` is kept for display.
+    ``template`` hashes the reasoning prompt's wording (`prompt`, default ours) and the chat template.
     """
     return {"model": model_name,
             "weights": weights if weights is not None else weights_fingerprint(model_name),
-            "k1": int(k1), "template": template_key(tokenizer),
+            "k1": int(k1), "template": template_key(tokenizer, prompt),
             "layers": layers if isinstance(layers, str) else [int(i) for i in layers],
             "doc_tokens": [int(n) for n in doc_tokens]}
 
 
 def calibration_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int], setting: str | int,
-                     candidates_path: str | Path) -> tuple[dict[str, Any], CalibrationLengths]:
+                     candidates_path: str | Path, prompt: ReasoningPrompt | None = None
+                     ) -> tuple[dict[str, Any], CalibrationLengths]:
     """The bias keys of a run and its target lengths: the one helper the calibrate and label stages share."""
     lengths = calibration_lengths(tokenizer, k1, setting, candidates_path)
-    return bias_keys(model_name, k1, tokenizer, layers, lengths.target), lengths
+    return bias_keys(model_name, k1, tokenizer, layers, lengths.target, prompt=prompt), lengths
 
 
 # --------------------------------------------------------------------------- bias
@@ -298,19 +307,20 @@ class PositionBias:
 
 
 def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int], layers: str | Sequence[int] = "all",
-                          max_chunk_bytes: int = 256 << 20) -> PositionBias:
+                          max_chunk_bytes: int = 256 << 20, prompt: ReasoningPrompt | None = None) -> PositionBias:
     """Bias(k), k = 1..K1 (K1 = len(doc_tokens)): mean over dummy steps of Attn(dummy step, dummy document k).
 
     Dummy document k is cut to `doc_tokens[k]` tokens; the lengths obtained inside the built
-    sequence (token spans) are returned with the bias.
+    sequence (token spans) are returned with the bias. `prompt`: the reasoning prompt's wording
+    (default ours), the same as the label stage's.
     """
     import torch
 
     from .capture import SegmentSpec, capture_segment_attention
 
     docs = [dummy_document(tokenizer, int(n)) for n in doc_tokens]
-    prompt, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, docs)
-    seq = build_teacher_sequence(tokenizer, prompt, doc_chars, list(DUMMY_STEPS), DUMMY_ANSWER)
+    text, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, docs, prompt)
+    seq = build_teacher_sequence(tokenizer, text, doc_chars, list(DUMMY_STEPS), DUMMY_ANSWER)
     device = next(model.parameters()).device
     ids = torch.tensor([seq.input_ids], device=device)
     spec = SegmentSpec.of(seq.step_spans, seq.doc_spans)
@@ -319,10 +329,13 @@ def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int],
     return PositionBias(matrix.numpy().mean(axis=0), [b - a for a, b in seq.doc_spans])
 
 
-def save_bias(path: str | Path, bias: PositionBias, keys: dict[str, Any], lengths: CalibrationLengths) -> None:
-    """Write bias.json: keys, Bias(k), and the dummy lengths (target, measured, their source)."""
+def save_bias(path: str | Path, bias: PositionBias, keys: dict[str, Any], lengths: CalibrationLengths,
+              prompt: ReasoningPrompt | None = None) -> None:
+    """Write bias.json: keys, Bias(k), the dummy lengths (target, measured, their source) and the reasoning
+    prompt's wording (`ReasoningPrompt.record`, which `bias_is_current` compares without a tokenizer)."""
     atomic_write_json(path, {
         "keys": keys, "bias": [float(x) for x in bias.bias], "n_dummy_steps": len(DUMMY_STEPS),
+        "prompt": (prompt or ReasoningPrompt.default()).record(),
         "doc_tokens": {"target": list(lengths.target), "measured": list(bias.doc_tokens), "source": lengths.source},
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     })
@@ -373,19 +386,22 @@ def _weights_mismatch(path: Path, keys: dict[str, Any], expected: dict[str, Any]
 
 
 def bias_is_current(bias_path: str | Path, *, k1: int, calibration_lengths: str | int,
-                    candidates_path: str | Path, model: str) -> bool:
-    """bias.json holds this run's K1, length source and teacher weights (no model or tokenizer load).
+                    candidates_path: str | Path, model: str, prompt: ReasoningPrompt | None = None) -> bool:
+    """bias.json holds this run's K1, length source, teacher weights and reasoning-prompt wording (`prompt`,
+    default ours; a template file edited in place counts) without a model or tokenizer load.
 
     For the pipeline's planning step: False (recalibrate) when any differs, when the file is
-    missing or unreadable, or when it predates the ``weights`` key.
+    missing or unreadable, or when it predates the ``weights`` or ``prompt`` key.
     """
     try:
-        keys = json.loads(Path(bias_path).read_text(encoding="utf-8")).get("keys", {})
+        data = json.loads(Path(bias_path).read_text(encoding="utf-8"))
+        keys = data.get("keys", {})
         current = length_source(k1, calibration_lengths, candidates_path)
         weights = weights_fingerprint(model)
     except (OSError, ValueError, AttributeError):
         return False
     return (keys.get("k1") == k1 and keys.get("weights") == weights
+            and data.get("prompt") == (prompt or ReasoningPrompt.default()).record()
             and stored_length_source(bias_path) == current)
 
 

@@ -44,7 +44,7 @@ from .defaults import EstimationParams, resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
 from .estimation import SegmentAttention, SimilarityScores, estimate
 from .parsing import ParsedReply, parse_reply
-from .prompts import build_reasoning_prompt, build_teacher_sequence
+from .prompts import ReasoningPrompt, build_reasoning_prompt, build_teacher_sequence
 from .selection import fuse, solve, stop_reason
 
 log = logging.getLogger(__name__)
@@ -173,14 +173,15 @@ def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str,
     rd = RunDir.of(recipe)
     torch.manual_seed(recipe.seed)
     tokenizer = _load_tokenizer(cfg)
+    prompt = ReasoningPrompt.from_config(cfg)
     keys, lengths = calibration_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers, cfg.calibration_lengths,
-                                     rd.path_of("candidates"))
+                                     rd.path_of("candidates"), prompt=prompt)
     model = _load_model(cfg)
     t0 = time.perf_counter()
     bias = compute_position_bias(model, tokenizer, lengths.target, cfg.layers,
-                                 max_chunk_bytes=cfg.capture_chunk_mb << 20)
+                                 max_chunk_bytes=cfg.capture_chunk_mb << 20, prompt=prompt)
     path = rd.path_of("bias")
-    save_bias(path, bias, keys, lengths)
+    save_bias(path, bias, keys, lengths, prompt)
     summary = {"status": "complete", "bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
                "bias_mean": _fmt(bias.bias.mean()), "bias_first_last": [_fmt(bias.bias[0]), _fmt(bias.bias[-1])],
                "doc_tokens": lengths.summary(), "doc_tokens_measured": {"min": min(bias.doc_tokens),
@@ -208,6 +209,8 @@ class _Labeler:
         self.params = resolve_params(self.cfg)
         self.meta = _teacher_meta(self.cfg, self.params)
         self.lancer_templates = _lancer_templates(self.cfg, self.meta)
+        self.prompt = ReasoningPrompt.from_config(self.cfg)  # the reasoning prompt's wording, read once
+        self.meta["prompt"] = self.prompt.record()
 
     def shard_file(self, kind: str) -> Path:
         return self.dir / f"{kind}.{self.rank}-of-{self.world}.jsonl"
@@ -229,7 +232,8 @@ class _Labeler:
         if self.cfg.backend == "hf":
             return make_generator("hf", model=self.model(), tokenizer=self.tokenizer(), batch_size=self.cfg.batch_size)
         return make_generator("vllm", model_name=self.cfg.model, tensor_parallel_size=self.cfg.tensor_parallel_size,
-                              dtype=self.cfg.dtype, trust_remote_code=self.cfg.trust_remote_code, seed=self.recipe.seed)
+                              dtype=self.cfg.dtype, trust_remote_code=self.cfg.trust_remote_code, seed=self.recipe.seed,
+                              tokenizer=self.tokenizer())
 
     # ---- pass 1: generation
     def generate(self, shard: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
@@ -248,7 +252,8 @@ class _Labeler:
             bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in _batches(shard, self.cfg.batch_size):
                 if need_replies and any(r["qid"] not in rfile.done for r in batch):
-                    prompts = [build_reasoning_prompt(self.tokenizer(), r["question"], r["docs"])[0] for r in batch]
+                    prompts = [build_reasoning_prompt(self.tokenizer(), r["question"], r["docs"], self.prompt)[0]
+                               for r in batch]
                     outs = generator.generate(prompts, self.cfg.max_new_tokens)
                     for r, out in zip(batch, outs):
                         if r["qid"] not in rfile.done:
@@ -297,7 +302,7 @@ class _Labeler:
         tok, model = self.tokenizer(), self.model()
         seqs, specs = [], []
         for rec, p in zip(batch, parsed):
-            prompt, doc_chars = build_reasoning_prompt(tok, rec["question"], rec["docs"])
+            prompt, doc_chars = build_reasoning_prompt(tok, rec["question"], rec["docs"], self.prompt)
             seq = build_teacher_sequence(tok, prompt, doc_chars, p.steps, p.answer)
             seqs.append(seq)
             specs.append(SegmentSpec.of([*seq.step_spans, seq.answer_span], [*seq.doc_spans, *seq.step_spans]))
@@ -499,7 +504,7 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     labeler = _Labeler(recipe, rank, world, show_progress)
     if cfg.estimator == "attention" and cfg.calibrate:
         keys, _ = calibration_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers,
-                                   cfg.calibration_lengths, rd.path_of("candidates"))
+                                   cfg.calibration_lengths, rd.path_of("candidates"), prompt=labeler.prompt)
         labeler.bias, labeler.bias_key = load_bias(rd.path_of("bias"), keys)
     shard = candidates[rank::world]
     t0 = time.perf_counter()
@@ -523,6 +528,10 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         if warning:
             log.warning(warning)
         summary = rd.complete("label", recipe, config_hash, summary, started)
+        from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
+
+        track_stage(recipe, "label", summary, tables={"size_histogram": (
+            ["|S|", "questions"], [[int(size), n] for size, n in (summary.get("size_histogram") or {}).items()])})
     if state is not None:
         state.wait_for_everyone()
     return summary

@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from string import Formatter
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.chat import render_chat
 from .prompts import document_body
+from .template_text import TemplateError, read_template, template_placeholders
 
 if TYPE_CHECKING:  # the backends pull in torch; this module stays light (config.py checks templates with it)
     from ..models.generation import GenerationBackend
@@ -82,30 +82,10 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\(?\d+[.)\]:]|q\d+[.):]|sub-?question\s*\d
 # ---------------------------------------------------------------------------- templates
 
 
-class TemplateError(ValueError):
-    """A prompt template that cannot be used; the message names the file and the placeholder."""
-
-
-def _placeholders(text: str, source: str) -> list[str]:
-    try:
-        parsed = list(Formatter().parse(text))
-    except ValueError as exc:
-        raise TemplateError(f"{source}: malformed braces ({exc}); write {{{{ and }}}} for literal braces") from None
-    names = []
-    for _, name, spec, conversion in parsed:
-        if name is None:
-            continue
-        if spec or conversion:
-            raise TemplateError(f"{source}: placeholder {{{name}}} has a conversion or format spec; "
-                                f"write a plain {{{name}}}")
-        names.append(name)
-    return names
-
-
 def check_template(text: str, kind: TemplateKind, source: str) -> str:
     """`text` if it uses every placeholder of `kind` and no other; else TemplateError naming `source`."""
     allowed = TEMPLATE_FIELDS[kind]
-    names = _placeholders(text, source)
+    names = template_placeholders(text, source)
     takes = ", ".join(f"{{{f}}}" for f in allowed)
     for name in names:
         if name not in allowed:
@@ -119,14 +99,7 @@ def check_template(text: str, kind: TemplateKind, source: str) -> str:
 
 def load_template(path: str | Path, kind: TemplateKind) -> str:
     """Read a UTF-8 template file and check its placeholders (`TEMPLATE_FIELDS[kind]`)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise TemplateError(f"{p}: the {kind} template is not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise TemplateError(f"{p}: cannot read the {kind} template ({exc.strerror or exc})") from None
-    return check_template(text, kind, str(p))
+    return check_template(read_template(path, kind), kind, str(path))
 
 
 # ---------------------------------------------------------------------------- prompts

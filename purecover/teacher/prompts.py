@@ -1,10 +1,14 @@
 """The teacher's goal-oriented reasoning prompt and the token spans the capture needs.
 
-The prompt lists the candidates as ``[1] Title`` + newline + text (numbers: the teacher is not
-bound to single-token identifiers), then the question, and asks for at most five lines
-``[Step N]: ...`` followed by ``[Answer]: ...``. After parsing, the reply is rewritten in
-canonical form (`canonical_reply`) and the capture runs on prompt + canonical reply, so every
-span is known by construction and mapped to tokens through the tokenizer's offsets.
+The user message is a template *file* (default: ``templates/reasoning.txt``, our wording of the
+paper's six instructions, Appendix F) with the placeholders ``{documents}`` (required, once: we
+render the numbered block ``[1] Title`` + newline + text, one document per line, so the document
+spans are known by construction), ``{question}`` (required) and ``{max_steps}`` (optional);
+``{{``/``}}`` are literal braces. ``teacher.prompt_file`` replaces it, ``teacher.system_prompt``
+the system message (`ReasoningPrompt.from_config`). The reply format is fixed: at most
+``max_steps`` lines ``[Step N]: ...`` then ``[Answer]: ...``. After parsing, the reply is
+rewritten in canonical form (`canonical_reply`) and the capture runs on prompt + canonical reply,
+so every span is known by construction and mapped to tokens through the tokenizer's offsets.
 
 Spans (DESIGN §3.1): a document span covers its title and text (not the ``[k]`` label); a
 step span the text after ``[Step n]: ``; the answer span the text after ``[Answer]: ``.
@@ -12,42 +16,143 @@ step span the text after ``[Step n]: ``; the answer span the text after ``[Answe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Formatter
 from typing import Any
 
 from ..data.passage import doc_passage_text
 from ..models.chat import render_chat
+from .template_text import TemplateError, read_template, template_placeholders
 
 __all__ = [
-    "REASONING_INSTRUCTIONS",
+    "DEFAULT_TEMPLATE_FILE",
+    "REASONING_FIELDS",
     "SYSTEM_PROMPT",
+    "ReasoningPrompt",
     "TeacherSequence",
     "build_reasoning_prompt",
     "build_teacher_sequence",
     "canonical_reply",
     "char_span_to_tokens",
+    "check_reasoning_template",
     "document_body",
+    "load_reasoning_template",
     "template_key",
 ]
 
 SYSTEM_PROMPT = "You are a careful research assistant who answers multi-hop questions from documents."
 
-REASONING_INSTRUCTIONS = (
-    "Answer the question using the documents. Work toward the answer step by step: write at most 5 "
-    "short reasoning steps, one per line, each starting with \"[Step N]:\" and stating one fact from the "
-    "documents (or one inference) that brings you closer to the answer. Then write one line starting "
-    "with \"[Answer]:\" followed by the final answer only, as a short phrase (yes or no for yes/no questions)."
-)
+DEFAULT_TEMPLATE_FILE = "reasoning.txt"  # in purecover/teacher/templates/
+
+# Placeholders of a reasoning template: required ones, and the optional one.
+REASONING_FIELDS: dict[str, tuple[str, ...]] = {"required": ("documents", "question"), "optional": ("max_steps",)}
 
 
-def template_key(tokenizer: Any = None) -> str:
-    """Hash of everything that shapes the prompt layout (instructions, layout, chat template)."""
+def check_reasoning_template(text: str, source: str) -> str:
+    """`text` if it has ``{documents}`` exactly once, ``{question}``, at most ``{max_steps}`` besides.
+
+    Raises `TemplateError` (a ValueError) naming `source` and the placeholder (`purecover.teacher.template_text`,
+    shared with the LANCER templates).
+    """
+    names = template_placeholders(text, source)
+    required, optional = REASONING_FIELDS["required"], REASONING_FIELDS["optional"]
+    takes = ", ".join(f"{{{f}}}" for f in (*required, *optional))
+    for name in names:
+        if name not in required + optional:
+            raise TemplateError(f"{source}: unknown placeholder {{{name}}} in the reasoning template "
+                                f"(it takes {takes}; write {{{{ and }}}} for literal braces)")
+    for name in required:
+        if name not in names:
+            raise TemplateError(f"{source}: the reasoning template lacks the placeholder {{{name}}} "
+                                f"(it needs {{documents}} and {{question}})")
+    if names.count("documents") > 1:
+        raise TemplateError(f"{source}: the placeholder {{documents}} occurs {names.count('documents')} times in the "
+                            "reasoning template; it must occur once (the document spans are located from it)")
+    return text
+
+
+def load_reasoning_template(path: str | Path) -> str:
+    """Read a UTF-8 reasoning template (one final newline dropped) and check its placeholders."""
+    return check_reasoning_template(read_template(path, "reasoning").removesuffix("\n"), str(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _default_template() -> str:
+    text = (resources.files(__package__) / "templates" / DEFAULT_TEMPLATE_FILE).read_text(encoding="utf-8")
+    return text.removesuffix("\n")
+
+
+@dataclass(frozen=True)
+class ReasoningPrompt:
+    """The reasoning prompt's wording: user-message `template`, `system` message (None: none), its `source`."""
+
+    template: str
+    system: str | None = SYSTEM_PROMPT
+    source: str = DEFAULT_TEMPLATE_FILE
+    max_steps: int = 5
+
+    def __post_init__(self) -> None:
+        check_reasoning_template(self.template, self.source)
+
+    @classmethod
+    def default(cls, max_steps: int = 5) -> ReasoningPrompt:
+        """Our wording (templates/reasoning.txt) and our system message."""
+        return cls(_default_template(), SYSTEM_PROMPT, DEFAULT_TEMPLATE_FILE, max_steps)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ReasoningPrompt:
+        """From ``teacher.prompt_file`` (null: ours), ``teacher.system_prompt`` (null: ours, "": none), ``max_steps``."""
+        path = getattr(cfg, "prompt_file", None)
+        template = load_reasoning_template(path) if path else _default_template()
+        system = getattr(cfg, "system_prompt", None)
+        system = SYSTEM_PROMPT if system is None else (system or None)
+        return cls(template, system, str(path) if path else DEFAULT_TEMPLATE_FILE, int(getattr(cfg, "max_steps", 5)))
+
+    @property
+    def sha256(self) -> str:
+        """sha256 (hex) of the template text used (after the final newline is dropped)."""
+        return hashlib.sha256(self.template.encode()).hexdigest()
+
+    def record(self) -> dict[str, Any]:
+        """What label records keep about the wording (the ``teacher.prompt`` block)."""
+        return {"file": Path(self.source).name, "sha256": self.sha256,
+                "system_sha256": None if self.system is None else hashlib.sha256(self.system.encode()).hexdigest()}
+
+    def user_message(self, question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
+        """The user message and each document's (title + text) character span inside it."""
+        chunks, rel, pos = [], [], 0
+        for k, d in enumerate(docs, start=1):
+            label, body = f"[{k}] ", document_body(d)
+            rel.append((pos + len(label), pos + len(label) + len(body)))
+            chunks.append(label + body)
+            pos += len(label) + len(body) + 1  # "\n" between documents
+        values = {"documents": "\n".join(chunks), "question": question.strip(), "max_steps": str(self.max_steps)}
+        out: list[str] = []
+        pos, spans = 0, []
+        for literal, name, _, _ in Formatter().parse(self.template):
+            out.append(literal)
+            pos += len(literal)
+            if name is None:
+                continue
+            if name == "documents":
+                spans = [(pos + a, pos + b) for a, b in rel]
+            out.append(values[name])
+            pos += len(values[name])
+        return "".join(out), spans
+
+
+def template_key(tokenizer: Any = None, prompt: ReasoningPrompt | None = None) -> str:
+    """Hash of everything that shapes the prompt layout (system message, template text, max_steps, chat template)."""
+    prompt = prompt or ReasoningPrompt.default()
     h = hashlib.sha256()
-    h.update(SYSTEM_PROMPT.encode())
-    h.update(REASONING_INSTRUCTIONS.encode())
-    h.update(b"layout-v1")
+    h.update(b"system:" + (b"\0none" if prompt.system is None else prompt.system.encode()) + b"\0")
+    h.update(b"template:" + prompt.template.encode() + b"\0")
+    h.update(f"max_steps:{prompt.max_steps}\0layout-v2\0".encode())
     template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
     h.update((template or "plain").encode() if isinstance(template, str) else str(template).encode())
     return h.hexdigest()[:16]
@@ -58,27 +163,15 @@ def document_body(doc: dict[str, Any]) -> str:
     return doc_passage_text(doc)
 
 
-def _user_message(question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
-    """The user message and each document's (title + text) character span inside it."""
-    parts = [REASONING_INSTRUCTIONS, "\n\nDocuments:\n"]
-    pos = sum(len(p) for p in parts)
-    spans = []
-    for k, d in enumerate(docs, start=1):
-        label = f"[{k}] "
-        body = document_body(d)
-        start = pos + len(label)
-        spans.append((start, start + len(body)))
-        chunk = f"{label}{body}\n"
-        parts.append(chunk)
-        pos += len(chunk)
-    parts.append(f"\nQuestion: {question.strip()}")
-    return "".join(parts), spans
+def build_reasoning_prompt(tokenizer: Any, question: str, docs: Sequence[dict[str, Any]],
+                           prompt: ReasoningPrompt | None = None) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered prompt (ending where the reply starts) and the document character spans in it.
 
-
-def build_reasoning_prompt(tokenizer: Any, question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered prompt (ending where the reply starts) and the document character spans in it."""
-    user, spans = _user_message(question, docs)
-    chat = render_chat(tokenizer, SYSTEM_PROMPT, user)
+    `prompt`: the wording (default: `ReasoningPrompt.default()`).
+    """
+    prompt = prompt or ReasoningPrompt.default()
+    user, spans = prompt.user_message(question, docs)
+    chat = render_chat(tokenizer, prompt.system, user)
     return chat.text, [chat.shift(s) for s in spans]
 
 

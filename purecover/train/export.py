@@ -82,6 +82,10 @@ def _read_meta(ckpt: Path) -> dict[str, Any]:
                 "prompt_template"):
         if key not in meta:
             raise ValueError(f"{meta_path}: missing field {key!r}")
+    # tau3_logprob (τ3 on the identifier log-softmax, for vLLM log-prob modes): optional, absent before it existed.
+    lp = meta.get("tau3_logprob")
+    if lp is not None and (isinstance(lp, bool) or not isinstance(lp, (int, float))):
+        raise ValueError(f"{meta_path}: field 'tau3_logprob' must be a number, got {lp!r}")
     return meta
 
 
@@ -146,9 +150,74 @@ def _render_template(name: str, values: dict[str, Any]) -> str:
     return Template(text).substitute(values)
 
 
-def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: Path | None, merged: bool) -> str:
-    """The selector's README.md: templates/model_card.md filled from the config, the student meta and the
-    run's data/label/train manifests (when `run_dir` has them)."""
+_TEACHER_KEYS = ("model", "backend", "steps", "estimator", "layers", "calibrate", "cot_weighting", "normalize", "tau1",
+                 "tau2", "lam", "budget", "tau_stop", "min_select", "selection", "lancer")
+_CARD_TAGS = ["purecover", "reranking", "rag", "retrieval-augmented-generation", "document-selection"]
+
+
+def _project_url() -> str | None:
+    """The package's Project-URL (or Home-page) from its installed metadata; None when it has none."""
+    from importlib import metadata
+
+    try:
+        md = metadata.metadata("purecover")
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in md.get_all("Project-URL") or []:
+        url = entry.split(",", 1)[-1].strip()
+        if url.startswith(("https://", "http://")):
+            return url
+    home = md.get("Home-page")
+    return home if home and home.startswith(("https://", "http://")) else None
+
+
+def _card_license(license: str | None, base: str) -> tuple[dict[str, str], str]:
+    """(front-matter licence keys, the card's sentence about them): the recipe's, else the base model's, else other."""
+    from ..utils.hub import model_license
+
+    if license:
+        return {"license": license}, f"{license} (set by the recipe, export.license)"
+    found = model_license(base)
+    if found:
+        return found, f"{found['license']} (the base model's licence, read from its model card)"
+    return {"license": "other"}, ("not determined: export.license is not set and the base model's licence could not "
+                                  "be read here; check the base model's licence before using or sharing this model")
+
+
+def _metrics_lines(meta: dict[str, Any], tsum: dict[str, Any], run_dir: Path | None) -> list[str]:
+    """The card's measured metrics, each with what it was measured on."""
+    split = tsum.get("threshold_split") or (meta.get("summary") or {}).get("threshold_split") or "heldout"
+    n_train = tsum.get("train_questions", (meta.get("summary") or {}).get("train_questions"))
+    n_held = tsum.get("heldout_questions", (meta.get("summary") or {}).get("heldout_questions"))
+    on = f"the {n_held} held-out questions" if split == "heldout" else f"the {n_train} training questions ({split})"
+    lines = [f"- Subset F1 against the teacher's labels: {_fmt(meta.get('heldout_subset_f1'))}, on {on}, "
+             f"with τ3 chosen on the same questions",
+             f"- Questions: {n_train} train, {n_held} held out"]
+    metrics = _read_json(run_dir / "eval" / "metrics.json") if run_dir else None
+    if metrics and isinstance(metrics.get("results"), dict) and metrics.get("budgets"):
+        budgets = [str(b) for b in metrics["budgets"]]
+        k = str(metrics.get("table_budget", budgets[-1]))
+        k = k if k in budgets else budgets[-1]
+        lines += ["", f"End-to-end QA (run_dir/eval/metrics.json) at budget K = {k}: {metrics.get('questions')} "
+                  f"questions from {metrics.get('question_source')}, answered by `{metrics.get('generator')}` "
+                  f"(greedy); scores in %, |D| = passages given to the generator.", "",
+                  "| method | EM | F1 | Acc | mean \\|D\\| |", "|---|---|---|---|---|"]
+        for name, per_k in metrics["results"].items():
+            r = per_k.get(k) or {}
+            cells = ["—" if r.get(m) is None else f"{100 * r[m]:.2f}" for m in ("em", "f1", "acc")]
+            lines.append(f"| {name} | {' | '.join(cells)} | {_fmt(r.get('mean_k'))} |")
+    else:
+        lines.append("- End-to-end QA: not measured when this card was written (no run_dir/eval/metrics.json)")
+    return lines
+
+
+def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: Path | None, merged: bool,
+                license: str | None = None) -> str:
+    """The selector's README.md: templates/model_card.md filled from the config, the student meta, the run's
+    data/label/train manifests and eval/metrics.json (when `run_dir` has them) and the licence (`license`:
+    export.license; None = the base model's when its card says, else ``other``)."""
+    import yaml
+
     base = selector_config["base_model"]
     data_run = _read_json(run_dir / "data.run.json") if run_dir else None
     label_run = _read_json(run_dir / "label.run.json") if run_dir else None
@@ -164,6 +233,7 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
         lora_lines.append(f"- LoRA: r = {lora.get('r')}, alpha = {lora.get('alpha')}, "
                           f"dropout = {lora.get('dropout')}, target modules = {lora.get('target_modules')}")
     data_lines = []
+    d: dict[str, Any] = {}
     if data_run:
         d = data_run.get("recipe", {}).get("data", {})
         s = data_run.get("summary", {})
@@ -177,6 +247,7 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
             data_lines.append(f"- Supporting-paragraph recall of the candidates: {_fmt(recall)}")
     else:
         data_lines.append("- (no data.run.json found next to the checkpoint)")
+    t: dict[str, Any] = {}
     if label_run:
         t = label_run.get("recipe", {}).get("teacher", {})
         s = label_run.get("summary", {})
@@ -193,13 +264,37 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
     training_log = []
     if final:
         training_log.append("- Last logged: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in final.items()))
-    if tsum:
-        training_log.append(f"- Questions: {tsum.get('train_questions')} train, "
-                            f"{tsum.get('heldout_questions')} held out")
     ids = selector_config["identifiers"]
     usage = "model_card_usage_adapter.md" if is_adapter else "model_card_usage_transformers.md"
+
+    from ..utils.hub import hub_dataset_id
+
+    lic, license_line = _card_license(license, base)
+    front: dict[str, Any] = {"base_model": base, "library_name": "peft" if is_adapter else "transformers", **lic}
+    hub_data = hub_dataset_id(d.get("path"))
+    if hub_data:
+        front["datasets"] = [hub_data]
+    front["tags"] = _CARD_TAGS + ([str(d["dataset"])] if d.get("dataset") else [])
+    front["pipeline_tag"] = "text-generation"
+    recipe_part: dict[str, Any] = {}
+    student = (train_run or {}).get("recipe", {}).get("student")
+    if student:
+        recipe_part["student"] = student
+    if t:
+        recipe_part["teacher"] = {k: t[k] for k in _TEACHER_KEYS if k in t}
+    recipe_yaml = (yaml.safe_dump(recipe_part, sort_keys=False, allow_unicode=True).rstrip("\n") if recipe_part
+                   else "{}  # no train.run.json / label.run.json found next to the checkpoint")
+    url = _project_url()
+    if url:
+        link = f"[purecover]({url})"
+        install = f"With purecover (not on PyPI: install it from its source, `pip install \"git+{url}\"`):"
+    else:
+        link = "purecover"
+        install = ("With purecover (not on PyPI: install it from its source, `pip install .` in a checkout of "
+                   f"purecover {selector_config['purecover_version']}):")
     return _render_template("model_card.md", {
-        "library_name": "peft" if is_adapter else "transformers",
+        "front_matter": yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip("\n"),
+        "purecover_link": link,
         "purecover_version": selector_config["purecover_version"],
         "k1": selector_config["k1"],
         "base_model": base,
@@ -211,8 +306,10 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
         "prompt_layout": selector_config["prompt_template"].get("layout"),
         "prompt_hash": selector_config["prompt_template"].get("hash"),
         "max_passage_tokens": selector_config["max_passage_tokens"],
+        "license_line": license_line,
         "data_lines": "\n".join(data_lines),
         "teacher_lines": "\n".join(teacher_lines),
+        "recipe_yaml": recipe_yaml,
         "lm_weight": losses.get("lm_weight"),
         "m_exact": losses.get("m_exact"),
         "training_log": "\n".join(training_log),
@@ -221,6 +318,8 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
         "heldout_subset_f1": _fmt(meta.get("heldout_subset_f1")),
         "k_max": selector_config["k_max"],
         "min_select": selector_config["min_select"],
+        "metrics_lines": "\n".join(_metrics_lines(meta, tsum, run_dir)),
+        "install_line": install,
         "plain_usage": _render_template(usage, {"base_model": base}).rstrip("\n"),
     })
 
@@ -243,12 +342,12 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 
 def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: bool = True, dtype: str = "float32",
                     max_shard_size: str | int = "2GB", trust_remote_code: bool = False,
-                    run_dir: str | Path | None = None) -> Path:
+                    run_dir: str | Path | None = None, license: str | None = None) -> Path:
     """Export a trained student checkpoint (``checkpoints/final``) to a selector directory; returns `out_dir`.
 
     `dtype`: float32 | bfloat16 | float16 | auto (= the dtype the base model is stored in). `run_dir`
     (default: the checkpoint's run directory when it sits in ``<run_dir>/checkpoints/``) supplies
-    the data/teacher/train manifests for the model card.
+    the data/teacher/train manifests for the model card; `license` its licence (None: the base model's).
     """
     from ..models.loading import load_causal_lm, load_tokenizer
 
@@ -303,6 +402,7 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             "prompt_template": meta["prompt_template"],
             "k1": k1,
             "tau3": float(meta["tau3"]),
+            **({"tau3_logprob": float(meta["tau3_logprob"])} if meta.get("tau3_logprob") is not None else {}),
             "k_max": meta["k_max"],
             "min_select": int(meta["min_select"]),
             "purecover_version": __version__,
@@ -311,7 +411,8 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
         if is_adapter and not merge:
             config["adapter"] = True
         atomic_write_json(tmp / SELECTOR_CONFIG, config)
-        atomic_write_text(tmp / "README.md", _model_card(config, meta, Path(run_dir) if run_dir else None, merged))
+        atomic_write_text(tmp / "README.md", _model_card(config, meta, Path(run_dir) if run_dir else None, merged,
+                                                                license=license))
         _check_no_pickle(tmp)
         _swap_into_place(tmp, out)
     except BaseException:
@@ -344,7 +445,7 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
     t0 = time.perf_counter()
     export_selector(ckpt, out, merge=recipe.export.merge, dtype=recipe.student.dtype,
                     trust_remote_code=recipe.student.trust_remote_code,
-                    run_dir=run_dir if checkpoint_dir is None else None)
+                    run_dir=run_dir if checkpoint_dir is None else None, license=recipe.export.license)
     config = json.loads((out / SELECTOR_CONFIG).read_text(encoding="utf-8"))
     files = sorted(p.name for p in out.iterdir() if p.is_file())
     summary = {
@@ -355,6 +456,7 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
         "base_model": config["base_model"],
         "k1": config["k1"],
         "tau3": config["tau3"],
+        "tau3_logprob": config.get("tau3_logprob"),
         "files": files,
         "size_bytes": sum((out / f).stat().st_size for f in files),
         "seconds": round(time.perf_counter() - t0, 2),
@@ -363,3 +465,50 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
         write_stage_manifest(run_dir, "export", recipe_to_dict(recipe), config_hash, summary, started)
         return summary
     return rd.complete("export", recipe, config_hash, summary, started)
+
+
+PUSH_RECORD = "export.push.json"  # run_dir/export.push.json: the last push of run_dir/selector (utils.hub)
+
+
+def refresh_model_card(recipe: Recipe) -> bool:
+    """Re-render run_dir/selector/README.md from the same inputs as at export time, so that metrics written
+    since (run_dir/eval/metrics.json) appear; returns True when the card changed. Only README.md is rewritten
+    (the weights and selector_config.json, hence the select stage's fingerprint, are untouched)."""
+    rd = RunDir(recipe.run_path)
+    out, ckpt = rd.path_of("selector"), rd.path_of("final")
+    config = _read_json(out / SELECTOR_CONFIG)
+    meta = _read_json(ckpt / STUDENT_META)
+    if config is None or meta is None:
+        log.warning("cannot refresh the model card of %s (no %s or %s); pushing it as it is", out,
+                    out / SELECTOR_CONFIG, ckpt / STUDENT_META)
+        return False
+    merged = not config.get("adapter") and (ckpt / "adapter_config.json").is_file()
+    card = _model_card(config, meta, recipe.run_path, merged, license=recipe.export.license)
+    readme = out / "README.md"
+    if readme.is_file() and readme.read_text(encoding="utf-8") == card:
+        return False
+    atomic_write_text(readme, card)
+    log.info("refreshed the model card %s", readme)
+    return True
+
+
+@locked_stage("export")
+def push_export(recipe: Recipe, repo_id: str, *, private: bool = False, revision: str | None = None,
+                commit_message: str | None = None) -> dict[str, Any]:
+    """Push the complete export run_dir/selector/ to the Hub repo `repo_id` (``purecover export --push-to-hub``).
+
+    The card is refreshed first (`refresh_model_card`); the push is recorded in run_dir/export.push.json and a
+    second push of the same files to the same repo and revision does nothing (`purecover.utils.hub.push_folder`).
+    """
+    from ..utils.hub import push_folder
+    from ..utils.rundir_lock import run_dir_lock
+
+    rd = RunDir(recipe.run_path)
+    with run_dir_lock(recipe.run_path, "export"):  # the card is rewritten: no other writer meanwhile
+        if rd.completed("export", stage_config_hash(recipe, "export")) is None:
+            raise RuntimeError(f"{rd.path_of('selector')} is not a complete export for this recipe: run "
+                               "`purecover export RECIPE` first")
+        refresh_model_card(recipe)
+        return push_folder(rd.path_of("selector"), repo_id, record=recipe.run_path / PUSH_RECORD, repo_type="model",
+                           private=private, revision=revision,
+                           commit_message=commit_message or f"Upload the purecover selector of {recipe.run_path.name}")

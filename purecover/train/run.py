@@ -37,7 +37,7 @@ from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.rundir_lock import locked_stage
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .losses import ReplyFormat
-from .threshold import calibrate_threshold
+from .threshold import calibrate_thresholds
 from .trainer import SelectorTrainer
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,9 @@ def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = Fal
     kwargs.pop("resume_from_checkpoint", None)
     if dry_run:
         return dry_training_arguments(kwargs)
+    from ..utils.tracking import training_tracking
+
+    kwargs.update(training_tracking(recipe, user))  # tracking.report_to unless student.training.report_to
     if not torch.cuda.is_available():
         kwargs.setdefault("use_cpu", True)
     return TrainingArguments(**kwargs)
@@ -219,12 +222,15 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     scores = first_position_logits(trainer.model, [e.input_ids for e in calib], scheme.token_ids,
                                    [e.n_docs for e in calib], batch_size=args.per_device_eval_batch_size)
     k_max = cfg.k_max or recipe.teacher.budget
-    tau3, f1 = calibrate_threshold(scores, [e.selected for e in calib], cfg.min_select, k_max)
+    # τ3 on the logits and on their identifier log-softmax (vLLM log-prob modes), from the same scores.
+    th = calibrate_thresholds(scores, [e.selected for e in calib], cfg.min_select, k_max)
+    tau3, f1 = th["tau3"], th["heldout_subset_f1"]
     summary = {
         "status": "complete", "train_questions": len(train), "heldout_questions": len(held), **counts,
         "global_step": result.global_step, "train_loss": round(float(result.training_loss), 6),
         "resumed_from": str(resume) if resume else None, "tau3": round(tau3, 6),
-        "heldout_subset_f1": round(f1, 4), "threshold_split": "heldout" if held else "train (no held-out split)",
+        "heldout_subset_f1": round(f1, 4), "tau3_logprob": round(th["tau3_logprob"], 6),
+        "heldout_subset_f1_logprob": round(th["heldout_subset_f1_logprob"], 4), "threshold_split": "heldout" if held else "train (no held-out split)",
         "final": str(final),
     }
     if is_main:
@@ -232,6 +238,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         atomic_write_json(final / STUDENT_META, {
             "base_model": cfg.model, "lora": dataclasses.asdict(cfg.lora) if cfg.lora.enabled else None,
             "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "heldout_subset_f1": f1,
+            "tau3_logprob": th["tau3_logprob"], "heldout_subset_f1_logprob": th["heldout_subset_f1_logprob"],
             "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
             "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact},
             "log_history": trainer.state.log_history,

@@ -12,6 +12,13 @@ directory at once: the second gets one clear line naming the holder (stage, pid,
   lock and records its launch (``TORCHELASTIC_RUN_ID`` when the launcher sets one, else host, the
   launcher's pid, which is every rank's parent, and ``MASTER_PORT``); the other ranks do not lock
   but wait until the lock file names their own launch, and fail after a while if it never does.
+* Hand-over to a child process (`handover`): a holder that starts the work in a subprocess (the
+  pipeline running ``accelerate launch -m purecover.train``) records the sha256 of a fresh random
+  token in the lock file and passes ``PURECOVER_LOCK_FILE`` (the lock file) and
+  ``PURECOVER_LOCK_TOKEN`` (the token) in the child's environment. Every process of that launch whose
+  token hashes to the recorded value is let in without taking the flock (which the parent still
+  holds); any other process is refused as before. The record is removed when the hand-over ends, so
+  a leftover environment cannot reopen the run directory later.
 * POSIX only (``fcntl``); on a file system without flock support the lock is a no-op with a warning.
 """
 
@@ -20,9 +27,11 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
+import hashlib
 import json
 import logging
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -33,11 +42,14 @@ from .io import ensure_output_dir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LOCK_FILE", "RunDirBusyError", "locked_stage", "run_dir_lock"]
+__all__ = ["HANDOVER_FILE_ENV", "HANDOVER_TOKEN_ENV", "LOCK_FILE", "RunDirBusyError", "handover", "locked_stage",
+           "run_dir_lock"]
 
 LOCK_FILE = ".purecover.lock"
+HANDOVER_FILE_ENV = "PURECOVER_LOCK_FILE"
+HANDOVER_TOKEN_ENV = "PURECOVER_LOCK_TOKEN"
 RANK_WAIT_SECONDS = 120.0
-_HELD: dict[str, list[Any]] = {}  # resolved run dir -> [open lock file, depth]
+_HELD: dict[str, list[Any]] = {}  # resolved run dir -> [open lock file (None: handed over), depth]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,6 +102,51 @@ def _wait_for_own_launch(run_dir: Path, path: Path, launch: str) -> None:
         time.sleep(0.2)
 
 
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _handed_over(path: Path) -> bool:
+    """Whether this process's environment carries the hand-over token the lock file `path` records."""
+    token = os.environ.get(HANDOVER_TOKEN_ENV)
+    named = os.environ.get(HANDOVER_FILE_ENV)
+    if not token or not named:
+        return False
+    try:
+        if Path(named).resolve() != path.resolve():
+            return False
+    except OSError:
+        return False
+    recorded = _holder(path).get("handover")
+    return isinstance(recorded, str) and secrets.compare_digest(recorded, _token_hash(token))
+
+
+def _rewrite(handle: Any, holder: dict[str, Any]) -> None:
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(holder))
+    handle.flush()
+
+
+@contextlib.contextmanager
+def handover(run_dir: str | Path) -> Iterator[dict[str, str]]:
+    """Let a child process in while this process holds `run_dir`'s lock; yields the environment
+    variables to add to the child's environment (see module docstring). The caller must hold the lock
+    (`run_dir_lock`); the hand-over ends, and the token stops working, when the block exits."""
+    key = str(Path(run_dir).resolve())
+    held = _HELD.get(key)
+    if held is None or held[0] is None:
+        raise RuntimeError(f"{run_dir}: a hand-over needs the run-directory lock held by this process")
+    handle, path = held[0], Path(run_dir) / LOCK_FILE
+    token = secrets.token_hex(32)
+    holder = _holder(path)
+    _rewrite(handle, {**holder, "handover": _token_hash(token)})
+    try:
+        yield {HANDOVER_FILE_ENV: str(path.resolve()), HANDOVER_TOKEN_ENV: token}
+    finally:
+        _rewrite(handle, {k: v for k, v in _holder(path).items() if k != "handover"})
+
+
 @contextlib.contextmanager
 def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
     """Hold `run_dir`'s exclusive lock while the block runs (see module docstring); creates `run_dir`."""
@@ -104,6 +161,13 @@ def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
             _HELD[key][1] -= 1
         return
     path = run_dir / LOCK_FILE
+    if _handed_over(path):  # a child of the lock holder (every rank of its launch): the parent keeps the flock
+        _HELD[key] = [None, 1]
+        try:
+            yield
+        finally:
+            del _HELD[key]
+        return
     launch = _launch_id()
     if launch is not None and int(os.environ.get("RANK", "0")) != 0:
         _wait_for_own_launch(run_dir, path, launch)
@@ -118,11 +182,8 @@ def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
             acquired = True
         if not acquired:
             raise _busy(run_dir, _holder(path))
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "stage": stage, "launch": launch,
-                                 "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}))
-        handle.flush()
+        _rewrite(handle, {"pid": os.getpid(), "host": socket.gethostname(), "stage": stage, "launch": launch,
+                          "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
         _HELD[key] = [handle, 1]
         try:
             yield

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.models.test_generation import fake_vllm  # noqa: F401  (the stand-in vllm module fixture)
+from tests.models.test_generation import bos_tok, fake_vllm  # noqa: F401  (the stand-in vllm module fixture)
 
 
 @pytest.fixture(scope="session")

@@ -207,7 +207,7 @@ def test_unknown_method_suggests_the_closest(tmp_path):
                                                           ("student:runs/abl", "student", "student_runs_abl")]
 
 
-def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm):
+def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm, bos_tok):
     """eval.backend=vllm goes through the teacher's vLLM adapter (a stand-in module: no GPU here)."""
     import dataclasses
 
@@ -228,4 +228,7 @@ def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm):
     assert params.kwargs["temperature"] == 0.0 and params.kwargs["max_tokens"] == recipe.eval.max_new_tokens
     assert len(prompts) == summary["generated"] == 6
     rows = _predictions(run_dir, "retrieval@1")
-    assert sorted(r["prediction"] for r in rows.values()) == sorted(f"<{p}>".strip() for p in prompts)
+    # vLLM gets token ids tokenised without added special tokens (the engine's tokenizer: the stand-in's here)
+    assert all(set(p) == {"prompt_token_ids"} for p in prompts)
+    assert sorted(r["prediction"] for r in rows.values()) == sorted(
+        f"<{bos_tok.decode(p['prompt_token_ids'])}>".strip() for p in prompts)

@@ -7,7 +7,15 @@ import json
 import pytest
 
 from purecover.cli import main
-from purecover.eval.report import combined_table, plot_metrics, read_metrics, render_report
+from purecover.eval.report import (
+    build_figures,
+    combined_table,
+    metrics_table,
+    plot_metrics,
+    read_metrics,
+    render_report,
+)
+from purecover.eval.stats import annotate_results
 
 
 def _metrics(dataset: str, em: float, methods=("retrieval", "student")) -> dict:
@@ -29,6 +37,48 @@ def test_report_layout_and_values():
     assert "| retrieval | 50.00 / 25.00 | 50.00 / 25.00 |" in text
     assert "75.00 / —" in text  # undefined purity is shown as a dash
     assert "CRUX" not in text  # no LANCER ratings in these results: no CRUX table
+    assert "Paired test" not in text and "[" not in text.split("## EM by budget K")[0]  # no statistics: plain
+
+
+def _with_statistics(metrics: dict, n: int = 40) -> dict:
+    """`metrics` annotated as the evaluate stage does, from per-question scores with the given means."""
+    scores = {}
+    for name, per_k in metrics["results"].items():
+        for k, r in per_k.items():
+            scores[(name, k)] = {m: [1.0] * round(r[m] * n) + [0.0] * (n - round(r[m] * n))
+                                 for m in ("em", "f1", "acc")}
+    metrics["statistics"] = annotate_results(metrics["results"], scores, seed=0)
+    return metrics
+
+
+def test_report_shows_intervals_and_the_paired_test():
+    metrics = _with_statistics(_metrics("musique", 0.2))
+    text = render_report(metrics)
+    lo, hi = metrics["results"]["retrieval"]["5"]["ci"]["em"]
+    assert lo < 0.3 < hi
+    assert f"| retrieval | 30.00 [{100 * lo:.2f}, {100 * hi:.2f}] | 40.00 [" in text
+    assert "95% percentile bootstrap interval over questions" in text
+    section = text.split("## Paired test against retrieval at K = 5")[1].split("## EM by budget K")[0]
+    assert "sign-flip permutation test" in section
+    student = next(line for line in section.splitlines() if line.startswith("| student |"))
+    t = metrics["results"]["student"]["5"]["vs_retrieval"]["em"]
+    assert student.startswith(f"| student | +20.00 [{100 * t['low']:+.2f}, {100 * t['high']:+.2f}] | ")
+    assert "| retrieval |" not in section  # no test of the baseline against itself
+
+
+def test_report_says_when_retrieval_is_missing():
+    text = render_report(_with_statistics(_metrics("musique", 0.2, methods=("teacher", "student"))))
+    assert "`retrieval` is not among the evaluated methods: no paired test." in text
+    assert "[" in text.split("## Paired test")[0]  # the intervals are still there
+
+
+def test_metrics_table_rows_per_method_and_budget():
+    columns, rows = metrics_table(_with_statistics(_metrics("musique", 0.2)))
+    assert len(rows) == 4 and len({len(r) for r in rows}) == 1 and len(rows[0]) == len(columns)
+    row = dict(zip(columns, rows[-1]))
+    assert (row["method"], row["K"], row["em"]) == ("student", 5, pytest.approx(0.5))
+    assert row["em_low"] < 0.5 < row["em_high"] and row["em_diff_vs_retrieval"] == pytest.approx(0.2)
+    assert dict(zip(columns, rows[0]))["em_p_vs_retrieval"] is None  # retrieval itself
 
 
 def test_crux_table_appears_with_lancer_ratings():
@@ -46,6 +96,49 @@ def test_plots_are_written(tmp_path):
     assert [p.name for p in paths] == ["em_vs_k.png", "coverage_purity_vs_k.png", "input_tokens.png"]
     assert all(matplotlib.image.imread(p).ndim == 3 for p in paths)
     assert not list((tmp_path / "plots").glob(".*tmp*"))
+
+
+def _figures(metrics: dict) -> dict:
+    """`build_figures`, drawn once (so limits and legends are final) and closed; the artists stay readable."""
+    import matplotlib.pyplot as plt
+
+    figures = build_figures(metrics)
+    for fig in figures.values():
+        fig.canvas.draw()
+        plt.close(fig)
+    return figures
+
+
+def test_gold_support_is_a_dashed_grey_reference_drawn_on_top():
+    metrics = _metrics("hotpotqa", 0.2, methods=("retrieval", "gold_support", "student"))
+    metrics["methods"] = {"retrieval": "retrieval", "gold_support": "gold_support", "student": "student"}
+    for name, fig in _figures(metrics).items():
+        for ax in fig.axes:
+            lines = {line.get_label(): line for line in ax.get_lines()}
+            ref = lines["gold_support (reference)"]
+            others = [lines["retrieval"], lines["student"]]
+            assert ref.get_linestyle() == "--", name
+            assert ref.get_zorder() > max(o.get_zorder() for o in others), name
+            assert ax.get_lines()[-1] is ref, name  # drawn last
+            assert ref.get_color() not in {o.get_color() for o in others}, name
+            legend = ax.get_legend()
+            assert legend is not None, name  # every panel, coverage included, has a legend
+            assert "gold_support (reference)" in [t.get_text() for t in legend.get_texts()], name
+
+
+def test_axes_start_at_zero_even_when_every_score_is_zero():
+    metrics = _with_statistics(_metrics("hotpotqa", 0.0))
+    for per_k in metrics["results"].values():
+        for r in per_k.values():
+            r.update(f1=0.0, acc=0.0)
+            r["answer"] = {"coverage": 0.0, "purity": None}
+    figures = _figures(metrics)
+    em_ax = figures["em_vs_k.png"].axes[0]
+    assert em_ax.get_ylim() == (0.0, 100.0)  # a sensible top, not a degenerate band around 0
+    for ax in figures["coverage_purity_vs_k.png"].axes:
+        assert ax.get_ylim()[0] == 0.0 and ax.get_ylim()[1] > 0
+    lo, hi = _figures(_with_statistics(_metrics("hotpotqa", 0.2)))["em_vs_k.png"].axes[0].get_ylim()
+    assert lo == 0.0 and 60.0 < hi <= 100.0  # fits the largest interval bound, not 0–100
 
 
 def test_combined_table_has_a_column_group_per_dataset():
@@ -72,3 +165,53 @@ def test_missing_or_foreign_metrics_are_clear_errors(tmp_path):
     (tmp_path / "metrics.json").write_text("{}")
     with pytest.raises(ValueError, match="field 'dataset' missing"):
         read_metrics(tmp_path / "metrics.json")
+
+
+@pytest.mark.samples
+@pytest.mark.slow
+def test_evaluate_stage_writes_statistics_and_tracks_them(tmp_path, monkeypatch, sample_file, tiny_generator_dir):
+    """The evaluate stage end to end (6 HotpotQA questions, tiny generator): metrics.json holds the
+    intervals and paired tests for every K, report.md shows them, and the offline wandb run holds the summary."""
+    wandb = pytest.importorskip("wandb")
+    from purecover.config import load_recipe
+    from purecover.data.candidates import run_data_stage
+    from purecover.eval.job import run_evaluate_stage
+    from tests.utils.test_tracking import _logged
+
+    for name, value in (("WANDB_MODE", "offline"), ("WANDB_DIR", str(tmp_path)), ("WANDB_SILENT", "true")):
+        monkeypatch.setenv(name, value)
+    wandb.teardown()  # a fresh singleton that reads this WANDB_DIR
+    run_dir = tmp_path / "evalrun"
+    recipe = load_recipe(None, [
+        f"run_dir={run_dir}", "data.dataset=hotpotqa", f"data.path={sample_file('hotpotqa')}", "data.limit=6",
+        "data.k1=5", f"eval.generator={tiny_generator_dir}", "eval.methods=[retrieval,gold_support,none]",
+        "eval.budgets=[1,2]", "eval.questions=all", "eval.max_new_tokens=4", "eval.dtype=float32",
+        "eval.device=cpu", "eval.table_budget=2", "tracking.report_to=wandb"])
+    run_data_stage(recipe, show_progress=False)
+    try:
+        summary = run_evaluate_stage(recipe, show_progress=False)
+        [local] = (tmp_path / "wandb").glob("offline-run-*")
+        run, config, logged, history = _logged(str(local))
+    finally:
+        wandb.teardown()
+    metrics = json.loads((run_dir / "eval" / "metrics.json").read_text())
+    assert metrics["statistics"]["baseline"] == "retrieval" and metrics["statistics"]["seed"] == recipe.seed
+    for name, per_k in metrics["results"].items():
+        for k, r in per_k.items():
+            rows = [json.loads(line) for line in
+                    (run_dir / "eval" / "predictions" / f"{name}@{k}.jsonl").read_text().splitlines()]
+            for m in ("em", "f1", "acc"):
+                lo, hi = r["ci"][m]
+                assert lo <= r[m] <= hi and min(x[m] for x in rows) <= lo and hi <= max(x[m] for x in rows)
+            assert ("vs_retrieval" in r) == (name != "retrieval")
+    none_f1 = metrics["results"]["none"]["2"]["vs_retrieval"]["f1"]
+    assert none_f1["diff"] == pytest.approx(metrics["results"]["none"]["2"]["f1"]
+                                            - metrics["results"]["retrieval"]["2"]["f1"], abs=1e-6)
+    assert none_f1["p_method"] == "exact"  # 6 questions: all 64 sign vectors
+    report = (run_dir / "eval" / "report.md").read_text()
+    assert "## Paired test against retrieval at K = 2" in report and "| gold_support | " in report
+    assert (run["job_type"], run["group"]) == ("evaluate", "evalrun") and config["eval"]["table_budget"] == 2
+    assert logged["questions"] == summary["questions"] == 6
+    assert logged["em@2.retrieval"] == summary["em@2"]["retrieval"]
+    table = json.loads((local / "files" / history["metrics_table"]["path"]).read_text())
+    assert len(table["data"]) == 3 * 2 and table["columns"][:3] == ["method", "K", "em"]

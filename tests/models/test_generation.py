@@ -142,28 +142,68 @@ def _output(text: str, logprobs):
     return types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text, logprobs=logprobs)])
 
 
+BOS = "<bos>"
+
+
+def _bos_tokenizer():
+    """A real fast tokenizer whose post-processor adds a BOS (like Llama-3's) and whose chat template emits one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = [BOS, "<unk>", "<|user|>", "<|assistant|>", "a", "b", "c", "d", "p0", "p1", "p2", "hello", "world"]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B",
+                                                        special_tokens=[(BOS, 0)])
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token=BOS, unk_token="<unk>", pad_token="<unk>")
+    tok.chat_template = ("{{ bos_token }}{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    return tok
+
+
+@pytest.fixture(scope="module")
+def bos_tok():
+    tok = _bos_tokenizer()
+    assert tok("a b")["input_ids"][0] == tok.bos_token_id  # the post-processor does add a BOS
+    return tok
+
+
+def _ids(tok, text):
+    return tuple(tok(text, add_special_tokens=False)["input_ids"])
+
+
 @pytest.fixture
-def fake_vllm(monkeypatch):
-    """A stand-in `vllm` module (not a package: `vllm.distributed` is absent)."""
+def fake_vllm(monkeypatch, bos_tok):
+    """A stand-in `vllm` module (not a package: `vllm.distributed` is absent).
+
+    Like vLLM's `LLM.generate`, it takes token prompts (``{"prompt_token_ids": [...]}``); a text
+    prompt would be tokenised with special tokens (vLLM's default), which is what the adapter must avoid.
+    """
     mod = types.ModuleType("vllm")
     mod.instances = []
 
     class FakeLLM:
         def __init__(self, **kwargs) -> None:
             self.kwargs = kwargs
-            self.calls: list[tuple[list[str], FakeSamplingParams]] = []
-            self.logprobs_for: dict[str, object] = {}
+            self.calls: list[tuple[list, FakeSamplingParams]] = []
+            self.logprobs_for: dict[tuple[int, ...], object] = {}
             mod.instances.append(self)
+
+        def get_tokenizer(self):
+            return bos_tok
 
         def generate(self, prompts, params):
             assert isinstance(prompts, list)
             self.calls.append((list(prompts), params))
             out = []
             for p in prompts:
+                ids = tuple(p["prompt_token_ids"]) if isinstance(p, dict) else _ids(bos_tok, p)
+                if not isinstance(p, dict):
+                    ids = (bos_tok.bos_token_id, *ids)  # vLLM tokenises text with add_special_tokens=True
                 if params.kwargs.get("max_tokens") == 1 and "allowed_token_ids" in params.kwargs:
-                    out.append(_output("", self.logprobs_for.get(p, [])))
+                    out.append(_output("", self.logprobs_for.get(ids, [])))
                 else:
-                    out.append(_output(f"<{p}>", None))
+                    out.append(_output("<" + bos_tok.decode(list(ids)) + ">", None))
             return out
 
     mod.LLM = FakeLLM
@@ -192,23 +232,45 @@ def test_vllm_constructor_defaults(fake_vllm):
     assert "max_model_len" not in kwargs
 
 
-def test_vllm_generate_is_greedy_and_in_prompt_order(fake_vllm):
+def test_vllm_generate_is_greedy_and_in_prompt_order(fake_vllm, bos_tok):
     gen = VLLMGenerator("m")
+    assert gen.tokenizer is bos_tok  # the engine's tokenizer when none is given
     prompts = ("p2", "p0", "p1")  # any sequence
     assert gen.generate(prompts, max_new_tokens=17) == ["<p2>", "<p0>", "<p1>"]
     (sent, params), = gen.llm.calls
-    assert sent == ["p2", "p0", "p1"]
+    assert sent == [{"prompt_token_ids": list(_ids(bos_tok, p))} for p in prompts]
     assert params.kwargs["temperature"] == 0.0
     assert params.kwargs["max_tokens"] == 17
+    assert gen.generate([], max_new_tokens=3) == []
 
 
-def test_vllm_token_probabilities(fake_vllm):
-    gen = VLLMGenerator("m")
+def test_vllm_sends_the_hf_token_ids_with_one_bos(fake_vllm, bos_tok):
+    """A chat-rendered prompt already starts with BOS: vLLM must get the HF path's ids, not a second BOS."""
+    from purecover.models.chat import render_chat
+
+    prompt = render_chat(bos_tok, "hello", "a b c").text
+    assert prompt.startswith(BOS)
+    hf_ids = bos_tok(prompt, add_special_tokens=False)["input_ids"]  # HFGenerator._encode's ids
+    assert hf_ids.count(bos_tok.bos_token_id) == 1
+    assert bos_tok(prompt)["input_ids"].count(bos_tok.bos_token_id) == 2  # what sending text would do
+    gen = VLLMGenerator("m", tokenizer=bos_tok)
+    gen.generate([prompt], max_new_tokens=4)
+    gen.llm.logprobs_for = {tuple(hf_ids): [{4: FakeLogprob(math.log(0.5))}]}
+    assert gen.token_probabilities([prompt], [4, 5]) == [pytest.approx([0.5, 0.0])]
+    for sent, _ in gen.llm.calls:
+        (req,) = sent
+        assert req["prompt_token_ids"] == hf_ids
+        assert req["prompt_token_ids"].count(bos_tok.bos_token_id) == 1
+
+
+def test_vllm_token_probabilities(fake_vllm, bos_tok):
+    gen = VLLMGenerator("m", tokenizer=bos_tok)
+    ka, kb, kc, kd = (_ids(bos_tok, t) for t in ("a", "b", "c", "d"))
     gen.llm.logprobs_for = {
-        "a": [{15: FakeLogprob(math.log(0.5)), 17: FakeLogprob(math.log(0.25)), 999: FakeLogprob(-0.1)}],
-        "b": [{16: FakeLogprob(0.0)}],
-        "c": [],  # no logprobs at all
-        "d": [{15: math.log(0.125)}],  # plain floats are accepted too
+        ka: [{15: FakeLogprob(math.log(0.5)), 17: FakeLogprob(math.log(0.25)), 999: FakeLogprob(-0.1)}],
+        kb: [{16: FakeLogprob(0.0)}],
+        kc: [],  # no logprobs at all
+        kd: [{15: math.log(0.125)}],  # plain floats are accepted too
     }
     probs = gen.token_probabilities(["a", "b", "c", "d"], [15, 16, 17])
     assert probs[0] == pytest.approx([0.5, 0.0, 0.25])
@@ -216,7 +278,7 @@ def test_vllm_token_probabilities(fake_vllm):
     assert probs[2] == [0.0, 0.0, 0.0]
     assert probs[3] == pytest.approx([0.125, 0.0, 0.0])
     (sent, params), = gen.llm.calls
-    assert sent == ["a", "b", "c", "d"]
+    assert sent == [{"prompt_token_ids": list(k)} for k in (ka, kb, kc, kd)]
     assert params.kwargs["allowed_token_ids"] == [15, 16, 17]
     assert params.kwargs["logprobs"] == 20  # top-20 of the unrestricted distribution
     assert params.kwargs["max_tokens"] == 1
@@ -284,9 +346,10 @@ def test_make_generator_vllm_needs_a_name(fake_vllm):
 
 
 def test_make_generator_vllm_forwards_options(fake_vllm):
+    tok = _bos_tokenizer()
     gen = make_generator("vllm", model_name=str(Path("/m")), tensor_parallel_size=2, dtype="float16", seed=3,
-                         trust_remote_code=True)
-    assert isinstance(gen, VLLMGenerator)
+                         trust_remote_code=True, tokenizer=tok)
+    assert isinstance(gen, VLLMGenerator) and gen.tokenizer is tok
     kwargs = fake_vllm.instances[0].kwargs
     assert (kwargs["model"], kwargs["tensor_parallel_size"], kwargs["dtype"], kwargs["seed"],
             kwargs["trust_remote_code"]) == (str(Path("/m")), 2, "float16", 3, True)

@@ -141,10 +141,17 @@ class _Logprob:
         self.logprob = logprob
 
 
-def _fake_vllm(model, *, drop_last: bool = False) -> types.ModuleType:
+def _fake_vllm(model, *, drop_last: bool = False, engine: str = "logits", boost: float = 0.0) -> types.ModuleType:
     """A `vllm` stand-in: LLM/SamplingParams record their kwargs; generate scores with the real HF model and
-    returns, like vLLM, the top-`logprobs` entries of the masked logits, best first."""
+    returns, like vLLM, the top-`logprobs` entries, best first, of what the engine's logprobs mode reports.
+
+    engine "logits": accepts logprobs_mode="processed_logits" (masked logits). "logprobs": rejects it with
+    NotImplementedError, accepts "processed_logprobs" (log-softmax of the masked logits). "legacy": no
+    logprobs_mode at all (TypeError), returns raw log-probs over the whole vocabulary; `boost` is added to the
+    allowed tokens' logits first (a selector that predicts identifiers, so they reach the top-k).
+    """
     mod = types.ModuleType("vllm")
+    mod.__version__ = f"0.0-fake-{engine}"
     mod.llm_kwargs = []
     mod.params = []
     mod.requests = []
@@ -157,6 +164,14 @@ def _fake_vllm(model, *, drop_last: bool = False) -> types.ModuleType:
     class LLM:
         def __init__(self, **kwargs):
             mod.llm_kwargs.append(kwargs)
+            mode = kwargs.get("logprobs_mode")
+            if engine == "legacy" and mode is not None:
+                raise TypeError("EngineArgs.__init__() got an unexpected keyword argument 'logprobs_mode'")
+            if engine == "logprobs" and mode == "processed_logits":
+                raise NotImplementedError("processed_logits is not supported by this engine")
+            if engine == "none":
+                raise ValueError(f"cannot start with logprobs_mode={mode!r}")
+            self.mode = mode
 
         def generate(self, requests, params, use_tqdm=True):
             mod.requests.extend(requests)
@@ -164,13 +179,19 @@ def _fake_vllm(model, *, drop_last: bool = False) -> types.ModuleType:
             for req, p in zip(requests, params):
                 allowed = p.kwargs["allowed_token_ids"]
                 with torch.no_grad():
-                    row = model(torch.tensor([req["prompt_token_ids"]])).logits[0, -1]
-                masked = torch.full_like(row, -math.inf)
-                masked[allowed] = row[allowed]
-                top = torch.topk(masked, p.kwargs["logprobs"])
+                    row = model(torch.tensor([req["prompt_token_ids"]])).logits[0, -1].double()
+                if self.mode is None:  # the default: raw log-probs of the whole vocabulary
+                    row[allowed] += boost
+                    scores = torch.log_softmax(row, -1)
+                else:
+                    scores = torch.full_like(row, -math.inf)
+                    scores[allowed] = row[allowed]
+                    if self.mode == "processed_logprobs":
+                        scores = torch.log_softmax(scores, -1)
+                top = torch.topk(scores, p.kwargs["logprobs"])
                 entries = {int(t): _Logprob(float(v)) for t, v in zip(top.indices, top.values)}
                 if drop_last:
-                    entries.pop(allowed[-1])
+                    entries.pop(allowed[-1], None)
                 outputs.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(logprobs=[entries])]))
             return outputs
 
@@ -207,7 +228,7 @@ def test_vllm_backend_with_fake_engine(selector, selector_dir, plain_model, cand
 def test_vllm_missing_identifier_is_an_error(selector, selector_dir, plain_model, candidates, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, drop_last=True))
     vsel = Selector(selector.tokenizer, selector.config, VLLMSelectorBackend(selector_dir, selector.k1))
-    with pytest.raises(RuntimeError, match="no finite logit for candidate 5"):
+    with pytest.raises(RuntimeError, match="no finite score for candidate 5"):
         vsel.select(candidates[0]["question"], candidates[0]["docs"])
 
 
@@ -217,3 +238,148 @@ def test_hf_backend_interface(selector):
     assert backend.identifier_logits([], []) == []
     with pytest.raises(ValueError, match="2 prompts but 1"):
         backend.identifier_logits([[1], [2]], [[3]])
+
+
+# --------------------------------------------------------------------------- vLLM logprobs modes and τ3 spaces
+
+
+QS = slice(0, 4)
+
+
+def _batch(candidates):
+    return [c["question"] for c in candidates[QS]], [c["docs"] for c in candidates[QS]]
+
+
+def test_train_and_export_record_both_thresholds(selector_run, selector_dir, selector, candidates):
+    """τ3 on logits and on the identifier log-softmax: in the checkpoint meta, the train summary, the export."""
+    import json
+
+    from purecover.models.selection import identifier_log_softmax
+    from purecover.train.threshold import calibrate_threshold, calibrate_thresholds
+
+    run = selector_run.run_path
+    meta = json.loads((run / "checkpoints" / "final" / "purecover_student.json").read_text())
+    summary = json.loads((run / "train.run.json").read_text())["summary"]
+    config = read_selector_config(selector_dir)
+    for where in (meta, config):
+        assert isinstance(where["tau3_logprob"], float) and where["tau3_logprob"] < 0  # a log-probability
+    assert config["tau3_logprob"] == pytest.approx(meta["tau3_logprob"])
+    assert summary["tau3_logprob"] == pytest.approx(meta["tau3_logprob"], abs=1e-6)
+    assert 0.0 <= summary["heldout_subset_f1_logprob"] <= 1.0
+    # calibrate_thresholds = calibrate_threshold on the logits and on their identifier log-softmax.
+    scores = [r.logits for r in selector.select_batch(*_batch(candidates))]
+    gold = [[0, 2], [1], [0], [3, 1]]
+    both = calibrate_thresholds(scores, gold, 1, 3)
+    assert (both["tau3"], both["heldout_subset_f1"]) == calibrate_threshold(scores, gold, 1, 3)
+    lp = [identifier_log_softmax(s) for s in scores]
+    assert (both["tau3_logprob"], both["heldout_subset_f1_logprob"]) == calibrate_threshold(lp, gold, 1, 3)
+
+
+def _consistent_config(selector, candidates):
+    """selector_config with tau3_logprob calibrated on the HF selections themselves (so F1 = 1 is reachable)."""
+    from purecover.models.selection import identifier_log_softmax
+    from purecover.train.threshold import calibrate_threshold
+
+    want = selector.select_batch(*_batch(candidates))
+    lp = [identifier_log_softmax(w.logits) for w in want]
+    tau_lp, f1 = calibrate_threshold(lp, [w.indices for w in want], selector.min_select, selector.k_max)
+    assert f1 == 1.0, "the HF selections must be reproducible by one log-prob threshold on these questions"
+    return {**selector.config, "tau3_logprob": tau_lp}, want
+
+
+@pytest.mark.parametrize(("engine", "mode", "space"), [
+    ("logits", "processed_logits", "logit"),
+    ("logprobs", "processed_logprobs", "logprob"),
+    ("legacy", "default", "logprob"),
+])
+def test_vllm_modes_select_like_hf(engine, mode, space, selector, selector_dir, plain_model, candidates,
+                                   monkeypatch, caplog):
+    from purecover.models.selection import identifier_log_softmax
+
+    config, want = _consistent_config(selector, candidates)
+    fake = _fake_vllm(plain_model, engine=engine, boost=60.0)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    with caplog.at_level("INFO", logger="purecover.models.selector"):
+        backend = VLLMSelectorBackend(selector_dir, selector.k1)
+    assert (backend.logprobs_mode, backend.score_space) == (mode, space)
+    tried = [k.get("logprobs_mode") for k in fake.llm_kwargs]
+    assert tried == ["processed_logits", "processed_logprobs", None][: len(tried)] and len(tried) == \
+        {"logits": 1, "logprobs": 2, "legacy": 3}[engine]
+    if engine != "logits":  # each rejected mode is logged
+        assert "processed_logits not usable" in caplog.text
+    vsel = Selector(selector.tokenizer, config, backend)
+    assert vsel.threshold == (config["tau3"] if space == "logit" else config["tau3_logprob"])
+    got = vsel.select_batch(*_batch(candidates))
+    for g, w in zip(got, want):
+        assert g.score_space == space and g.to_record("q")["score_space"] == space
+        ref = w.logits if space == "logit" else identifier_log_softmax(w.logits)
+        np.testing.assert_allclose(g.logits, ref, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(g.probabilities, w.probabilities, atol=1e-5, rtol=0)
+        assert g.indices == w.indices  # the same selections as the HF backend
+
+
+def test_logprob_backend_needs_tau3_logprob(selector, selector_dir, plain_model, monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, engine="logprobs"))
+    backend = VLLMSelectorBackend(selector_dir, selector.k1)
+    old = {k: v for k, v in selector.config.items() if k != "tau3_logprob"}  # an export from before tau3_logprob
+    with pytest.raises(ValueError, match="tau3_logprob.*Retrain"):
+        Selector(selector.tokenizer, old, backend)
+    # A logit backend does not need it.
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, engine="logits"))
+    assert Selector(selector.tokenizer, old, VLLMSelectorBackend(selector_dir, selector.k1)).threshold == \
+        pytest.approx(selector.tau3)
+
+
+def test_legacy_engine_missing_identifier_and_no_mode_errors(selector, selector_dir, plain_model, candidates,
+                                                             monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, engine="legacy", drop_last=True))
+    vsel = Selector(selector.tokenizer, selector.config, VLLMSelectorBackend(selector_dir, selector.k1))
+    with pytest.raises(RuntimeError, match=r"no finite score for candidate \d.*logprobs_mode 'default'"):
+        vsel.select(candidates[0]["question"], candidates[0]["docs"])
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, engine="none"))
+    with pytest.raises(RuntimeError, match=r"vLLM 0.0-fake-none could not start.*processed_logits: ValueError.*"
+                                           r"processed_logprobs: ValueError.*default: ValueError"):
+        VLLMSelectorBackend(selector_dir, selector.k1)
+
+
+def test_supported_logprobs_modes_detection():
+    import dataclasses
+    import enum
+    from typing import Literal
+
+    from purecover.models.vllm_utils import supported_logprobs_modes
+
+    class Mode(enum.Enum):
+        RAW = "raw_logprobs"
+        PL = "processed_logprobs"
+
+    as_enum = types.SimpleNamespace(config=types.SimpleNamespace(LogprobsMode=Mode))
+    assert supported_logprobs_modes(as_enum) == ("raw_logprobs", "processed_logprobs")
+    lit = Literal["raw_logits", "processed_logits"]
+    assert supported_logprobs_modes(types.SimpleNamespace(config=types.SimpleNamespace(LogprobsMode=lit))) == \
+        ("raw_logits", "processed_logits")
+
+    @dataclasses.dataclass
+    class OldArgs:
+        model: str = ""
+
+    @dataclasses.dataclass
+    class NewArgs:
+        logprobs_mode: str = "raw_logprobs"
+
+    assert supported_logprobs_modes(types.SimpleNamespace(config=types.SimpleNamespace(), EngineArgs=OldArgs)) == ()
+    assert supported_logprobs_modes(types.SimpleNamespace(config=types.SimpleNamespace(), EngineArgs=NewArgs)) is None
+
+    def llm(model: str, max_logprobs: int = 20) -> None: ...
+
+    assert supported_logprobs_modes(types.SimpleNamespace(config=types.SimpleNamespace(), LLM=llm)) == ()
+
+
+def test_engine_supporting_only_logprobs_skips_processed_logits(selector, selector_dir, plain_model, monkeypatch):
+    """A detected mode list without processed_logits is not even tried."""
+    fake = _fake_vllm(plain_model, engine="logprobs")
+    fake.config = types.SimpleNamespace(LogprobsMode=__import__("typing").Literal["raw_logprobs", "processed_logprobs"])
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    backend = VLLMSelectorBackend(selector_dir, selector.k1)
+    assert [k.get("logprobs_mode") for k in fake.llm_kwargs] == ["processed_logprobs"]
+    assert backend.score_space == "logprob"

@@ -58,8 +58,10 @@ def test_writes_a_valid_record_for_every_qid(first_run, candidates, selector):
     assert len(candidates) > select_job.BATCH_SIZE  # more than one batch
     expected = selector.select_batch([c["question"] for c in candidates], [c["docs"] for c in candidates])
     for rec, cand, exp in zip(records, candidates, expected):
-        assert set(rec) == {"qid", "selected", "logits", "probabilities"}
+        assert set(rec) == {"qid", "selected", "selected_doc_ids", "logits", "probabilities", "score_space"}
+        assert rec["score_space"] == "logit"  # the HF backend scores in logits
         n = len(cand["docs"])
+        assert rec["selected_doc_ids"] == [cand["docs"][k]["doc_id"] for k in rec["selected"]]
         assert len(rec["logits"]) == len(rec["probabilities"]) == n
         assert sum(rec["probabilities"]) == pytest.approx(1.0)
         assert rec["selected"] and len(set(rec["selected"])) == len(rec["selected"])
@@ -109,7 +111,8 @@ def test_empty_candidates_get_an_empty_selection(selector_run, selector_dir, can
     recipe = _run_copy(selector_run, tmp_path, "".join(json.dumps(r) + "\n" for r in rows))
     summary = select_candidates(recipe, selector_dir, show_progress=False)
     records = _records(recipe.run_path / SELECTIONS_FILE)
-    assert records[1] == {"qid": rows[1]["qid"], "selected": [], "logits": [], "probabilities": []}
+    assert records[1] == {"qid": rows[1]["qid"], "selected": [], "selected_doc_ids": [], "logits": [],
+                          "probabilities": [], "score_space": "logit"}
     assert len(records[0]["logits"]) == len(rows[0]["docs"])
     assert summary["no_candidates"] == 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -126,3 +127,27 @@ def test_hub_ids_use_the_cached_snapshot_commit(tmp_path, monkeypatch):
     (repo / "snapshots" / commit / "config.json").unlink()  # only the tokenizer fetched so far
     assert weights_fingerprint("owner/model") == f"hub:owner/model@{commit}"
     assert weights_fingerprint("./no/such/dir") == "hub:./no/such/dir"
+
+
+def test_a_prompt_template_edited_in_place_is_not_current(tmp_path):
+    """The pipeline's plan (no tokenizer load) recalibrates when the reasoning template's wording changed, even
+    under the same teacher.prompt_file path (the recipe, hence the stage hash, is then unchanged)."""
+    from purecover.teacher.prompts import ReasoningPrompt, _default_template
+
+    model_dir = save_tiny_qwen2(tmp_path / "teacher")
+    template = tmp_path / "reasoning.txt"
+    template.write_text(_default_template() + "\n", encoding="utf-8")
+    ours = ReasoningPrompt.from_config(types.SimpleNamespace(prompt_file=str(template), max_steps=5))
+    keys, lengths = keys_for(model_dir, tmp_path)
+    path = tmp_path / "bias.json"
+    save_bias(path, PositionBias(np.arange(K1) / 10, [TOKENS] * K1), keys, lengths, ours)
+
+    def is_current(prompt):
+        return bias_is_current(path, k1=K1, calibration_lengths=TOKENS, candidates_path=tmp_path / "candidates.jsonl",
+                               model=str(model_dir), prompt=prompt)
+
+    assert is_current(ours)
+    assert is_current(ReasoningPrompt.default())  # the same wording, read from the package's own file
+    template.write_text("Reason in steps.\n{documents}\nQ: {question}\n", encoding="utf-8")
+    assert not is_current(ReasoningPrompt.from_config(types.SimpleNamespace(prompt_file=str(template), max_steps=5)))
+    assert not is_current(ReasoningPrompt.from_config(types.SimpleNamespace(system_prompt="", max_steps=5)))

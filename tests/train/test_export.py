@@ -16,7 +16,7 @@ from purecover.train.export import export_selector, run_export_stage
 from tests.models.conftest import exported_run, trained_run
 
 CONFIG_KEYS = {"base_model", "identifiers", "prompt_template", "k1", "tau3", "k_max", "min_select",
-               "purecover_version", "max_passage_tokens"}
+               "purecover_version", "max_passage_tokens", "tau3_logprob"}
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,8 @@ LABEL_RUN = {"recipe": {"teacher": {"model": "org/teacher", "steps": "oracle", "
                                     "calibrate": False, "lam": 0.1, "budget": 3}},
              "summary": {"ok": 7, "fallback": 1, "error": 0}}
 TRAIN_RUN = {"summary": {"train_questions": 6, "heldout_questions": 2, "threshold_split": "train labels"}}
-HEADINGS = ["# purecover selector", "## Model", "## Training data", "## Training and calibration", "## Usage"]
+HEADINGS = ["# purecover selector", "## Model", "## Training data", "## Training recipe", "## Training and calibration",
+            "## Evaluation", "## Usage"]
 
 
 def _config(adapter: bool = False, k1: int = 6) -> dict:
@@ -65,24 +66,35 @@ def _check_shape(card: str) -> None:
     assert [line for line in card.split("\n") if line.startswith("#")] == HEADINGS
 
 
+def _front(card: str) -> dict:
+    import yaml
+
+    assert card.startswith("---\n")
+    return yaml.safe_load(card[4:card.index("\n---\n", 4)])
+
+
 def test_card_with_every_input(tmp_path):
     config = _config()
-    card = _model_card(config, META, _run_dir(tmp_path, data=DATA_RUN, label=LABEL_RUN, train=TRAIN_RUN), True)
+    data_run = {**DATA_RUN, "recipe": {"data": {**DATA_RUN["recipe"]["data"], "path": "hotpotqa/hotpot_qa"}}}
+    train_run = {**TRAIN_RUN, "recipe": {"student": {"model": "org/base-0.5B", "lm_weight": 0.5}}}
+    run = _run_dir(tmp_path, data=data_run, label=LABEL_RUN, train=train_run)
+    (run / "eval").mkdir()
+    (run / "eval" / "metrics.json").write_text(json.dumps({
+        "budgets": [1, 3], "table_budget": 3, "questions": 2, "question_source": "the held-out split",
+        "generator": "org/gen", "results": {"student": {"3": {"em": 0.5, "f1": 0.625, "acc": 1.0, "mean_k": 2.0}},
+                                            "retrieval": {"3": {"em": 0.0, "f1": 0.25, "acc": 0.5, "mean_k": 3.0}}}}))
+    card = _model_card(config, META, run, True, license="apache-2.0")
     _check_shape(card)
-    assert card.startswith("---\nlibrary_name: transformers\n"
-                           "tags: [purecover, retrieval-augmented-generation, document-selection, reranking]\n---\n")
-    assert (f"trained with [purecover](https://github.com/) {config['purecover_version']}. Given a question and up "
-            f"to K1 = {config['k1']} retrieved candidates") in card
-    assert _section(card, "## Model") == [
-        f"- Base model: `{config['base_model']}`",
-        "- Weights: LoRA adapter merged into the base model (safetensors)",
-        f"- LoRA: r = {LORA['r']}, alpha = {LORA['alpha']}, dropout = {LORA['dropout']}, "
-        f"target modules = {LORA['target_modules']}",
-        f"- Identifiers: scheme `{IDS['name']}` ({', '.join(IDS['labels'][:5])}, ...), separator {IDS['separator']!r}",
-        f"- Prompt template: `{config['prompt_template']['layout']}` (hash `{config['prompt_template']['hash']}`)",
-        f"- Passages cut to {config['max_passage_tokens']} tokens",
-    ]
-    d, s = DATA_RUN["recipe"]["data"], DATA_RUN["summary"]
+    front = _front(card)
+    assert front["base_model"] == config["base_model"] and front["library_name"] == "transformers"
+    assert front["license"] == "apache-2.0" and front["datasets"] == ["hotpotqa/hotpot_qa"]
+    assert {"purecover", "reranking", "rag", "hotpotqa"} <= set(front["tags"])
+    assert front["pipeline_tag"] == "text-generation"
+    assert "https://github.com/)" not in card and "pip install purecover" not in card  # no placeholder, no PyPI
+    assert "not on PyPI: install it from its source" in card
+    assert _section(card, "## Model")[0] == f"- Base model: `{config['base_model']}`"
+    assert "- License: apache-2.0 (set by the recipe, export.license)" in _section(card, "## Model")
+    d, s = data_run["recipe"]["data"], DATA_RUN["summary"]
     t, ls = LABEL_RUN["recipe"]["teacher"], LABEL_RUN["summary"]
     assert _section(card, "## Training data") == [
         f"- Dataset: {d['dataset']} (`{d['path']}`, split {d['split']}, limit {d['limit']})",
@@ -92,47 +104,58 @@ def test_card_with_every_input(tmp_path):
         f"{t['calibrate']}, λ = {t['lam']}, budget K = {t['budget']}",
         f"- Labels: {ls['ok']} ok, {ls['fallback']} fallback, {ls['error']} error",
     ]
+    import yaml
+
+    recipe = yaml.safe_load(card.split("## Training recipe", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert recipe == {"student": train_run["recipe"]["student"], "teacher": t}
     ts = TRAIN_RUN["summary"]
     assert _section(card, "## Training and calibration") == [
         f"- Loss: L = L_CL + {META['losses']['lm_weight']} · L_LM (permutation-invariant LM loss, exact over "
         f"orderings for |S| ≤ {META['losses']['m_exact']})",
-        # the last value of each loss, in order of first appearance; floats with 4 significant digits
         "- Last logged: loss = 0.75, step = 20, l_cl = 0.5, l_lm = 0.25, eval_loss = 0.9, eval_subset_f1 = 0.7, "
         "train_loss = 1",
-        f"- Questions: {ts['train_questions']} train, {ts['heldout_questions']} held out",
         f"- Threshold τ3 = {config['tau3']:.6g}, calibrated on {ts['threshold_split']}: subset F1 against the "
         f"teacher = {META['heldout_subset_f1']:.4g}",
         f"- Inference rule: keep {{k : s_k > τ3}}, best first, at most k_max = {config['k_max']}, "
         f"at least min_select = {config['min_select']}",
     ]
-    usage = _section(card, "## Usage")
-    assert usage[0] == "With purecover (`pip install purecover`):"
+    evaluation = _section(card, "## Evaluation")
+    assert evaluation[0].startswith(f"- Subset F1 against the teacher's labels: {META['heldout_subset_f1']:.4g}, on "
+                                    "the 6 training questions")  # threshold_split says train labels
+    assert evaluation[1] == "- Questions: 6 train, 2 held out"
+    assert "End-to-end QA (run_dir/eval/metrics.json) at budget K = 3: 2 questions" in evaluation[3]
+    assert "| student | 50.00 | 62.50 | 100.00 | 2 |" in evaluation
+    assert "| retrieval | 0.00 | 25.00 | 50.00 | 3 |" in evaluation
     purecover_code, plain_code = _code_blocks(card)
     assert purecover_code.startswith("from purecover.models.selector import Selector\n")
-    assert 'Selector.from_pretrained("path/to/this/directory")' in purecover_code
-    assert "\nWith plain transformers (the prompt layout spelled out; `docs` are dicts with title and text, each " \
-           "cut to `max_passage_tokens` tokens):\n\n```python\nimport json\n" in card
-    # the snippet's code is the template's, character for character (test_export runs it against the Selector)
-    assert "passages = \"\\n\".join(f\"{l}: {d['title']}\\n{d['text']}\" for l, d in zip(labels, docs))\n" \
-        in plain_code
-    assert plain_code.endswith("keep = keep[: cfg[\"k_max\"]] or [int(s.argmax())]    "
-                               "# at most k_max, at least min_select (= 1)\n")
-    assert "peft" not in card
+    assert "def passage(doc):" in plain_code and "peft" not in card
+
+
+def test_licence_falls_back_to_the_base_model_then_other(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "README.md").write_text("---\nlicense: other\nlicense_name: qwen\nlicense_link: https://x/LICENSE\n---\n"
+                                    "# base\n")
+    config = {**_config(), "base_model": str(base)}
+    front = _front(_model_card(config, META, None, True))
+    assert (front["license"], front["license_name"], front["license_link"]) == ("other", "qwen", "https://x/LICENSE")
+    card = _model_card(_config(), META, None, True)  # org/base-0.5B: no local card, not cached
+    assert _front(card)["license"] == "other" and "datasets" not in _front(card)
+    assert "- License: not determined: export.license is not set" in card
 
 
 def test_adapter_card_without_run_dir():
     config = _config(adapter=True)
     card = _model_card(config, META, None, False)
     _check_shape(card)
-    assert card.startswith("---\nlibrary_name: peft\n")
+    assert _front(card)["library_name"] == "peft"
     model = _section(card, "## Model")
     assert model[1] == "- Weights: LoRA adapter, **not merged**: load it on the base model (see below)"
     assert model[2].startswith("- LoRA: r = 8,")
     assert _section(card, "## Training data") == ["- (no data.run.json found next to the checkpoint)",
                                                   "- (no label.run.json found next to the checkpoint)"]
-    calibration = _section(card, "## Training and calibration")
-    assert calibration[1].startswith("- Last logged: ") and not calibration[2].startswith("- Questions")
-    assert "calibrated on held-out labels:" in calibration[2]
+    assert "- End-to-end QA: not measured when this card was written (no run_dir/eval/metrics.json)" in \
+        _section(card, "## Evaluation")
     assert card.endswith(
         "With plain transformers + peft (the adapter must be loaded on the base model):\n\n```python\n"
         "from peft import PeftModel\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
@@ -142,26 +165,43 @@ def test_adapter_card_without_run_dir():
     assert len(_code_blocks(card)) == 2
 
 
-def test_optional_lines_are_left_out(tmp_path):
-    """No LoRA, no log history, empty manifests, an unreadable label manifest: those lines go, n/a for no F1."""
-    config = _config(k1=3)
-    run = _run_dir(tmp_path, data={"recipe": {}, "summary": {}}, label="{not json", train={"summary": {}})
-    card = _model_card(config, {"losses": {}}, run, False)
-    _check_shape(card)
-    model = _section(card, "## Model")
-    assert model[1] == "- Weights: fully fine-tuned model (safetensors)"
-    assert model[2] == "- Identifiers: scheme `letters` (A, B, C, ...), separator ': '"  # k1 = 3 labels shown
-    assert len(model) == 5
-    assert _section(card, "## Training data") == [
-        "- Dataset: None (`None`, split None, limit None)",
-        "- Candidates: top-None by None over the None corpus; None questions",
-        "- (no label.run.json found next to the checkpoint)",
+def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir):
+    """The card's plain-transformers code, run on a tiny selector, gives Selector.select's logits (1e-6) and
+    selection, for titled, title-less and over-long passages (cut to max_passage_tokens)."""
+    import numpy as np
+
+    from purecover.demo.tiny import build_tiny_model
+    from purecover.models.identifiers import IdentifierScheme
+    from purecover.models.selector import Selector
+    from purecover.models.selector_prompt import prompt_template
+
+    tok_dir = sample_dir / "qwen2_tokenizer"
+    if not tok_dir.is_dir():
+        pytest.skip(f"Qwen2 tokenizer not found at {tok_dir}")
+    sel = build_tiny_model(tmp_path / "sel", tok_dir, "qwen2", seed=3)
+    scheme = IdentifierScheme.from_dict({**IDS, "separator": "\n"})
+    config = {"base_model": "org/base", "identifiers": scheme.to_dict(), "prompt_template": prompt_template(),
+              "k1": 6, "tau3": -1e9, "k_max": 2, "min_select": 1, "purecover_version": "0.1.0",
+              "max_passage_tokens": 12}
+    (sel / "selector_config.json").write_text(json.dumps(config))
+    code = _code_blocks(_model_card(config, META, None, True))[1].replace('"path/to/this/directory"', repr(str(sel)))
+    question = "  Which river flows through the town where Ada Brill was born? "
+    cases = [
+        [{"title": "Ada Brill", "text": "Ada Brill was born in Tollbridge."},
+         {"title": "Tollbridge", "text": "The river Mirren flows through Tollbridge."}],
+        [{"title": "", "text": "Ada Brill was born in Tollbridge."}, {"text": " The river Mirren. "},
+         {"title": None, "text": "Corven is a fishing village on a long and windy coast far in the north."}],
     ]
-    assert _section(card, "## Training and calibration") == [
-        "- Loss: L = L_CL + None · L_LM (permutation-invariant LM loss, exact over orderings for |S| ≤ None)",
-        f"- Threshold τ3 = {config['tau3']:.6g}, calibrated on held-out labels: subset F1 against the teacher = n/a",
-        "- Inference rule: keep {k : s_k > τ3}, best first, at most k_max = 4, at least min_select = 1",
-    ]
+    for tau3 in (-1e9, 1e9):  # everything above τ3 (k_max cuts), nothing above (min_select keeps one)
+        config["tau3"] = tau3
+        (sel / "selector_config.json").write_text(json.dumps(config))
+        selector = Selector.from_pretrained(sel, device="cpu", dtype="float32")
+        for docs in cases:
+            scope = {"question": question, "docs": docs}
+            exec(compile(code, "model-card", "exec"), scope)
+            result = selector.select(question, docs)
+            np.testing.assert_allclose(scope["s"].tolist(), result.logits, atol=1e-6, rtol=0)
+            assert scope["keep"] == result.indices and len(result.indices) == (2 if tau3 < 0 else 1)
 
 
 def test_render_template_fills_every_field():

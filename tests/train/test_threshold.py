@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from purecover.models.selection import select_from_scores, softmax_probabilities
@@ -29,3 +31,21 @@ def test_threshold_separating_scores_gives_perfect_f1():
     assert all(sorted(select_from_scores(s, tau)) == sorted(g) for s, g in zip(scores, gold))
     with pytest.raises(ValueError, match="no held-out"):
         calibrate_threshold([], [])
+
+
+def test_logprob_threshold_is_shift_invariant():
+    """tau3_logprob: scores shifted by a per-question constant (log-probs of any vLLM mode) select alike."""
+    from purecover.models.selection import identifier_log_softmax
+    from purecover.train.threshold import calibrate_thresholds
+
+    scores = [[5.0, 4.0, -1.0, -2.0], [3.0, -3.0, -4.0, 2.5], [-1.0, 6.0, 0.0, -5.0]]
+    gold = [[0, 1], [0, 3], [1]]
+    shifted = [[x - c for x in s] for s, c in zip(scores, (7.0, -2.0, 0.5))]  # log p = s - c
+    a, b = calibrate_thresholds(scores, gold), calibrate_thresholds(shifted, gold)
+    assert a["tau3_logprob"] == pytest.approx(b["tau3_logprob"]) and a["tau3"] != b["tau3"]
+    for s, t in zip(scores, shifted):
+        assert identifier_log_softmax(s) == pytest.approx(identifier_log_softmax(t))
+        assert select_from_scores(identifier_log_softmax(t), b["tau3_logprob"]) == \
+            select_from_scores(identifier_log_softmax(s), a["tau3_logprob"])
+    assert sum(math.exp(x) for x in identifier_log_softmax(scores[0])) == pytest.approx(1.0)
+    assert identifier_log_softmax([]) == []

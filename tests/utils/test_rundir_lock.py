@@ -102,3 +102,43 @@ def test_two_label_processes_on_one_run_dir(tmp_path):
     assert f"is in use by `purecover label` (pid {first.pid}" in second.stderr
     lines = (tmp_path / "labels.jsonl").read_text().splitlines()
     assert len(lines) == 36 and len({json.loads(line)["qid"] for line in lines}) == 36
+
+
+ENTER = """
+import sys
+from purecover.utils.rundir_lock import RunDirBusyError, run_dir_lock
+try:
+    with run_dir_lock(sys.argv[1], "train"), run_dir_lock(sys.argv[1], "train"):
+        print("entered", flush=True)
+except RunDirBusyError as exc:
+    print("refused:", exc, flush=True)
+"""
+
+
+def enter_in_child(run_dir: Path, env: dict[str, str]) -> str:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PURECOVER_LOCK_")}
+    proc = subprocess.run([sys.executable, "-c", ENTER, str(run_dir)], cwd=REPO, env={**base, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_handover_lets_the_launched_child_in_and_no_one_else(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    with run_dir_lock(tmp_path, "pipeline"):
+        with rundir_lock.handover(tmp_path) as env:
+            assert set(env) == {rundir_lock.HANDOVER_FILE_ENV, rundir_lock.HANDOVER_TOKEN_ENV}
+            record = json.loads((tmp_path / LOCK_FILE).read_text())
+            assert record["pid"] == os.getpid() and record["stage"] == "pipeline"
+            assert env[rundir_lock.HANDOVER_TOKEN_ENV] not in (tmp_path / LOCK_FILE).read_text()  # only its hash
+            assert enter_in_child(tmp_path, env) == "entered"  # the child of the holder (re-entrant there too)
+            assert enter_in_child(tmp_path, {}).startswith("refused:")  # an unrelated process, meanwhile
+            forged = {**env, rundir_lock.HANDOVER_TOKEN_ENV: "0" * 64}
+            assert enter_in_child(tmp_path, forged).startswith("refused:")
+            assert enter_in_child(tmp_path, {**env, rundir_lock.HANDOVER_FILE_ENV: str(other / LOCK_FILE)}) \
+                .startswith("refused:")  # a token for another run directory
+        assert "handover" not in json.loads((tmp_path / LOCK_FILE).read_text())
+        assert enter_in_child(tmp_path, env).startswith("refused:")  # the token dies with the hand-over
+    with pytest.raises(RuntimeError, match="needs the run-directory lock"), rundir_lock.handover(tmp_path):
+        pass

@@ -1,8 +1,10 @@
 """Dataset loaders: official files, FlashRAG JSONL, the bundled demo set and Hub datasets.
 
-`ExampleSource` is the single entry point: it streams `Example`s from a file or a Hub name,
-checks each record, and either stops at the first malformed one (the error names file,
-line/index and field) or, with ``skip_invalid=True``, skips it and records it in `invalid`.
+`ExampleSource` is the single entry point: it streams `Example`s from a file, a Hub name or a
+local dataset repository folder, checks each record, and either stops at the first malformed one
+(the error names file, line/index and field) or, with ``skip_invalid=True``, skips it and records it
+in `invalid`. Hub names are resolved first (`hub.resolve_hub_dataset`: default configuration, split
+aliases, data-files fallback); the result is in `resolved`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ..example import Example
 from ..readers import check_lone_surrogates, iter_records
 from .flashrag import parse_flashrag
 from .hotpotqa import load_2wiki_aliases, parse_2wiki, parse_hotpotqa
-from .hub import default_hub_config, iter_hub_rows
+from .hub import ResolvedHub, is_hub_name, iter_hub_rows, resolve_hub_dataset
 from .musique import parse_musique
 from .strategyqa import parse_strategyqa
 
@@ -54,15 +56,18 @@ def parse_record(dataset: str, record: Any, source: str, location: str, *, requi
 
 
 class ExampleSource:
-    """Iterable of `Example`s from `path` (a file, ``"demo"``, or a Hub dataset name).
+    """Iterable of `Example`s from `path` (a file, ``"demo"``, a Hub dataset name or a local folder laid
+    out like a Hub dataset repository).
 
-    After (or during) iteration, `invalid` lists the skipped records and `n_read` counts the raw
-    records seen. Duplicate qids are malformed input too.
+    After (or during) iteration, `invalid` lists the skipped records, `n_read` counts the raw
+    records seen and `resolved` holds the Hub configuration/split actually read (None for files).
+    Duplicate qids are malformed input too. `split_key` is the recipe key named in split errors.
     """
 
     def __init__(self, dataset: str, path: str | Path | None, *, split: str = "dev", limit: int | None = None,
                  skip_invalid: bool = False, aliases_path: str | Path | None = None,
-                 require_paragraphs: bool = True, hub_config: str | None = None) -> None:
+                 require_paragraphs: bool = True, hub_config: str | None = None,
+                 split_key: str = "data.split") -> None:
         if dataset not in DATASETS:
             raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
         if path is None:
@@ -74,6 +79,8 @@ class ExampleSource:
         self.skip_invalid = skip_invalid
         self.require_paragraphs = require_paragraphs
         self.hub_config = hub_config
+        self.split_key = split_key
+        self.resolved: ResolvedHub | None = None
         self.aliases = load_2wiki_aliases(aliases_path) if aliases_path else None
         self.invalid: list[InvalidRecord] = []
         self.n_read = 0
@@ -82,7 +89,17 @@ class ExampleSource:
 
     @property
     def is_hub(self) -> bool:
-        return self.path != "demo" and not Path(self.path).exists()
+        """Read through `datasets`: a Hub name (no such local path) or a local dataset repository folder."""
+        return self.path != "demo" and (not Path(self.path).exists() or Path(self.path).is_dir())
+
+    def resolve(self) -> ResolvedHub:
+        """Resolve the Hub name's configuration and split (see `hub.resolve_hub_dataset`); cached."""
+        if self.resolved is None:
+            if not Path(self.path).exists() and not is_hub_name(self.path):
+                raise FileNotFoundError(f"data.path {self.path!r} does not exist (and is not a Hub dataset name)")
+            self.resolved = resolve_hub_dataset(self.path, self.dataset, self.hub_config, self.split,
+                                                split_key=self.split_key)
+        return self.resolved
 
     def _raw(self) -> Iterator[tuple[str, str, Any]]:
         if self.path == "demo":
@@ -93,12 +110,8 @@ class ExampleSource:
             for loc, rec in iter_records(self.path, check_text=False):
                 yield self.path, loc, rec
         else:
-            looks_like_hub = "/" in self.path and not self.path.startswith((".", "/", "~")) \
-                and not Path(self.path).suffix
-            if not looks_like_hub:
-                raise FileNotFoundError(f"data.path {self.path!r} does not exist (and is not a Hub dataset name)")
-            config = self.hub_config or default_hub_config(self.path, self.dataset)
-            for loc, rec in iter_hub_rows(self.path, config, self.split):
+            resolved = self.resolve()
+            for loc, rec in iter_hub_rows(resolved, self.split_key):
                 yield f"hub:{self.path}", loc, rec
 
     def __iter__(self) -> Iterator[Example]:

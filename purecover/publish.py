@@ -1,0 +1,194 @@
+"""``purecover publish RUN_DIR --what labels|selections|candidates (--to-disk DIR | --push-to-hub REPO)``.
+
+Turns one of a run's JSONL files into a `datasets.Dataset` (one row per record, nested fields kept as Arrow
+lists/structs; keys missing from some records are null there) with a dataset card (README.md: YAML metadata
+with the source dataset's licence when known, what every field means, the recipe sections that made the
+file), then either ``save_to_disk`` (written beside DIR and renamed into place) or a push to a Hub dataset
+repo as ``data/train-00000-of-00001.parquet`` + README.md through `purecover.utils.hub.push_folder`
+(recorded in ``RUN_DIR/publish.<what>.push.json``; an unchanged file is not pushed twice).
+
+Command-line level, like `validate`: reads only run-directory files, imports no stage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .rundir import FILES
+from .utils.hub import DATASET_LICENSES, folder_fingerprint, hub_dataset_id, push_folder
+from .utils.io import atomic_write_text, read_jsonl
+
+__all__ = ["FIELDS", "build_dataset", "dataset_card", "publish"]
+
+WHAT = ("labels", "selections", "candidates")
+# What each field means (DESIGN §4); fields not listed are described as "see the purecover docs".
+FIELDS: dict[str, dict[str, str]] = {
+    "candidates": {
+        "qid": "question id (from the source dataset)", "dataset": "source dataset name",
+        "question": "the question", "answers": "gold answer and its aliases",
+        "docs": "the top-K1 retrieved candidates in retrieval order: doc_id, title, text, retrieval score",
+        "gold_doc_ids": "doc_ids of the supporting paragraphs, where the dataset has them (else empty)",
+    },
+    "labels": {
+        "qid": "question id (joins candidates)",
+        "selected": "the teacher's selected candidate positions (0-based, in pick order)",
+        "gains": "the marginal gain of each pick", "steps": "the teacher's reasoning steps",
+        "answer": "the teacher's answer", "e": "weight of each reasoning step (softmax over steps)",
+        "W": "coverage W[k][i] of step i by candidate k (softmax over candidates); non-finite values are null",
+        "bias_key": "the position-bias calibration used", "status": "ok | fallback | error",
+        "reason": "why a fallback or error happened", "ratings": "LANCER ratings 0..5 [k][subquestion] (optional)",
+        "subquestions": "LANCER sub-questions (optional)", "teacher": "the teacher settings that made this label",
+    },
+    "selections": {
+        "qid": "question id (joins candidates)",
+        "selected": "the student selector's kept candidate positions, best first",
+        "logits": "first-token identifier logit of every candidate, in candidate order",
+        "probabilities": "softmax of the logits over the candidates, in candidate order",
+    },
+}
+_MANIFESTS = {"candidates": ("data",), "labels": ("data", "label"), "selections": ("data", "train", "select")}
+_SECTIONS = {"data": ("data",), "label": ("teacher",), "train": ("student",), "select": ()}
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _rows(file: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of `file` and the union of their keys (first-appearance order)."""
+    rows, keys = [], {}
+    for line, rec in read_jsonl(file):
+        if not isinstance(rec, dict):
+            raise ValueError(f"{file}:{line}: expected a JSON object")
+        rows.append(rec)
+        keys.update(dict.fromkeys(rec))
+    if not rows:
+        raise ValueError(f"{file} has no records: nothing to publish")
+    return rows, list(keys)
+
+
+def build_dataset(file: str | Path) -> Any:
+    """A `datasets.Dataset` of the JSONL `file`: every key of any record is a column (null where absent)."""
+    import datasets
+    import pyarrow as pa
+    from datasets.table import InMemoryTable
+
+    file = Path(file)
+    if not file.is_file():
+        raise FileNotFoundError(f"{file} does not exist")
+    rows, keys = _rows(file)
+    columns = {}
+    for key in keys:
+        values = [r.get(key) for r in rows]
+        try:
+            columns[key] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            bad = next((i for i, v in enumerate(values, 1) if v is not None
+                        and type(v) is not type(next(x for x in values if x is not None))), None)
+            where = f" (first differing value in record {bad})" if bad else ""
+            raise ValueError(f"{file}: field {key!r} has values of incompatible types{where}: {exc}") from None
+    return datasets.Dataset(InMemoryTable(pa.table(columns)))
+
+
+def _source(run_dir: Path) -> dict[str, Any]:
+    data = ((_read_json(run_dir / "data.run.json") or {}).get("recipe") or {}).get("data") or {}
+    return data
+
+
+def dataset_card(run_dir: str | Path, what: str, ds: Any) -> str:
+    """README.md of the published dataset: YAML metadata, field meanings, the recipe that made it."""
+    import yaml
+
+    run_dir = Path(run_dir)
+    data = _source(run_dir)
+    name = data.get("dataset")
+    real_source = data.get("path") not in (None, "demo")
+    licence = DATASET_LICENSES.get(str(name)) if real_source else None
+    hub_id = hub_dataset_id(data.get("path"))
+    front: dict[str, Any] = {"license": licence or "other", "pretty_name": f"purecover {what} ({name or 'unknown'})",
+                             "tags": ["purecover", "rag", "reranking"] + ([str(name)] if name else []),
+                             "size_categories": [_size(len(ds))]}
+    if hub_id:
+        front["source_datasets"] = [hub_id]
+    front["configs"] = [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}]}]
+    recipe: dict[str, Any] = {}
+    for stage in _MANIFESTS[what]:
+        manifest = _read_json(run_dir / f"{stage}.run.json") or {}
+        for section in _SECTIONS[stage]:
+            if section in (manifest.get("recipe") or {}):
+                recipe[section] = manifest["recipe"][section]
+    select_summary = (_read_json(run_dir / "select.run.json") or {}).get("summary")
+    if what == "selections" and select_summary:
+        recipe["select_summary"] = select_summary
+    lic_line = (f"{licence}: the licence of the source dataset ({name}); these records contain or derive from it."
+                if licence else "not determined: the source dataset's licence is not known here; check it before "
+                "redistributing.")
+    fields = FIELDS[what]
+    lines = [
+        "---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip("\n"), "---", "",
+        f"# purecover {what}", "",
+        f"`{FILES[what]}` of a purecover run ({len(ds)} rows), one row per question. Source data: {name} "
+        f"(`{data.get('path')}`, split {data.get('split')}).", "",
+        f"License: {lic_line}", "", "## Fields", "",
+    ]
+    for column in ds.column_names:
+        lines.append(f"- `{column}` ({ds.features[column]}): {fields.get(column, 'see the purecover docs')}")
+    lines += ["", "## Recipe", "", "The recipe sections of the run that made this file:", "", "```yaml",
+              yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True).rstrip("\n") if recipe
+              else "# no stage manifests found in the run directory", "```", ""]
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n < bound:
+            return label
+    return "n>1M"
+
+
+def publish(run_dir: str | Path, what: str, *, to_disk: str | Path | None = None, push_to_hub: str | None = None,
+            private: bool = False, revision: str | None = None, commit_message: str | None = None) -> dict[str, Any]:
+    """Publish RUN_DIR's `what` file (module docstring); returns ``{rows, path}`` or the push record + ``rows``."""
+    if what not in WHAT:
+        raise ValueError(f"--what {what!r}: expected one of {', '.join(WHAT)}")
+    if (to_disk is None) == (push_to_hub is None):
+        raise ValueError("give exactly one of --to-disk DIR and --push-to-hub REPO")
+    run_dir = Path(run_dir)
+    ds = build_dataset(run_dir / FILES[what])
+    card = dataset_card(run_dir, what, ds)
+    if to_disk is not None:
+        out = Path(to_disk)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+        try:
+            ds.save_to_disk(str(tmp))
+            atomic_write_text(tmp / "README.md", card)
+            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}" if out.exists() else None
+            if old is not None:
+                os.rename(out, old)
+            os.rename(tmp, out)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return {"rows": len(ds), "path": str(out)}
+    with tempfile.TemporaryDirectory(prefix=f"purecover-publish-{what}-") as tmp_dir:
+        folder = Path(tmp_dir)
+        (folder / "data").mkdir()
+        ds.to_parquet(str(folder / "data" / "train-00000-of-00001.parquet"))
+        atomic_write_text(folder / "README.md", card)
+        result = push_folder(folder, str(push_to_hub), record=run_dir / f"publish.{what}.push.json",
+                             repo_type="dataset", private=private, revision=revision,
+                             commit_message=commit_message or f"Upload purecover {what} of {run_dir.name}",
+                             fingerprint=folder_fingerprint(folder))
+    return {**result, "rows": len(ds)}

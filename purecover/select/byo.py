@@ -1,0 +1,210 @@
+"""Bring your own data: an exported selector over any questions file, no recipe or run directory.
+
+    purecover select --selector DIR --input ANY.jsonl --out FILE [--trec FILE [--trec-all]] [--run-name NAME]
+                     [--batch-size N] [--backend hf|vllm] [--device D] [--dtype T]
+
+Input, one JSON object a line: ``{qid, question, docs: [{doc_id?, title?, text}]}``, docs in retrieval
+order (best first). ``qid`` is a string or an integer (written as a string); a doc is an object with
+a ``text`` string (or just a string, the text); ``title`` is optional; ``doc_id`` (string or integer)
+defaults to the doc's 1-based position ("1", "2", ...), and must be unique within the question. Other
+fields are ignored; ``passages`` / ``contexts`` / ``ctxs`` are not read as ``docs`` (the error says so).
+More docs than the selector's K1, or a malformed line, is an error naming the file, line and field.
+
+Output `out`, one record per question in input order (the select stage's record plus ``doc_ids``):
+``{qid, selected, selected_doc_ids, logits, probabilities, doc_ids}``; ``selected`` are positions in
+score order, ``logits``/``probabilities``/``doc_ids`` cover all candidates in input order. It is
+written by the stage's worker (`select_into`): resumable and kill-safe. ``OUT.run.json`` records the
+selector's fingerprint and the input's sha256; a rerun with another selector or input is refused.
+
+``--trec FILE`` writes a TREC run (``qid Q0 doc_id rank score run_name``, score = the logit), atomically:
+by default only the selected docs (the file *is* the selection, best first); with ``--trec-all`` every
+candidate, the selected first (in their order, which is the score order), then the rest by logit
+(ties: earlier position), so the selected set is the top ``len(selected)`` lines of each question.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..data.doc_ids import candidate_doc_id
+from ..data.errors import DataFormatError
+from ..models.selector import Selector, read_selector_config
+from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
+from ..utils.trec import check_trec_token, trec_run_lines
+from .job import BATCH_SIZE, _selector_fingerprint, select_into, summarize_selections
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_RUN_NAME", "read_select_input", "run_byo_select", "trec_ranking"]
+
+DEFAULT_RUN_NAME = "purecover"
+_DOC_ALIASES = ("passages", "contexts", "ctxs")
+
+
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_select_input(path: str | Path, k1: int, *, trec: bool = False) -> list[dict[str, Any]]:
+    """The questions of a bring-your-own input file as ``{qid, question, docs: [{doc_id, title, text}]}``
+    (module docstring for the format); errors (`DataFormatError`) name the file, line and field.
+
+    `k1`: the most docs a question may have (the selector's). `trec`: qids and doc ids must also be
+    usable in a TREC run file (non-empty, no whitespace).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--input {path} does not exist")
+    records: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for lineno, rec in read_jsonl(path):
+        def bad(field: str, problem: str, lineno: int = lineno) -> DataFormatError:
+            return DataFormatError(str(path), str(lineno), field, problem)
+
+        qid = rec.get("qid")
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or qid == "":
+            raise bad("qid", "missing, empty, or not a string or integer")
+        qid = str(qid)
+        if qid in seen:
+            raise bad("qid", f"duplicate {qid!r} (first on line {seen[qid]})")
+        seen[qid] = lineno
+        if not isinstance(rec.get("question"), str) or not rec["question"].strip():
+            raise bad("question", "missing, empty, or not a string")
+        docs = rec.get("docs")
+        if docs is None:
+            alias = next((a for a in _DOC_ALIASES if a in rec), None)
+            hint = f" (found {alias!r}: rename it to 'docs')" if alias else ""
+            raise bad("docs", f"missing{hint}")
+        if not isinstance(docs, list):
+            raise bad("docs", f"not a list (got {type(docs).__name__})")
+        if len(docs) > k1:
+            raise bad("docs", f"{len(docs)} candidates, more than the selector's k1={k1}: pass at most the top {k1}")
+        rows: list[dict[str, Any]] = []
+        ids: dict[str, int] = {}
+        for i, doc in enumerate(docs):
+            if isinstance(doc, str):
+                doc = {"text": doc}
+            if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+                raise bad(f"docs[{i}].text", "missing or not a string (a doc is {\"text\": ...} or a string)")
+            if doc.get("title") is not None and not isinstance(doc["title"], str):
+                raise bad(f"docs[{i}].title", f"not a string (got {type(doc['title']).__name__})")
+            raw_id = doc.get("doc_id")
+            if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+                raise bad(f"docs[{i}].doc_id", f"not a string or integer (got {type(raw_id).__name__})")
+            doc_id = candidate_doc_id(doc, i)
+            if doc_id in ids:
+                raise bad(f"docs[{i}].doc_id", f"duplicate {doc_id!r} (also docs[{ids[doc_id]}]) within the question")
+            ids[doc_id] = i
+            problem = check_trec_token(doc_id, "doc id") if trec else None
+            if problem:
+                raise bad(f"docs[{i}].doc_id", problem + " (needed by --trec)")
+            rows.append({"doc_id": doc_id, "title": doc.get("title") or "", "text": doc["text"]})
+        problem = check_trec_token(qid, "qid") if trec else None
+        if problem:
+            raise bad("qid", problem + " (needed by --trec)")
+        records.append({"qid": qid, "question": rec["question"], "docs": rows})
+    if not records:
+        raise ValueError(f"--input {path} has no records")
+    return records
+
+
+def trec_ranking(record: dict[str, Any], all_candidates: bool) -> list[tuple[str, float]]:
+    """(doc_id, logit) of one output record, best first: the selected, then (`all_candidates`) the rest
+    by logit (ties: earlier position)."""
+    logits, ids, selected = record["logits"], record["doc_ids"], record["selected"]
+    order = list(selected)
+    if all_candidates:
+        chosen = set(selected)
+        order += sorted((k for k in range(len(ids)) if k not in chosen), key=lambda k: (-logits[k], k))
+    return [(ids[k], float(logits[k])) for k in order]
+
+
+def run_byo_select(selector_dir: str | Path, input_path: str | Path, out_path: str | Path, *,
+                   trec_path: str | Path | None = None, trec_all: bool = False, run_name: str | None = None,
+                   batch_size: int = BATCH_SIZE, backend: str = "hf", device: str = "auto", dtype: str = "auto",
+                   show_progress: bool = True) -> dict[str, Any]:
+    """Select with the selector in `selector_dir` for every question of `input_path` into `out_path`
+    (and a TREC run at `trec_path`); module docstring for the formats. Returns the summary, also
+    written to ``OUT.run.json``.
+
+    `batch_size`: questions per resumable batch and per forward pass (hf). `device`/`dtype` go to the
+    hf backend (`dtype` also to vllm).
+    """
+    started = _dt.datetime.now(_dt.timezone.utc)
+    sel_dir, input_path, out_path = Path(selector_dir), Path(input_path), Path(out_path)
+    trec_file = Path(trec_path) if trec_path is not None else None
+    run_name = DEFAULT_RUN_NAME if run_name is None else run_name
+    if trec_file is not None and (problem := check_trec_token(run_name, "run name")):
+        raise ValueError(f"--run-name: {problem}")
+    if trec_all and trec_file is None:
+        raise ValueError("--trec-all needs --trec FILE")
+    if backend not in ("hf", "vllm"):
+        raise ValueError(f"--backend: unknown selector backend {backend!r}; expected hf or vllm")
+    if len({p.resolve() for p in (input_path, out_path, *([trec_file] if trec_file else []))}) < 2 + bool(trec_file):
+        raise ValueError("--input, --out and --trec must be different files")
+    config = read_selector_config(sel_dir)
+    records = read_select_input(input_path, int(config["k1"]), trec=trec_file is not None)
+
+    sidecar = out_path.with_name(out_path.name + ".run.json")
+    identity = {"selector": str(sel_dir), "selector_fingerprint": _selector_fingerprint(sel_dir),
+                "input": str(input_path), "input_sha256": _hash_file(input_path)}
+    _guard(out_path, sidecar, identity)
+    atomic_write_json(sidecar, {**identity, "status": "running", "started": started.isoformat(timespec="seconds")})
+
+    def load() -> Selector:
+        kwargs: dict[str, Any] = {"device": device, "dtype": dtype, "batch_size": batch_size} if backend == "hf" \
+            else {"dtype": dtype}
+        return Selector.from_pretrained(sel_dir, backend=backend, **kwargs)
+
+    progress = select_into(out_path, records, load, batch_size=batch_size, with_doc_ids=True,
+                           show_progress=show_progress)
+    by_qid = {str(r["qid"]): r for _, r in read_jsonl(out_path)}
+    missing = [r["qid"] for r in records if r["qid"] not in by_qid]
+    if missing or len(by_qid) != len(records):
+        raise RuntimeError(f"{out_path} has {len(by_qid)} records for {len(records)} questions "
+                           f"(missing: {', '.join(missing[:3]) or 'none'})")
+    trec_lines = 0
+    if trec_file is not None:
+        lines = [line for r in records
+                 for line in trec_run_lines(r["qid"], trec_ranking(by_qid[r["qid"]], trec_all), run_name)]
+        atomic_write_text(trec_file, "".join(line + "\n" for line in lines))
+        trec_lines = len(lines)
+    summary = {
+        **summarize_selections(out_path, len(records), progress, backend, sel_dir, config),
+        "input": str(input_path),
+        "trec": str(trec_file) if trec_file is not None else None,
+        "trec_lines": trec_lines,
+    }
+    atomic_write_json(sidecar, {**identity, "status": "complete", "started": started.isoformat(timespec="seconds"),
+                                "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                "summary": summary})
+    log.info("selected for %d questions -> %s", summary["questions"], out_path)
+    return summary
+
+
+def _guard(out_path: Path, sidecar: Path, identity: dict[str, str]) -> None:
+    """Refuse to append to `out_path` when it was written for another selector or input (or not by us)."""
+    if not out_path.exists() or out_path.stat().st_size == 0:
+        return
+    remedy = f"delete {out_path} (and {sidecar.name}) to redo the selections, or choose another --out"
+    if not sidecar.is_file():
+        raise ValueError(f"--out {out_path} exists but has no {sidecar.name} (not written by `purecover select "
+                         f"--selector ...`); {remedy}")
+    try:
+        previous = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{sidecar}: unreadable ({exc}); {remedy}") from None
+    previous = previous if isinstance(previous, dict) else {}
+    for key, name, what in (("selector_fingerprint", "selector", "selector"), ("input_sha256", "input", "input file")):
+        if previous.get(key) != identity[key]:
+            raise ValueError(f"--out {out_path} holds the selections of another {what} (recorded in {sidecar.name}: "
+                             f"{previous.get(name)!r}, sha256/fingerprint {str(previous.get(key))[:16]}); {remedy}")

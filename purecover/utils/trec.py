@@ -1,0 +1,89 @@
+"""TREC run files: ``qid Q0 doc_id rank score run_name``, one line per ranked document.
+
+`trec_run_lines` renders rankings (written with `atomic_write_text` by the caller), `read_trec_run`
+parses a run file back into per-question doc ids ordered by the rank column (ties: file order).
+Note that trec_eval itself re-sorts by score; purecover writes rank and score consistently, and
+reads the rank column, so what it evaluates is the order the file states.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["TREC_SUFFIXES", "check_trec_token", "looks_like_trec", "read_trec_run", "trec_run_lines"]
+
+TREC_SUFFIXES = (".trec", ".run")
+_WS = re.compile(r"\s")
+
+
+def check_trec_token(value: str, what: str) -> str | None:
+    """Why `value` cannot be a column of a TREC run file (empty, or holds whitespace), else None."""
+    if not value:
+        return f"{what} is empty; a TREC run file needs a non-empty {what}"
+    if _WS.search(value):
+        return f"{what} {value!r} contains whitespace, which TREC run files cannot hold"
+    return None
+
+
+def trec_run_lines(qid: str, ranked: Sequence[tuple[str, float]], run_name: str) -> list[str]:
+    """The lines of one question: `ranked` is (doc_id, score) best first; ranks start at 1.
+
+    Scores are written with 8 significant digits. Raises ValueError for a qid, doc id or run name
+    that is empty or holds whitespace (it would shift the columns).
+    """
+    for value, what in ((qid, "qid"), (run_name, "run name"), *((d, f"doc id of question {qid}") for d, _ in ranked)):
+        problem = check_trec_token(str(value), what)
+        if problem:
+            raise ValueError(problem)
+    return [f"{qid} Q0 {doc_id} {rank} {score:.8g} {run_name}" for rank, (doc_id, score) in enumerate(ranked, 1)]
+
+
+def looks_like_trec(path: str | Path) -> bool:
+    """True for a `.trec`/`.run` file, or one whose first non-blank line has six columns with an integer
+    rank and is not JSON."""
+    path = Path(path)
+    if path.suffix.lower() in TREC_SUFFIXES:
+        return True
+    with path.open("r", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                cols = line.split()
+                return not line.lstrip().startswith(("{", "[")) and len(cols) == 6 and cols[3].lstrip("-").isdigit()
+    return False
+
+
+def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int]]]:
+    """Per qid, (doc_id, line number) ordered by the rank column (ties: file order).
+
+    Errors name the file and line: a line without six columns, a rank that is not an integer, a
+    score that is not a number, a doc id listed twice for a question.
+    """
+    path = Path(path)
+    rows: dict[str, list[tuple[int, int, str]]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            cols = line.split()
+            if len(cols) != 6:
+                raise ValueError(f"{path}:{lineno}: a TREC run line has 6 columns (qid Q0 doc_id rank score "
+                                 f"run_name), found {len(cols)}")
+            qid, _, doc_id, rank, score, _ = cols
+            try:
+                rank_i = int(rank)
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: field 'rank': {rank!r} is not an integer") from None
+            try:
+                float(score)
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: field 'score': {score!r} is not a number") from None
+            if (qid, doc_id) in seen:
+                raise ValueError(f"{path}:{lineno}: field 'doc_id': {doc_id!r} is listed twice for question {qid!r} "
+                                 f"(first on line {seen[(qid, doc_id)]})")
+            seen[(qid, doc_id)] = lineno
+            rows.setdefault(qid, []).append((rank_i, lineno, doc_id))
+    return {qid: [(doc_id, lineno) for _, lineno, doc_id in sorted(r)] for qid, r in rows.items()}
+
