@@ -171,6 +171,9 @@ class StudentConfig:
     training: dict[str, Any] = field(default_factory=dict)  # transformers TrainingArguments fields
     # Additions beyond DESIGN §8 (documented in README):
     identifiers: Literal["letters", "letters52"] = "letters"
+    # L_LM per question: token_mean = mean token NLL of the reply (its weight against L_CL does not grow with
+    # |S|); sequence_sum = the reply's total NLL, −log p(reply), the paper's formula.
+    lm_reduction: Literal["token_mean", "sequence_sum"] = "token_mean"
     eval_fraction: float = 0.1  # held-out share of labelled questions (eval loss, subset F1, tau3)
     k_max: int | None = None  # at most this many passages kept at inference (None: teacher.budget)
     min_select: int = 1  # at least this many passages kept at inference

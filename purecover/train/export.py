@@ -311,6 +311,9 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
         "teacher_lines": "\n".join(teacher_lines),
         "recipe_yaml": recipe_yaml,
         "lm_weight": losses.get("lm_weight"),
+        "lm_reduction": {"token_mean": "the mean token NLL of the reply",
+                         "sequence_sum": "the total NLL of the reply, −log p"}.get(
+            losses.get("lm_reduction", "token_mean"), losses.get("lm_reduction")),
         "m_exact": losses.get("m_exact"),
         "training_log": "\n".join(training_log),
         "tau3": f"{selector_config['tau3']:.6g}",

@@ -1,6 +1,8 @@
 """The student's losses (DESIGN §3.7): permutation-invariant LM loss + pairwise contrastive loss.
 
     L_LM = min over orderings π of S of the mean token NLL of the reply in order π
+           (lm_reduction="sequence_sum": of its total NLL, −log p; the same ordering wins, since
+           every ordering's reply has the same 2|S| tokens)
     L_CL = −(1/|P|) Σ_{(i,j) ∈ S × rejected} log σ(s_i − s_j),   0 when P is empty
     L    = L_CL + λ_LM · L_LM
 
@@ -11,7 +13,10 @@ gradient of its arg-min, so the orderings are *scored* without gradient: per que
 prompt is encoded once (key/value cache) and all orderings, laid out as one prefix tree
 (shared prefixes once: 530 tokens for the 120 orderings of |S| = 5), are scored in a single
 forward over that cache. Exact when |S| <= m_exact; beyond, the ordering by descending s_k
-(detached) is used. Then one training
+(detached) is used. The ordering is always chosen without dropout: the scores (and the prompt
+encoding they are read from) come from the model in eval mode, so with LoRA or attention dropout
+the chosen ordering is the same as naive enumeration in eval mode, and does not depend on the
+dropout draw of the training forward. Then one training
 forward/backward runs on prompt + best reply for the whole batch (prompts left-padded, replies
 right-padded, positions counted from each prompt's first token, logits kept only at the reply
 positions so the vocabulary projection never covers the prompt).
@@ -28,7 +33,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss", "score_orderings", "selector_loss"]
+__all__ = ["LM_REDUCTIONS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss", "has_active_dropout",
+           "score_orderings", "selector_loss"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,28 @@ def best_ordering(model: Any, prompt_ids: torch.Tensor, selected: Sequence[int],
     return orders[int(torch.argmin(nll))], first[:n_docs]
 
 
+def has_active_dropout(model: Any) -> bool:
+    """Whether a forward in the model's current mode is random: a dropout module with p > 0 in training mode
+    (LoRA dropout, hidden dropout), or ``config.attention_dropout`` > 0 while training."""
+    if not model.training:
+        return False
+    if float(getattr(getattr(model, "config", None), "attention_dropout", 0.0) or 0.0) > 0.0:
+        return True
+    return any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.training and m.p > 0 for m in model.modules())
+
+
+@torch.no_grad()
+def _eval_prompt(model: Any, prompt_ids: torch.Tensor) -> tuple[Any, torch.Tensor]:
+    """The prompt's key/value cache and last-position logits (V,) from the model in eval mode (no dropout)."""
+    was_training = model.training
+    model.eval()
+    try:
+        out = model(input_ids=prompt_ids[None], use_cache=True, logits_to_keep=1)
+    finally:
+        model.train(was_training)
+    return out.past_key_values, out.logits[0, -1].float()
+
+
 def contrastive_loss(scores: torch.Tensor, selected: Sequence[int]) -> torch.Tensor:
     """−mean log σ(s_i − s_j) over selected i × rejected j; 0 (with grad) when either side is empty."""
     k = scores.shape[0]
@@ -205,19 +233,35 @@ def _choose_order(model: Any, cache: Any, t_len: int, first: torch.Tensor, selec
     return orders[int(torch.argmin(nll))]
 
 
+LM_REDUCTIONS = ("token_mean", "sequence_sum")
+
+
+def _check_reduction(lm_reduction: str) -> None:
+    if lm_reduction not in LM_REDUCTIONS:
+        raise ValueError(f"lm_reduction {lm_reduction!r}; expected one of {', '.join(LM_REDUCTIONS)}")
+
+
 def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
-                        n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int) -> LossOutput | None:
+                        n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int,
+                        lm_reduction: str = "token_mean") -> LossOutput | None:
     """Each prompt is encoded once, with gradient; orderings are scored on a detached copy of its cache and
-    the best reply continues from the cache itself. None when the model gives no cache (gradient
+    the best reply continues from the cache itself. With active dropout (`has_active_dropout`) the
+    orderings are scored on a second, eval-mode encoding of the prompt instead (one no-grad prompt
+    forward more), so the choice is dropout-free. None when the model gives no cache (gradient
     checkpointing), so the caller falls back to the two-pass path."""
     l_lm, l_cl, firsts, orders = [], [], [], []
+    stochastic = has_active_dropout(model)
     for p, sel, n in zip(prompts, selected, n_docs):
         out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
         if out.past_key_values is None:
             return None
         first = out.logits[0, -1].float()
         t_len = p.shape[0]
-        order = _choose_order(model, out.past_key_values, t_len, first.detach(), sel, n, fmt, m_exact)
+        if stochastic and len(sel) > 1:
+            score_cache, score_first = _eval_prompt(model, p)
+        else:
+            score_cache, score_first = out.past_key_values, first.detach()
+        order = _choose_order(model, score_cache, t_len, score_first, sel, n, fmt, m_exact)
         target = torch.tensor(fmt.target(order), device=p.device)
         logits = first[None]
         if target.shape[0] > 1:
@@ -225,7 +269,7 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
             rest = model(input_ids=target[None, :-1], past_key_values=out.past_key_values, position_ids=pos,
                          use_cache=True).logits[0].float()
             logits = torch.cat([logits, rest])
-        l_lm.append(F.cross_entropy(logits, target))
+        l_lm.append(F.cross_entropy(logits, target, reduction="mean" if lm_reduction == "token_mean" else "sum"))
         scores = first[torch.tensor(fmt.identifier_ids[:n], device=p.device)]
         l_cl.append(contrastive_loss(scores, sel))
         firsts.append(scores.detach())
@@ -237,18 +281,23 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
 
 def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                   n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
-                  pad_id: int = 0, share_prompt: bool | None = None) -> LossOutput:
+                  pad_id: int = 0, share_prompt: bool | None = None, lm_reduction: str = "token_mean") -> LossOutput:
     """L = L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
 
     `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
     gradient, and reuse it for scoring and for the best reply. Off: a no-grad pass scores the
-    orderings, then one batched training forward runs on prompt + best reply. Same loss and
-    gradients either way (up to float rounding).
+    orderings, then one batched training forward runs on prompt + best reply. Either way the
+    ordering is chosen in eval mode (no dropout), so both paths choose the same ordering; without
+    dropout they give the same loss and gradients (up to float rounding), with dropout the training
+    forward draws its own dropout masks. `lm_reduction`: ``token_mean`` (each question's L_LM is the
+    mean token NLL of its reply) or ``sequence_sum`` (the reply's total NLL); L_LM is then the mean over
+    the batch's questions.
     """
+    _check_reduction(lm_reduction)
     if share_prompt is None:
         share_prompt = not getattr(model, "is_gradient_checkpointing", False)
     if share_prompt:
-        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact)
+        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, lm_reduction)
         if out is not None:
             if not math.isfinite(float(out.loss.detach())):
                 raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_LM={float(out.l_lm)})")
@@ -278,7 +327,8 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
                    logits_to_keep=l_max).logits.float()  # (B, l_max, V): reply positions only
     token_nll = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=-100, reduction="none")  # (B, l_max)
     counts = (labels != -100).sum(-1).clamp(min=1)
-    l_lm = (token_nll.sum(-1) / counts).mean()
+    per_question = token_nll.sum(-1)  # (B,): ignored positions contribute 0
+    l_lm = (per_question / counts if lm_reduction == "token_mean" else per_question).mean()
     ident = torch.tensor(fmt.identifier_ids, device=device)
     first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]
     l_cl = torch.stack([contrastive_loss(s, sel) for s, sel in zip(first_logits, selected)]).mean()

@@ -36,6 +36,7 @@ from ..stages import config_hash as stage_config_hash
 from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.rundir_lock import locked_stage
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
+from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
 from .threshold import calibrate_thresholds
 from .trainer import SelectorTrainer
@@ -205,7 +206,8 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         model=model, args=args, train_dataset=SelectorDataset(train),
         eval_dataset=SelectorDataset(held) if held else None, data_collator=SelectorCollator(),
         processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, m_exact=cfg.m_exact,
-        pad_id=tokenizer.pad_token_id or 0,
+        lm_reduction=cfg.lm_reduction,
+        pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
     )
     is_main = trainer.accelerator.is_main_process
     if is_main:
@@ -227,7 +229,10 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     tau3, f1 = th["tau3"], th["heldout_subset_f1"]
     summary = {
         "status": "complete", "train_questions": len(train), "heldout_questions": len(held), **counts,
-        "global_step": result.global_step, "train_loss": round(float(result.training_loss), 6),
+        "global_step": result.global_step, "lm_reduction": cfg.lm_reduction,
+        # the mean over the whole run, resumes included (the Trainer's own covers only the last train() call)
+        **{k: (round(v, 6) if isinstance(v, float) else v) for k, v in whole_run_train_loss(
+            trainer.state.log_history, result.global_step, float(result.training_loss)).items()},
         "resumed_from": str(resume) if resume else None, "tau3": round(tau3, 6),
         "heldout_subset_f1": round(f1, 4), "tau3_logprob": round(th["tau3_logprob"], 6),
         "heldout_subset_f1_logprob": round(th["heldout_subset_f1_logprob"], 4), "threshold_split": "heldout" if held else "train (no held-out split)",
@@ -240,7 +245,8 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
             "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "heldout_subset_f1": f1,
             "tau3_logprob": th["tau3_logprob"], "heldout_subset_f1_logprob": th["heldout_subset_f1_logprob"],
             "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
-            "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact},
+            "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact,
+                                                                  "lm_reduction": cfg.lm_reduction},
             "log_history": trainer.state.log_history,
             "config_hash": config_hash, "summary": summary,  # written last: marks final/ complete
         })

@@ -38,10 +38,11 @@ class SelectorTrainer(Trainer):
     """Trainer with L = L_CL + lm_weight · L_LM; batches come from `SelectorCollator`."""
 
     def __init__(self, *args: Any, reply_format: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
-                 pad_id: int = 0, **kwargs: Any) -> None:
+                 pad_id: int = 0, lm_reduction: str = "token_mean", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reply_format = reply_format
         self.lm_weight = lm_weight
+        self.lm_reduction = lm_reduction
         self.m_exact = m_exact
         self.pad_id = pad_id
         self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
@@ -49,7 +50,8 @@ class SelectorTrainer(Trainer):
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
-                            lm_weight=self.lm_weight, m_exact=self.m_exact, pad_id=self.pad_id)
+                            lm_weight=self.lm_weight, m_exact=self.m_exact, pad_id=self.pad_id,
+                            lm_reduction=self.lm_reduction)
         split = "train" if model.training else "eval"
         self._extra[split]["l_cl"].append(float(out.l_cl))
         self._extra[split]["l_lm"].append(float(out.l_lm))

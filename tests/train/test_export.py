@@ -85,6 +85,10 @@ def test_selector_config_and_model_card(lora_recipe, merged_dir):
     assert "τ3" in card and f"{config['tau3']:.6g}" in card
     assert "subset F1" in card and "Selector.from_pretrained" in card and "AutoModelForCausalLM" in card
     assert "Dataset: hotpotqa" in card  # read from the run's data.run.json
+    # the LM-loss normalisation is recorded (the default, student.lm_reduction: token_mean) and stated in the card
+    summary = json.loads((lora_recipe.run_path / "train.run.json").read_text())["summary"]
+    assert meta["losses"]["lm_reduction"] == summary["lm_reduction"] == lora_recipe.student.lm_reduction == "token_mean"
+    assert "L_LM per question: the mean token NLL of the reply" in card
 
 
 def test_model_card_snippet_reproduces_selector(merged_dir):

@@ -12,6 +12,7 @@ from purecover.train.losses import (
     ReplyFormat,
     best_ordering,
     contrastive_loss,
+    has_active_dropout,
     score_orderings,
     selector_loss,
 )
@@ -118,3 +119,73 @@ def test_gradient_checkpointing_falls_back_to_the_two_pass_path():
     assert out.orders == ref.orders and torch.allclose(out.loss, ref.loss, atol=1e-5)
     for p, q in zip(m_ckpt.parameters(), m_ref.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+
+
+def _lora_with_dropout(dropout: float = 0.5):
+    """The tiny model with a LoRA adapter whose B is not zero (so its dropout changes the output), in train mode."""
+    from peft import LoraConfig, get_peft_model
+
+    m = get_peft_model(model(seed=3), LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout,
+                                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                                                 init_lora_weights=False))
+    m.train()
+    return m
+
+
+def naive_best_order(m, prompt, selected):
+    """The lowest mean-NLL ordering by one full eval-mode forward per ordering (ties: the first in
+    itertools.permutations order, like the loss)."""
+    m.eval()
+    with torch.no_grad():
+        nlls = []
+        orders = list(itertools.permutations(selected))
+        for order in orders:
+            target = FMT.target(list(order))
+            ids = torch.cat([prompt, torch.tensor(target[:-1], dtype=torch.long)])[None]
+            logits = m(input_ids=ids).logits[0].float()
+            t = prompt.shape[0]
+            nlls.append(float(torch.nn.functional.cross_entropy(logits[t - 1 : t - 1 + len(target)],
+                                                                torch.tensor(target))))
+    m.train()
+    return list(orders[int(torch.argmin(torch.tensor(nlls)))])
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_ordering_is_chosen_without_dropout_noise(share_prompt):
+    """With LoRA dropout 0.5 the chosen ordering equals naive eval-mode enumeration for every draw of the
+    training forward's dropout (the prompt cache used for scoring is dropout-free too)."""
+    pytest.importorskip("peft")
+    m = _lora_with_dropout()
+    assert has_active_dropout(m)
+    m.eval()
+    assert not has_active_dropout(m)
+    m.train()
+    cases = [([1, 4, 2], 50), ([0, 3, 5, 7], 60), ([2, 8], 45), ([6, 1, 3, 0, 9], 40)]
+    for i, (selected, length) in enumerate(cases):
+        torch.manual_seed(100 + i)
+        prompt = torch.randint(30, VOCAB, (length,))
+        expected = naive_best_order(m, prompt, selected)
+        for draw in range(3):  # another dropout draw each time: same ordering
+            torch.manual_seed(draw)
+            out = selector_loss(m, [prompt], [selected], [10], FMT, share_prompt=share_prompt)
+            assert out.orders[0] == expected, (selected, draw)
+            assert m.training  # the train mode is restored
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_sequence_sum_reduction_is_the_replys_total_nll(share_prompt):
+    """lm_reduction=sequence_sum gives −log p(reply) of the best ordering (the paper's formula): the
+    token-mean L_LM times the reply's 2|S| tokens, per question, averaged over the batch; same ordering."""
+    torch.manual_seed(4)
+    prompts = [torch.randint(30, VOCAB, (n,)) for n in (30, 36)]
+    selected = [[1, 4, 2], [5]]
+    m = model()
+    mean = selector_loss(m, prompts, selected, [8, 8], FMT, share_prompt=share_prompt)
+    total = selector_loss(m, prompts, selected, [8, 8], FMT, share_prompt=share_prompt, lm_reduction="sequence_sum")
+    assert total.orders == mean.orders
+    singles = [selector_loss(m, [p], [s], [8], FMT, share_prompt=share_prompt) for p, s in zip(prompts, selected)]
+    expected = sum(float(o.l_lm) * len(FMT.target(o.orders[0])) for o in singles) / 2
+    assert float(total.l_lm) == pytest.approx(expected, rel=1e-5)
+    assert float(total.l_cl) == pytest.approx(float(mean.l_cl), rel=1e-6)
+    with pytest.raises(ValueError, match="lm_reduction 'tokens'"):
+        selector_loss(m, prompts, selected, [8, 8], FMT, lm_reduction="tokens")

@@ -111,7 +111,7 @@ def test_card_with_every_input(tmp_path):
     ts = TRAIN_RUN["summary"]
     assert _section(card, "## Training and calibration") == [
         f"- Loss: L = L_CL + {META['losses']['lm_weight']} · L_LM (permutation-invariant LM loss, exact over "
-        f"orderings for |S| ≤ {META['losses']['m_exact']})",
+        f"orderings for |S| ≤ {META['losses']['m_exact']}; L_LM per question: the mean token NLL of the reply)",
         "- Last logged: loss = 0.75, step = 20, l_cl = 0.5, l_lm = 0.25, eval_loss = 0.9, eval_subset_f1 = 0.7, "
         "train_loss = 1",
         f"- Threshold τ3 = {config['tau3']:.6g}, calibrated on {ts['threshold_split']}: subset F1 against the "

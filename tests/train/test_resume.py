@@ -159,3 +159,12 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
     assert sorted(losses_a) == sorted(losses_b) == list(range(1, MAX_STEPS + 1))
     for step in losses_a:
         assert losses_a[step] == pytest.approx(losses_b[step], abs=1e-4), step
+    # train_loss covers the whole run across the resume, like the uninterrupted run's; the Trainer's own
+    # figure (steps 4-6 only) is kept as train_loss_this_run.
+    summary_a = json.loads((run_a / "train.run.json").read_text())["summary"]
+    assert summary["train_loss"] == pytest.approx(summary_a["train_loss"], abs=1e-4)
+    assert summary["train_loss"] == pytest.approx(sum(losses_b.values()) / MAX_STEPS, abs=1e-4)
+    assert summary["train_loss_this_run"] == pytest.approx(
+        sum(losses_b[s] for s in range(SAVE_STEPS + 1, MAX_STEPS + 1)) / (MAX_STEPS - SAVE_STEPS), abs=1e-4)
+    assert summary["train_loss_steps"] == MAX_STEPS and summary["resumes"] == [SAVE_STEPS]
+    assert summary_a["resumes"] == [] and summary_a["train_loss_this_run"] == pytest.approx(summary_a["train_loss"], abs=1e-5)
