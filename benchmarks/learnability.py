@@ -83,8 +83,9 @@ def train_variant(base: Path, tiny: Path, name: str, lm_weight: float, cl: bool,
         if not cl:
             losses.contrastive_loss = original
     return {"lm_weight": lm_weight, "contrastive": cl, "steps": steps, "seconds": round(time.perf_counter() - t0, 1),
-            "heldout_subset_f1": summary["heldout_subset_f1"], "tau3": summary["tau3"],
-            "train_loss": summary["train_loss"], "heldout_questions": summary["heldout_questions"]}
+            # held out = the student's test split (used for neither training nor τ3)
+            "heldout_subset_f1": summary["test_subset_f1"], "tau3": summary["tau3"],
+            "train_loss": summary["train_loss"], "heldout_questions": summary["test_questions"]}
 
 
 def main() -> int:

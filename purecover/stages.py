@@ -134,13 +134,14 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "permutation-invariant LM loss for up to student.m_exact selected passages). student.training "
                     "takes any transformers TrainingArguments field. Resumes from the last checkpoint; a finished "
                     "run for the same configuration is skipped without loading anything. Calibrates the threshold "
-                    "tau3 on the held-out split. Multi-GPU / DeepSpeed: set student.launch.config_file (e.g. "
+                    "tau3 on the calibration split and scores it on the test split (student.eval_fraction, "
+                    "student.calibration_share). Multi-GPU / DeepSpeed: set student.launch.config_file (e.g. "
                     "configs/accelerate/deepspeed_zero2.yaml) and student.launch.num_processes, and this command "
                     "(and `purecover pipeline`) runs `accelerate launch ... -m purecover.train` for you; or run "
                     "accelerate launch --config_file configs/accelerate/<cfg>.yaml -m purecover.train RECIPE "
                     "[--set ...] yourself.",
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
-        headline=("train_questions", "heldout_questions", "train_loss", "tau3", "heldout_subset_f1"),
+        headline=("train_questions", "calib_questions", "test_questions", "train_loss", "tau3", "test_subset_f1"),
         module="purecover.train",
     ),
     Stage(

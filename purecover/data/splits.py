@@ -8,7 +8,9 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["in_heldout", "sample_questions", "sample_unit", "split_unit"]
+__all__ = ["SPLITS", "in_heldout", "question_split", "sample_questions", "sample_unit", "split_unit"]
+
+SPLITS = ("train", "calib", "test")
 
 T = TypeVar("T")
 
@@ -21,6 +23,20 @@ def split_unit(qid: str, seed: int = 0) -> float:
 def in_heldout(qid: str, eval_fraction: float, seed: int = 0) -> bool:
     """Whether question `qid` belongs to the held-out split (its `split_unit` is below `eval_fraction`)."""
     return split_unit(qid, seed) < eval_fraction
+
+
+def question_split(qid: str, eval_fraction: float, calibration_share: float = 0.5, seed: int = 0) -> str:
+    """``train``, ``calib`` or ``test`` for question `qid`.
+
+    The held-out questions (`in_heldout`: ``student.eval_fraction``) are never trained on; a second,
+    independent hash splits them into ``calib`` (share `calibration_share`: τ3 and the eval loss) and
+    ``test`` (every student figure the project reports). Changing `calibration_share` never moves a
+    question between training and held-out.
+    """
+    if not in_heldout(qid, eval_fraction, seed):
+        return "train"
+    unit = int(hashlib.sha256(f"calib:{seed}:{qid}".encode()).hexdigest()[:12], 16) / float(1 << 48)
+    return "calib" if unit < calibration_share else "test"
 
 
 def sample_unit(qid: str, seed: int = 0) -> str:

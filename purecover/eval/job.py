@@ -163,14 +163,17 @@ def _questions(recipe: Recipe, eval_dir: Path,
         records = read_candidates(path)
         source = f"{path} (all questions)"
         if cfg.questions == "heldout":
-            from ..data.splits import in_heldout  # the student's own split rule
+            from ..data.splits import question_split  # the student's own split rule
 
-            frac = recipe.student.eval_fraction
-            records = [r for r in records if in_heldout(r["qid"], frac, recipe.seed)]
-            source = f"{path} (the student's held-out split, student.eval_fraction={frac})"
+            frac, share = recipe.student.eval_fraction, recipe.student.calibration_share
+            records = [r for r in records if question_split(r["qid"], frac, share, recipe.seed) == "test"]
+            source = (f"{path} (the student's test split: held out from training and from τ3, "
+                      f"student.eval_fraction={frac}, student.calibration_share={share})")
             if not records:
-                raise ValueError(f"no question of {path} falls in the held-out split (student.eval_fraction={frac}); "
-                                 "set eval.questions=all, raise student.eval_fraction, or set eval.path to a test set")
+                raise ValueError(f"no question of {path} falls in the student's test split (student.eval_fraction="
+                                 f"{frac}, student.calibration_share={share}); set eval.questions=all, raise "
+                                 "student.eval_fraction, lower student.calibration_share, or set eval.path to a "
+                                 "test set")
         if cfg.limit is not None:
             records = records[: cfg.limit]
             source += f", first {cfg.limit}"

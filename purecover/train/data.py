@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..data.splits import in_heldout
+from ..data.splits import question_split
 from ..models.identifiers import IdentifierScheme
 from ..models.selector_prompt import build_selector_prompt
 from ..utils.io import read_jsonl
@@ -80,14 +80,17 @@ def load_training_examples(candidates_path: str | Path, labels_path: str | Path,
     return examples, counts
 
 
-def split_examples(examples: Sequence[SelectorExample], eval_fraction: float, seed: int = 0
-                   ) -> tuple[list[SelectorExample], list[SelectorExample]]:
-    """(train, held-out) by `in_heldout`; at least one training example is kept."""
-    held = [e for e in examples if in_heldout(e.qid, eval_fraction, seed)]
-    train = [e for e in examples if not in_heldout(e.qid, eval_fraction, seed)]
-    if not train:
-        train, held = list(examples), []
-    return train, held
+def split_examples(examples: Sequence[SelectorExample], eval_fraction: float, seed: int = 0,
+                   calibration_share: float = 0.5
+                   ) -> tuple[list[SelectorExample], list[SelectorExample], list[SelectorExample]]:
+    """(train, calib, test) by `question_split`; at least one training example is kept (with no training
+    question at all, every example trains and the other two splits are empty)."""
+    parts: dict[str, list[SelectorExample]] = {"train": [], "calib": [], "test": []}
+    for e in examples:
+        parts[question_split(e.qid, eval_fraction, calibration_share, seed)].append(e)
+    if not parts["train"]:
+        return list(examples), [], []
+    return parts["train"], parts["calib"], parts["test"]
 
 
 class SelectorDataset(torch.utils.data.Dataset):

@@ -186,13 +186,16 @@ def _card_license(license: str | None, base: str) -> tuple[dict[str, str], str]:
 
 def _metrics_lines(meta: dict[str, Any], tsum: dict[str, Any], run_dir: Path | None) -> list[str]:
     """The card's measured metrics, each with what it was measured on."""
-    split = tsum.get("threshold_split") or (meta.get("summary") or {}).get("threshold_split") or "heldout"
-    n_train = tsum.get("train_questions", (meta.get("summary") or {}).get("train_questions"))
-    n_held = tsum.get("heldout_questions", (meta.get("summary") or {}).get("heldout_questions"))
-    on = f"the {n_held} held-out questions" if split == "heldout" else f"the {n_train} training questions ({split})"
-    lines = [f"- Subset F1 against the teacher's labels: {_fmt(meta.get('heldout_subset_f1'))}, on {on}, "
-             f"with τ3 chosen on the same questions",
-             f"- Questions: {n_train} train, {n_held} held out"]
+    stored = {**(meta.get("summary") or {}), **tsum}
+    n_train, n_calib, n_test = (stored.get(f"{s}_questions") for s in ("train", "calib", "test"))
+    if meta.get("test_subset_f1") is not None:
+        lines = [f"- Subset F1 against the teacher's labels: {_fmt(meta['test_subset_f1'])}, on the {n_test} "
+                 f"test questions (used for neither training nor τ3; τ3 chosen on the {n_calib} calibration "
+                 "questions)"]
+    else:
+        lines = ["- Subset F1 against the teacher's labels: not measured (no test split; "
+                 f"{_fmt(meta.get('calib_subset_f1'))} on the questions τ3 was chosen on)"]
+    lines.append(f"- Questions: {n_train} train, {n_calib} calibration, {n_test} test")
     metrics = _read_json(run_dir / "eval" / "metrics.json") if run_dir else None
     if metrics and isinstance(metrics.get("results"), dict) and metrics.get("budgets"):
         budgets = [str(b) for b in metrics["budgets"]]
@@ -318,7 +321,7 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
         "training_log": "\n".join(training_log),
         "tau3": f"{selector_config['tau3']:.6g}",
         "threshold_split": tsum.get("threshold_split", "held-out labels"),
-        "heldout_subset_f1": _fmt(meta.get("heldout_subset_f1")),
+        "calib_subset_f1": _fmt(meta.get("calib_subset_f1")),
         "k_max": selector_config["k_max"],
         "min_select": selector_config["min_select"],
         "metrics_lines": "\n".join(_metrics_lines(meta, tsum, run_dir)),

@@ -38,7 +38,7 @@ from ..utils.rundir_lock import locked_stage
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
-from .threshold import calibrate_thresholds
+from .threshold import calibrate_thresholds, subset_f1_both_spaces
 from .trainer import SelectorTrainer
 
 log = logging.getLogger(__name__)
@@ -197,14 +197,14 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     k1 = max(len(rec["docs"]) for _, rec in read_jsonl(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
     examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens)
-    train, held = split_examples(examples, cfg.eval_fraction, recipe.seed)
-    args = build_training_arguments(recipe, has_eval=bool(held))
+    train, calib, test = split_examples(examples, cfg.eval_fraction, recipe.seed, cfg.calibration_share)
+    args = build_training_arguments(recipe, has_eval=bool(calib))
     if not show_progress:
         args.disable_tqdm = True
     fmt = ReplyFormat(tuple(scheme.token_ids), int(scheme.separator_id), end_token_id(tokenizer))
     trainer = SelectorTrainer(
         model=model, args=args, train_dataset=SelectorDataset(train),
-        eval_dataset=SelectorDataset(held) if held else None, data_collator=SelectorCollator(),
+        eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
         processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, m_exact=cfg.m_exact,
         lm_reduction=cfg.lm_reduction,
         pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
@@ -219,31 +219,36 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     final = Path(args.output_dir) / FINAL
     trainer.save_model(str(final))
 
-    # τ3 on the held-out questions (all ranks run the forward: ZeRO-3 shards the weights).
-    calib = held if held else train
-    scores = first_position_logits(trainer.model, [e.input_ids for e in calib], scheme.token_ids,
-                                   [e.n_docs for e in calib], batch_size=args.per_device_eval_batch_size)
+    # τ3 on the calibration split, scored on the test split (all ranks run the forwards: ZeRO-3 shards
+    # the weights); τ3 on the logits and on their identifier log-softmax (vLLM log-prob modes).
+    def scores_of(exs: list[Any]) -> list[list[float]]:
+        return first_position_logits(trainer.model, [e.input_ids for e in exs], scheme.token_ids,
+                                     [e.n_docs for e in exs], batch_size=args.per_device_eval_batch_size)
+
+    tuned_on = calib if calib else train
     k_max = cfg.k_max or recipe.teacher.budget
-    # τ3 on the logits and on their identifier log-softmax (vLLM log-prob modes), from the same scores.
-    th = calibrate_thresholds(scores, [e.selected for e in calib], cfg.min_select, k_max)
-    tau3, f1 = th["tau3"], th["heldout_subset_f1"]
+    th = calibrate_thresholds(scores_of(tuned_on), [e.selected for e in tuned_on], cfg.min_select, k_max)
+    tau3 = th["tau3"]
+    tested = (subset_f1_both_spaces(scores_of(test), [e.selected for e in test], th, cfg.min_select, k_max)
+              if test else {"test_subset_f1": None, "test_subset_f1_logprob": None})
+    f1s = {k: (None if v is None else round(v, 4)) for k, v in {**th, **tested}.items() if "subset_f1" in k}
     summary = {
-        "status": "complete", "train_questions": len(train), "heldout_questions": len(held), **counts,
+        "status": "complete", "train_questions": len(train), "calib_questions": len(calib),
+        "test_questions": len(test), **counts,
         "global_step": result.global_step, "lm_reduction": cfg.lm_reduction,
         # the mean over the whole run, resumes included (the Trainer's own covers only the last train() call)
         **{k: (round(v, 6) if isinstance(v, float) else v) for k, v in whole_run_train_loss(
             trainer.state.log_history, result.global_step, float(result.training_loss)).items()},
         "resumed_from": str(resume) if resume else None, "tau3": round(tau3, 6),
-        "heldout_subset_f1": round(f1, 4), "tau3_logprob": round(th["tau3_logprob"], 6),
-        "heldout_subset_f1_logprob": round(th["heldout_subset_f1_logprob"], 4), "threshold_split": "heldout" if held else "train (no held-out split)",
+        "tau3_logprob": round(th["tau3_logprob"], 6), **f1s,
+        "threshold_split": "calib" if calib else "train (no calibration split)",
         "final": str(final),
     }
     if is_main:
         tokenizer.save_pretrained(final)
         atomic_write_json(final / STUDENT_META, {
             "base_model": cfg.model, "lora": dataclasses.asdict(cfg.lora) if cfg.lora.enabled else None,
-            "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "heldout_subset_f1": f1,
-            "tau3_logprob": th["tau3_logprob"], "heldout_subset_f1_logprob": th["heldout_subset_f1_logprob"],
+            "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "tau3_logprob": th["tau3_logprob"], **f1s,
             "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
             "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact,
                                                                   "lm_reduction": cfg.lm_reduction},

@@ -1,4 +1,5 @@
-"""Calibrate the inference threshold τ3 on held-out questions: best mean subset F1 against the teacher.
+"""Calibrate the inference threshold τ3 on the calibration split: best mean subset F1 against the teacher
+(`mean_subset_f1` then scores it on the test split, questions used for neither training nor τ3).
 
 Twice: on the first-token logits (``tau3``) and on their log-softmax over the present identifiers
 (``tau3_logprob``, the space every vLLM log-prob mode maps to, see `purecover.models.selector`).
@@ -13,7 +14,13 @@ import numpy as np
 from ..models.selection import identifier_log_softmax, select_from_scores
 from .trainer import subset_f1
 
-__all__ = ["calibrate_threshold", "calibrate_thresholds"]
+__all__ = ["calibrate_threshold", "calibrate_thresholds", "mean_subset_f1", "subset_f1_both_spaces"]
+
+
+def mean_subset_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], tau: float, min_select: int = 1,
+                   k_max: int | None = None) -> float:
+    """Mean subset F1 against `gold` of the selections {k : s_k > tau} (at least `min_select`, at most `k_max`)."""
+    return float(np.mean([subset_f1(select_from_scores(s, tau, min_select, k_max), g) for s, g in zip(scores, gold)]))
 
 
 def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], min_select: int = 1,
@@ -21,12 +28,12 @@ def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequen
     """(τ3, mean F1). Candidates: midpoints between consecutive distinct scores, plus one below and one
     above all; ties between thresholds go to the larger τ3 (smaller sets)."""
     if not scores:
-        raise ValueError("no held-out questions to calibrate the threshold on")
+        raise ValueError("no questions to calibrate the threshold on")
     values = np.unique(np.concatenate([np.asarray(s, dtype=np.float64) for s in scores]))
     candidates = [values[0] - 1.0, *((values[:-1] + values[1:]) / 2).tolist(), values[-1] + 1.0]
     best_tau, best_f1 = candidates[0], -1.0
     for tau in candidates:
-        f1 = float(np.mean([subset_f1(select_from_scores(s, tau, min_select, k_max), g) for s, g in zip(scores, gold)]))
+        f1 = mean_subset_f1(scores, gold, tau, min_select, k_max)
         if f1 >= best_f1:
             best_tau, best_f1 = float(tau), f1
     return best_tau, best_f1
@@ -34,11 +41,20 @@ def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequen
 
 def calibrate_thresholds(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], min_select: int = 1,
                          k_max: int | None = None) -> dict[str, float]:
-    """τ3 in both score spaces from the same held-out logits (one row per question, shape (n_docs,)).
+    """τ3 in both score spaces from the same calibration logits (one row per question, shape (n_docs,)).
 
-    Keys: ``tau3`` / ``heldout_subset_f1`` (logits), ``tau3_logprob`` / ``heldout_subset_f1_logprob``
-    (log-softmax over the present identifiers).
+    Keys: ``tau3`` / ``calib_subset_f1`` (logits), ``tau3_logprob`` / ``calib_subset_f1_logprob``
+    (log-softmax over the present identifiers); the F1s are in-sample (on the questions τ3 was chosen on).
     """
     tau3, f1 = calibrate_threshold(scores, gold, min_select, k_max)
     tau_lp, f1_lp = calibrate_threshold([identifier_log_softmax(s) for s in scores], gold, min_select, k_max)
-    return {"tau3": tau3, "heldout_subset_f1": f1, "tau3_logprob": tau_lp, "heldout_subset_f1_logprob": f1_lp}
+    return {"tau3": tau3, "calib_subset_f1": f1, "tau3_logprob": tau_lp, "calib_subset_f1_logprob": f1_lp}
+
+
+def subset_f1_both_spaces(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], thresholds: dict[str, float],
+                          min_select: int = 1, k_max: int | None = None) -> dict[str, float]:
+    """``{test_subset_f1, test_subset_f1_logprob}``: `mean_subset_f1` of the logits at ``tau3`` and of their
+    identifier log-softmax at ``tau3_logprob`` (`thresholds`, from `calibrate_thresholds`)."""
+    return {"test_subset_f1": mean_subset_f1(scores, gold, thresholds["tau3"], min_select, k_max),
+            "test_subset_f1_logprob": mean_subset_f1([identifier_log_softmax(s) for s in scores], gold,
+                                                     thresholds["tau3_logprob"], min_select, k_max)}

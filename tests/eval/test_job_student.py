@@ -33,19 +33,20 @@ def student_recipe(tmp_path_factory, sample_dir, tiny_generator_dir):
     run_dir = _copy_run(base.run_path, tmp_path_factory.mktemp("eval_student") / "run")
     ev = dataclasses.replace(base.eval, generator=str(tiny_generator_dir), methods=["retrieval", "teacher", "student"],
                              budgets=[1, 3], max_new_tokens=3, dtype="float32", device="cpu", table_budget=3)
-    # demo-003 and demo-009 hash below 0.4: a held-out split of two of the ten questions
-    student = dataclasses.replace(base.student, eval_fraction=0.4)
+    # held out at 0.6: demo-003, -004 (the test split: two of the ten questions) and demo-006, -009 (calibration)
+    student = dataclasses.replace(base.student, eval_fraction=0.6)
     return dataclasses.replace(base, run_dir=str(run_dir), eval=ev, student=student)
 
 
 def test_heldout_questions_only_with_teacher_and_student(student_recipe):
-    from purecover.data.splits import in_heldout
+    from purecover.data.splits import question_split
     from purecover.stages import run_stage
 
     recipe = student_recipe
     summary = run_stage("evaluate", recipe, show_progress=False)
     held = [r["qid"] for _, r in read_jsonl(recipe.run_path / "candidates.jsonl")
-            if in_heldout(r["qid"], recipe.student.eval_fraction, recipe.seed)]
+            if question_split(r["qid"], recipe.student.eval_fraction, recipe.student.calibration_share,
+                              recipe.seed) == "test"]  # the test split: neither trained on nor used for τ3
     assert len(held) == 2 and summary["questions"] == len(held)
     labels = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "labels.jsonl")}
     selections = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "selections.jsonl")}
@@ -108,7 +109,7 @@ def test_empty_heldout_split_is_a_clear_error(student_recipe):
     from purecover.stages import run_stage
 
     student = dataclasses.replace(student_recipe.student, eval_fraction=0.0)
-    with pytest.raises(ValueError, match="held-out split"):
+    with pytest.raises(ValueError, match="test split"):
         run_stage("evaluate", dataclasses.replace(student_recipe, student=student), show_progress=False)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.candidates import evaluation_recipe, run_data_stage
-from purecover.data.splits import in_heldout, sample_questions
+from purecover.data.splits import in_heldout, question_split, sample_questions
 from purecover.eval.job import _questions
 
 
@@ -66,8 +66,8 @@ def test_questions_apply_limit_then_sample_and_record_it(tmp_path):
 
     heldout = load_recipe(None, [f"run_dir={tmp_path}", "student.eval_fraction=0.5", "eval.sample=5"])
     records, _, sample = _questions(heldout, tmp_path / "eval", show_progress=False)
-    assert all(in_heldout(r["qid"], 0.5, 0) for r in records) and len(records) == 5
-    assert sample["population"] == sum(in_heldout(f"q{i:03d}", 0.5, 0) for i in range(60))
+    assert all(question_split(r["qid"], 0.5, 0.5, 0) == "test" for r in records) and len(records) == 5
+    assert sample["population"] == sum(question_split(f"q{i:03d}", 0.5, 0.5, 0) == "test" for i in range(60))
 
     none = load_recipe(None, [f"run_dir={tmp_path}", "eval.questions=all"])
     assert _questions(none, tmp_path / "eval", show_progress=False)[2] is None

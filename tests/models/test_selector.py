@@ -265,14 +265,14 @@ def test_train_and_export_record_both_thresholds(selector_run, selector_dir, sel
         assert isinstance(where["tau3_logprob"], float) and where["tau3_logprob"] < 0  # a log-probability
     assert config["tau3_logprob"] == pytest.approx(meta["tau3_logprob"])
     assert summary["tau3_logprob"] == pytest.approx(meta["tau3_logprob"], abs=1e-6)
-    assert 0.0 <= summary["heldout_subset_f1_logprob"] <= 1.0
+    assert 0.0 <= summary["calib_subset_f1_logprob"] <= 1.0
     # calibrate_thresholds = calibrate_threshold on the logits and on their identifier log-softmax.
     scores = [r.logits for r in selector.select_batch(*_batch(candidates))]
     gold = [[0, 2], [1], [0], [3, 1]]
     both = calibrate_thresholds(scores, gold, 1, 3)
-    assert (both["tau3"], both["heldout_subset_f1"]) == calibrate_threshold(scores, gold, 1, 3)
+    assert (both["tau3"], both["calib_subset_f1"]) == calibrate_threshold(scores, gold, 1, 3)
     lp = [identifier_log_softmax(s) for s in scores]
-    assert (both["tau3_logprob"], both["heldout_subset_f1_logprob"]) == calibrate_threshold(lp, gold, 1, 3)
+    assert (both["tau3_logprob"], both["calib_subset_f1_logprob"]) == calibrate_threshold(lp, gold, 1, 3)
 
 
 def _consistent_config(selector, candidates):

@@ -81,11 +81,19 @@ def test_split_is_deterministic_and_collator_shapes(tmp_path, tok):
     cands = [{"qid": f"q{i}", "question": "Q?", "docs": docs(4)} for i in range(50)]
     labels = [{"qid": f"q{i}", "selected": [i % 4]} for i in range(50)]
     ex, _ = load_training_examples(*write(tmp_path, cands, labels), tok, scheme, 64)
-    train, held = split_examples(ex, 0.2, seed=0)
+    train, calib, test = split_examples(ex, 0.2, seed=0)
     again = split_examples(ex, 0.2, seed=0)
-    assert [e.qid for e in held] == [e.qid for e in again[1]] and 3 <= len(held) <= 20
+    assert [[e.qid for e in part] for part in again] == [[e.qid for e in part] for part in (train, calib, test)]
+    held = calib + test
+    assert 3 <= len(held) <= 20 and calib and test  # three splits: train, calibration (τ3), test
     assert {e.qid for e in train} | {e.qid for e in held} == {e.qid for e in ex}
-    assert split_examples(ex, 0.2, seed=1)[1] != held
+    assert not ({e.qid for e in train} & {e.qid for e in held}) and not ({e.qid for e in calib} & {e.qid for e in test})
+    assert split_examples(ex, 0.2, seed=1)[1] != calib
+    # the calibration share moves questions between calib and test only, never into training
+    narrow, wide = (split_examples(ex, 0.2, seed=0, calibration_share=s) for s in (0.0, 1.0))
+    assert [e.qid for e in narrow[0]] == [e.qid for e in wide[0]] == [e.qid for e in train]
+    assert narrow[1] == [] and wide[2] == []  # share 0: every held-out question tests; share 1: all calibrate
+    assert {e.qid for e in narrow[2]} == {e.qid for e in wide[1]} == {e.qid for e in held}
     batch = SelectorCollator()(ex[:3])
     assert [p.tolist() for p in batch["prompts"]] == [e.input_ids for e in ex[:3]]
     assert batch["selected"] == [[0], [1], [2]] and batch["n_docs"] == [4, 4, 4]

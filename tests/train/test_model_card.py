@@ -18,7 +18,7 @@ TEMPLATES = Path(export_mod.__file__).parent / "templates"
 
 IDS = {"name": "letters", "labels": [chr(65 + i) for i in range(26)], "separator": ": "}
 LORA = {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
-META = {"lora": LORA, "losses": {"lm_weight": 0.5, "m_exact": 4}, "heldout_subset_f1": 0.812345,
+META = {"lora": LORA, "losses": {"lm_weight": 0.5, "m_exact": 4}, "calib_subset_f1": 0.812345, "test_subset_f1": 0.6875,
         "log_history": [{"loss": 1.5, "step": 10}, {"loss": 0.75, "l_cl": 0.5, "l_lm": 0.25, "step": 20},
                         {"eval_loss": 0.9, "eval_subset_f1": 0.7, "step": 20}, {"train_loss": 1.0, "step": 20}]}
 DATA_RUN = {"recipe": {"data": {"dataset": "hotpotqa", "path": "demo", "split": "validation", "limit": 8, "k1": 6,
@@ -27,7 +27,7 @@ DATA_RUN = {"recipe": {"data": {"dataset": "hotpotqa", "path": "demo", "split": 
 LABEL_RUN = {"recipe": {"teacher": {"model": "org/teacher", "steps": "oracle", "estimator": "attention",
                                     "calibrate": False, "lam": 0.1, "budget": 3}},
              "summary": {"ok": 7, "fallback": 1, "error": 0}}
-TRAIN_RUN = {"summary": {"train_questions": 6, "heldout_questions": 2, "threshold_split": "train labels"}}
+TRAIN_RUN = {"summary": {"train_questions": 6, "calib_questions": 2, "test_questions": 2, "threshold_split": "calib"}}
 HEADINGS = ["# purecover selector", "## Model", "## Training data", "## Training recipe", "## Training and calibration",
             "## Evaluation", "## Usage"]
 
@@ -115,14 +115,14 @@ def test_card_with_every_input(tmp_path):
         "- Last logged: loss = 0.75, step = 20, l_cl = 0.5, l_lm = 0.25, eval_loss = 0.9, eval_subset_f1 = 0.7, "
         "train_loss = 1",
         f"- Threshold τ3 = {config['tau3']:.6g}, calibrated on {ts['threshold_split']}: subset F1 against the "
-        f"teacher = {META['heldout_subset_f1']:.4g}",
+        f"teacher there = {META['calib_subset_f1']:.4g} (in-sample; the test figure is under Evaluation)",
         f"- Inference rule: keep {{k : s_k > τ3}}, best first, at most k_max = {config['k_max']}, "
         f"at least min_select = {config['min_select']}",
     ]
     evaluation = _section(card, "## Evaluation")
-    assert evaluation[0].startswith(f"- Subset F1 against the teacher's labels: {META['heldout_subset_f1']:.4g}, on "
-                                    "the 6 training questions")  # threshold_split says train labels
-    assert evaluation[1] == "- Questions: 6 train, 2 held out"
+    assert evaluation[0] == (f"- Subset F1 against the teacher's labels: {META['test_subset_f1']:.4g}, on the 2 test "
+                             "questions (used for neither training nor τ3; τ3 chosen on the 2 calibration questions)")
+    assert evaluation[1] == "- Questions: 6 train, 2 calibration, 2 test"
     assert "End-to-end QA (run_dir/eval/metrics.json) at budget K = 3: 2 questions" in evaluation[3]
     assert "| student | 50.00 | 62.50 | 100.00 | 2 |" in evaluation
     assert "| retrieval | 0.00 | 25.00 | 50.00 | 3 |" in evaluation

@@ -29,7 +29,7 @@ def test_threshold_separating_scores_gives_perfect_f1():
     tau, f1 = calibrate_threshold(scores, gold)
     assert f1 == 1.0
     assert all(sorted(select_from_scores(s, tau)) == sorted(g) for s, g in zip(scores, gold))
-    with pytest.raises(ValueError, match="no held-out"):
+    with pytest.raises(ValueError, match="no questions to calibrate"):
         calibrate_threshold([], [])
 
 
@@ -49,3 +49,17 @@ def test_logprob_threshold_is_shift_invariant():
             select_from_scores(identifier_log_softmax(s), a["tau3_logprob"])
     assert sum(math.exp(x) for x in identifier_log_softmax(scores[0])) == pytest.approx(1.0)
     assert identifier_log_softmax([]) == []
+
+
+def test_test_split_is_scored_at_the_calibrated_thresholds():
+    """τ3 is chosen on the calibration questions and scored, unchanged, on the test questions."""
+    from purecover.train.threshold import calibrate_thresholds, mean_subset_f1, subset_f1_both_spaces
+
+    calib = [[5.0, 4.0, -1.0, -2.0], [3.0, -3.0, -4.0, 2.5]]
+    th = calibrate_thresholds(calib, [[0, 1], [0, 3]])
+    assert th["calib_subset_f1"] == 1.0
+    test_scores, test_gold = [[2.0, -2.0, 1.8, -1.0], [0.5, 0.4, -3.0, -3.0]], [[0], [0, 1]]
+    got = subset_f1_both_spaces(test_scores, test_gold, th)
+    assert got["test_subset_f1"] == mean_subset_f1(test_scores, test_gold, th["tau3"])
+    assert got["test_subset_f1"] < 1.0  # out of sample: the calibration questions' perfect F1 does not carry over
+    assert 0.0 <= got["test_subset_f1_logprob"] <= 1.0
