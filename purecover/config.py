@@ -141,6 +141,10 @@ class LoraConfig:
     target_modules: str | list[str] = "all-linear"
 
 
+# `student.launch` keys that become `accelerate launch --KEY VALUE` flags (the pipeline builds the command).
+LAUNCH_FLAGS = ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port")
+
+
 @dataclass
 class LaunchConfig:
     """`student.launch`: how `purecover pipeline` starts the train stage.
@@ -515,8 +519,7 @@ def _check_values(obj: Any, prefix: str) -> None:
             value = getattr(obj, key)
             need(value is None or value >= 1, key, f"must be >= 1 or null, got {value}")
         need(obj.machine_rank is None or obj.machine_rank >= 0, "machine_rank", "must be >= 0 or null")
-        stray = [k for k in ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
-                             "extra_args") if getattr(obj, k)]
+        stray = [k for k in (*LAUNCH_FLAGS, "extra_args") if getattr(obj, k)]
         need(obj.config_file is not None or not stray, stray[0] if stray else "config_file",
              "is set but student.launch.config_file is null: set config_file to an accelerate config "
              "(e.g. configs/accelerate/multi_gpu.yaml) or remove it")

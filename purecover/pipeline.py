@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import Recipe, dump_recipe_yaml, load_recipe, recipe_to_dict
+from .config import LAUNCH_FLAGS, Recipe, dump_recipe_yaml, load_recipe, recipe_to_dict
 from .rundir import RunDir
 from .stages import PIPELINE, config_hash, get_stage, not_needed, run_stage
 from .utils.io import atomic_write_text
@@ -47,7 +47,6 @@ __all__ = ["LAUNCH_LOG", "LAUNCH_RECIPE", "STAGES", "Resource", "StagePlan", "la
 STAGES = PIPELINE  # the pipeline's stages, in order (from the registry)
 LAUNCH_RECIPE = "train.launch.yaml"  # in run_dir: the resolved recipe the launched train stage reads
 LAUNCH_LOG = "train.launch.log"  # in run_dir: the launched train stage's stdout and stderr (appended)
-_LAUNCH_FLAGS = ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port")
 
 
 @dataclasses.dataclass
@@ -148,7 +147,7 @@ def launch_command(recipe: Recipe, recipe_file: str | Path, quiet: bool = False)
     if cfg.config_file is None:  # (a launch key without config_file is a recipe error: config.py)
         return None
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg.config_file)]
-    for key in _LAUNCH_FLAGS:
+    for key in LAUNCH_FLAGS:
         value = getattr(cfg, key)
         if value is not None:
             cmd += [f"--{key}", str(value)]
