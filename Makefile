@@ -38,7 +38,7 @@ bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/oracle_labels.py --out benchmarks/results/oracle_labels.json
 	$(BIN)/python benchmarks/perm_loss.py --out benchmarks/results/perm_loss.json
 	$(BIN)/python benchmarks/selector.py --out benchmarks/results/selector.json
-	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --out benchmarks/results/learnability.json
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --jobs 2 --threads 1 --out benchmarks/results/learnability.json
 	$(BIN)/python benchmarks/summarize.py
 
 clean:

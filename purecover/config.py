@@ -178,6 +178,9 @@ class StudentConfig:
     # L_LM per question: token_mean = mean token NLL of the reply (its weight against L_CL does not grow with
     # |S|); sequence_sum = the reply's total NLL, −log p(reply), the paper's formula.
     lm_reduction: Literal["token_mean", "sequence_sum"] = "token_mean"
+    cl_weight: float = 1.0  # weight of L_CL (0: the L_LM-only ablation)
+    # full fine-tuning (lora.enabled false) without updating the token embedding and a tied output projection
+    freeze_embeddings: bool = False
     eval_fraction: float = 0.1  # held-out share of labelled questions: never trained on (calibration + test)
     calibration_share: float = 0.5  # of the held-out questions: the calibration split (tau3, eval loss); rest: test
     k_max: int | None = None  # at most this many passages kept at inference (None: teacher.budget)
@@ -510,6 +513,8 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(obj.m_exact >= 1, "m_exact", "must be >= 1")
         need(obj.max_passage_tokens >= 8, "max_passage_tokens", "must be >= 8")
         need(obj.lm_weight >= 0, "lm_weight", "must be >= 0")
+        need(obj.cl_weight >= 0, "cl_weight", "must be >= 0")
+        need(obj.cl_weight > 0 or obj.lm_weight > 0, "cl_weight", "cl_weight and lm_weight cannot both be 0")
         need(0.0 <= obj.eval_fraction < 1.0, "eval_fraction", "must be in [0, 1)")
         need(0.0 <= obj.calibration_share <= 1.0, "calibration_share", "must be in [0, 1]")
         need(obj.k_max is None or obj.k_max >= 1, "k_max", "must be >= 1 or null")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["ARCHITECTURES", "build_tiny_model", "tiny_causal_lm"]
+__all__ = ["ARCHITECTURES", "build_tiny_model", "build_word_tokenizer", "tiny_causal_lm"]
 
 ARCHITECTURES = ("qwen2", "llama", "mistral")
 
@@ -59,3 +60,54 @@ def build_tiny_model(out_dir: str | Path, tokenizer_dir: str | Path, arch: str =
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out
+
+
+WORD_PATTERN = r"\w+|[^\w\s]"
+
+
+def build_word_tokenizer(out_dir: str | Path, texts: Any, *, chat_template: str | None = None,
+                         end_of_turn: str = "<|im_end|>", start_of_turn: str = "<|im_start|>",
+                         phrases: Sequence[str] = ()) -> Any:
+    """Save a word-level tokenizer (a `PreTrainedTokenizerFast`) whose vocabulary is the words of `texts`.
+
+    One token per word (``\\w+``), per punctuation character and per newline; spaces are dropped.
+    ASCII letters (passage identifiers), digits and punctuation are always in the vocabulary. With `chat_template`
+    (a Jinja string, e.g. Qwen2's), `start_of_turn` and `end_of_turn` are special tokens, and the
+    selector's reply ends with `end_of_turn`; without one, with the ``<eos>`` token. For tiny
+    students whose cost must not be dominated by a 150k-token output layer (benchmarks); real
+    students use their model's own tokenizer. Each of `phrases` (e.g. a constant instruction
+    sentence) becomes one token wherever it occurs. Returns the tokenizer (also loadable with
+    `AutoTokenizer.from_pretrained(out_dir)`).
+    """
+    import re
+    import string
+
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<unk>", "<eos>"] + ([start_of_turn, end_of_turn] if chat_template else [])
+    words: set[str] = set(string.ascii_letters) | set(string.punctuation) | set(string.digits) | {"\n"}
+    pattern = re.compile(WORD_PATTERN)
+    for text in texts:
+        words.update(pattern.findall(text))
+    vocab = {w: i for i, w in enumerate(specials + sorted(words - set(specials)))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
+        pre_tokenizers.Split(Regex("[ \t\r]+"), behavior="removed"),
+        pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated"),
+    ])
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)  # joins words with spaces
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>",
+                                   eos_token=end_of_turn if chat_template else "<eos>",
+                                   additional_special_tokens=[start_of_turn] if chat_template else None)
+    if phrases:
+        from tokenizers import AddedToken
+
+        fast.add_tokens([AddedToken(p, normalized=False, single_word=False) for p in phrases])
+    if chat_template:
+        fast.chat_template = chat_template
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out)
+    return fast

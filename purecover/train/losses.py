@@ -12,8 +12,10 @@ How the minimum is computed without |S|! full passes. The gradient of a minimum 
 gradient of its arg-min, so the orderings are *scored* without gradient: per question the
 prompt is encoded once (key/value cache) and all orderings, laid out as one prefix tree
 (shared prefixes once: 530 tokens for the 120 orderings of |S| = 5), are scored in a single
-forward over that cache. Exact when |S| <= m_exact; beyond, the ordering by descending s_k
-(detached) is used. The ordering is always chosen without dropout: the scores (and the prompt
+forward over that cache (`purecover.train.prefix_tree`: layout cached per subset size; each
+layer's attention computed as an unmasked prompt part plus each tree token's ancestors, merged
+exactly by log-sum-exp; a dense 4-D mask where that does not apply). Exact when
+|S| <= m_exact; beyond, the ordering by descending s_k (detached) is used. The ordering is always chosen without dropout: the scores (and the prompt
 encoding they are read from) come from the model in eval mode, so with LoRA or attention dropout
 the chosen ordering is the same as naive enumeration in eval mode, and does not depend on the
 dropout draw of the training forward. Then one training
@@ -32,6 +34,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from .prefix_tree import reply_attention_applies, reply_attention_for, score_tree
 
 __all__ = ["LM_REDUCTIONS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss", "has_active_dropout",
            "score_orderings", "selector_loss"]
@@ -67,84 +71,11 @@ class LossOutput:
 
 
 
-def _prefix_tree(orderings: Sequence[Sequence[int]], fmt: ReplyFormat, t_prompt: int
-                 ) -> tuple[list[int], list[int], torch.Tensor, list[list[tuple[int, int]]]]:
-    """All replies as one prefix tree (shared prefixes appear once).
-
-    Returns the tree's tokens, their positions, the (n, n) ancestor-or-self mask, and per ordering
-    the (row, token) pairs whose log-probabilities sum to the reply's log-likelihood (row -1 is
-    the prompt's last position, which predicts the reply's first token).
-    """
-    toks: list[int] = []
-    pos: list[int] = []
-    parent: list[int] = []
-    nodes: dict[tuple[int, ...], tuple[int, int | None]] = {}
-    paths = []
-    for order in orderings:
-        order = tuple(order)
-        terms: list[tuple[int, int]] = []
-        prev = -1
-        if not order:
-            paths.append([(-1, fmt.end_id)])
-            continue
-        for j, k in enumerate(order):
-            last = j == len(order) - 1
-            prefix = order[: j + 1]
-            if prefix not in nodes or (not last and nodes[prefix][1] is None):
-                if prefix in nodes:
-                    i_id = nodes[prefix][0]
-                else:
-                    i_id = len(toks)
-                    toks.append(fmt.identifier_ids[k])
-                    pos.append(t_prompt + 2 * j)
-                    parent.append(prev)
-                i_sep = None
-                if not last:
-                    i_sep = len(toks)
-                    toks.append(fmt.separator_id)
-                    pos.append(t_prompt + 2 * j + 1)
-                    parent.append(i_id)
-                nodes[prefix] = (i_id, i_sep)
-            i_id, i_sep = nodes[prefix]
-            terms.append((prev, fmt.identifier_ids[k]))
-            if last:
-                terms.append((i_id, fmt.end_id))
-            else:
-                terms.append((i_id, fmt.separator_id))
-                prev = i_sep  # type: ignore[assignment]
-        paths.append(terms)
-    n = len(toks)
-    allowed = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        allowed[i, i] = True
-        if parent[i] >= 0:
-            allowed[i] |= allowed[parent[i]]
-    return toks, pos, allowed, paths
-
-
-@torch.no_grad()
 def _score_on_cache(model: Any, cache: Any, t_len: int, lp_first: torch.Tensor, orderings: Sequence[Sequence[int]],
                     fmt: ReplyFormat, device: torch.device) -> torch.Tensor:
     """Mean NLL (P,) of each ordering's reply, all laid out as one prefix tree over `cache` (not modified)."""
-    from transformers import DynamicCache
-
-    toks, pos, allowed, paths = _prefix_tree(orderings, fmt, t_len)
-    logp = None
-    if toks:
-        dtype = next(model.parameters()).dtype
-        visible = torch.cat([torch.ones(len(toks), t_len, dtype=torch.bool), allowed], dim=1).to(device)
-        mask = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill(~visible, torch.finfo(dtype).min)
-        scratch = DynamicCache()
-        for i, layer in enumerate(cache.layers):
-            scratch.update(layer.keys.detach(), layer.values.detach(), i)
-        logp = model(input_ids=torch.tensor([toks], device=device), past_key_values=scratch,
-                     attention_mask=mask[None, None], position_ids=torch.tensor([pos], device=device),
-                     use_cache=True).logits[0].float().log_softmax(-1)
-    nll = []
-    for terms in paths:
-        total = sum(float(lp_first[tok]) if row < 0 else float(logp[row, tok]) for row, tok in terms)  # type: ignore[index]
-        nll.append(-total / len(terms))
-    return torch.tensor(nll)
+    return score_tree(model, cache, t_len, lp_first, orderings, fmt.identifier_ids, fmt.separator_id, fmt.end_id,
+                      device)
 
 
 @torch.no_grad()
@@ -154,8 +85,8 @@ def score_orderings(model: Any, prompt_ids: torch.Tensor, orderings: Sequence[Se
 
     prompt_ids: (T,) one unpadded prompt. Returns (nll (P,), first_logits (n_ids,)), float32.
     The prompt is encoded once; all replies are laid out as one prefix tree and scored in a
-    single forward over the prompt's key/value cache (a 4-D mask lets each tree token see the
-    prompt and its own ancestors only).
+    single forward over the prompt's key/value cache, each tree token seeing the prompt and its own
+    ancestors only (`purecover.train.prefix_tree.score_tree`).
     """
     out = model(input_ids=prompt_ids[None], use_cache=True, logits_to_keep=1)
     first_logits = out.logits[0, -1].float()
@@ -242,15 +173,17 @@ def _check_reduction(lm_reduction: str) -> None:
 
 
 def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
-                        n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int,
+                        n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int, cl_weight: float,
                         lm_reduction: str = "token_mean") -> LossOutput | None:
-    """Each prompt is encoded once, with gradient; orderings are scored on a detached copy of its cache and
-    the best reply continues from the cache itself. With active dropout (`has_active_dropout`) the
+    """Each prompt is encoded once, with gradient; orderings are scored on its cache (read detached, not
+    modified) and the best reply continues from the cache itself (with `prefix_tree.reply_attention` where it
+    applies: sdpa or eager attention without soft-capping or sinks). With active dropout (`has_active_dropout`) the
     orderings are scored on a second, eval-mode encoding of the prompt instead (one no-grad prompt
     forward more), so the choice is dropout-free. None when the model gives no cache (gradient
     checkpointing), so the caller falls back to the two-pass path."""
     l_lm, l_cl, firsts, orders = [], [], [], []
     stochastic = has_active_dropout(model)
+    fast_reply = reply_attention_applies(model)
     for p, sel, n in zip(prompts, selected, n_docs):
         out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
         if out.past_key_values is None:
@@ -266,8 +199,9 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
         logits = first[None]
         if target.shape[0] > 1:
             pos = torch.arange(t_len, t_len + target.shape[0] - 1, device=p.device)[None]
-            rest = model(input_ids=target[None, :-1], past_key_values=out.past_key_values, position_ids=pos,
-                         use_cache=True).logits[0].float()
+            with reply_attention_for(model, fast_reply):
+                rest = model(input_ids=target[None, :-1], past_key_values=out.past_key_values, position_ids=pos,
+                             use_cache=True).logits[0].float()
             logits = torch.cat([logits, rest])
         l_lm.append(F.cross_entropy(logits, target, reduction="mean" if lm_reduction == "token_mean" else "sum"))
         scores = first[torch.tensor(fmt.identifier_ids[:n], device=p.device)]
@@ -275,14 +209,15 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
         firsts.append(scores.detach())
         orders.append(order)
     lm, cl = torch.stack(l_lm).mean(), torch.stack(l_cl).mean()
-    return LossOutput(loss=cl + lm_weight * lm, l_cl=cl.detach(), l_lm=lm.detach(), first_logits=firsts,
+    return LossOutput(loss=cl_weight * cl + lm_weight * lm, l_cl=cl.detach(), l_lm=lm.detach(), first_logits=firsts,
                       orders=orders)
 
 
 def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                   n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
-                  pad_id: int = 0, share_prompt: bool | None = None, lm_reduction: str = "token_mean") -> LossOutput:
-    """L = L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
+                  pad_id: int = 0, share_prompt: bool | None = None, lm_reduction: str = "token_mean",
+                  cl_weight: float = 1.0) -> LossOutput:
+    """L = cl_weight · L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
 
     `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
     gradient, and reuse it for scoring and for the best reply. Off: a no-grad pass scores the
@@ -297,7 +232,7 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     if share_prompt is None:
         share_prompt = not getattr(model, "is_gradient_checkpointing", False)
     if share_prompt:
-        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, lm_reduction)
+        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, cl_weight, lm_reduction)
         if out is not None:
             if not math.isfinite(float(out.loss.detach())):
                 raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_LM={float(out.l_lm)})")
@@ -332,7 +267,7 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     ident = torch.tensor(fmt.identifier_ids, device=device)
     first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]
     l_cl = torch.stack([contrastive_loss(s, sel) for s, sel in zip(first_logits, selected)]).mean()
-    loss = l_cl + lm_weight * l_lm
+    loss = cl_weight * l_cl + lm_weight * l_lm
     if not math.isfinite(float(loss.detach())):
         raise FloatingPointError(f"non-finite selector loss (L_CL={float(l_cl)}, L_LM={float(l_lm)})")
     return LossOutput(loss=loss, l_cl=l_cl.detach(), l_lm=l_lm.detach(),

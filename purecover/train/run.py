@@ -112,7 +112,20 @@ def _load_student(recipe: Recipe) -> tuple[Any, Any]:
         lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
                           target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
         model = get_peft_model(model, lora)
+    elif cfg.freeze_embeddings:
+        freeze_embeddings(model)
     return model, tokenizer
+
+
+def freeze_embeddings(model: Any) -> int:
+    """Keep the token embedding and the output projection (tied or not) fixed; returns the parameters frozen."""
+    frozen = 0
+    for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+        weight = getattr(module, "weight", None)
+        if weight is not None and weight.requires_grad:
+            weight.requires_grad_(False)
+            frozen += weight.numel()
+    return frozen
 
 
 def first_position_logits(model: Any, prompts: list[list[int]], identifier_ids: list[int], n_docs: list[int],
@@ -205,7 +218,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     trainer = SelectorTrainer(
         model=model, args=args, train_dataset=SelectorDataset(train),
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
-        processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, m_exact=cfg.m_exact,
+        processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, cl_weight=cfg.cl_weight, m_exact=cfg.m_exact,
         lm_reduction=cfg.lm_reduction,
         pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
     )
@@ -250,7 +263,8 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
             "base_model": cfg.model, "lora": dataclasses.asdict(cfg.lora) if cfg.lora.enabled else None,
             "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "tau3_logprob": th["tau3_logprob"], **f1s,
             "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
-            "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "m_exact": cfg.m_exact,
+            "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "cl_weight": cfg.cl_weight,
+                                                                  "m_exact": cfg.m_exact,
                                                                   "lm_reduction": cfg.lm_reduction},
             "log_history": trainer.state.log_history,
             "config_hash": config_hash, "summary": summary,  # written last: marks final/ complete

@@ -35,13 +35,14 @@ def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
 
 
 class SelectorTrainer(Trainer):
-    """Trainer with L = L_CL + lm_weight · L_LM; batches come from `SelectorCollator`."""
+    """Trainer with L = cl_weight · L_CL + lm_weight · L_LM; batches come from `SelectorCollator`."""
 
     def __init__(self, *args: Any, reply_format: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
-                 pad_id: int = 0, lm_reduction: str = "token_mean", **kwargs: Any) -> None:
+                 pad_id: int = 0, lm_reduction: str = "token_mean", cl_weight: float = 1.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.reply_format = reply_format
         self.lm_weight = lm_weight
+        self.cl_weight = cl_weight
         self.lm_reduction = lm_reduction
         self.m_exact = m_exact
         self.pad_id = pad_id
@@ -50,7 +51,7 @@ class SelectorTrainer(Trainer):
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
-                            lm_weight=self.lm_weight, m_exact=self.m_exact, pad_id=self.pad_id,
+                            lm_weight=self.lm_weight, cl_weight=self.cl_weight, m_exact=self.m_exact, pad_id=self.pad_id,
                             lm_reduction=self.lm_reduction)
         split = "train" if model.training else "eval"
         self._extra[split]["l_cl"].append(float(out.l_cl))

@@ -189,3 +189,17 @@ def test_sequence_sum_reduction_is_the_replys_total_nll(share_prompt):
     assert float(total.l_cl) == pytest.approx(float(mean.l_cl), rel=1e-6)
     with pytest.raises(ValueError, match="lm_reduction 'tokens'"):
         selector_loss(m, prompts, selected, [8, 8], FMT, lm_reduction="tokens")
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_cl_weight_scales_the_contrastive_term(share_prompt):
+    """L = cl_weight · L_CL + lm_weight · L_LM on both paths; cl_weight = 0 leaves L_LM alone (the ablation)."""
+    torch.manual_seed(4)
+    prompts = [torch.randint(30, VOCAB, (n,)) for n in (30, 36)]
+    selected = [[1, 4, 2], [5]]
+    m = model()
+    base = selector_loss(m, prompts, selected, [8, 8], FMT, share_prompt=share_prompt)
+    for w in (0.0, 2.5):
+        out = selector_loss(m, prompts, selected, [8, 8], FMT, share_prompt=share_prompt, cl_weight=w)
+        assert float(out.l_cl) == pytest.approx(float(base.l_cl), rel=1e-5)
+        assert float(out.loss.detach()) == pytest.approx(w * float(base.l_cl) + float(base.l_lm), rel=1e-5)
