@@ -33,7 +33,7 @@ Baselines, on the same test questions, against the same (teacher) subsets:
 The student is reported at τ3 (the deployed rule) and at the teacher's |S| taken from the top of
 its scores (threshold-free, comparable with the top-|S| baselines).
 
-The student (per task): a tiny Llama-architecture model built from a config (hidden 128, 2 layers,
+The student (per task): a tiny Llama-architecture model built from a config (hidden 128, 2 layers (3 for category),
 8 heads, 2 key/value heads, intermediate 256, initializer_range 0.05, random init) with a
 word-level tokenizer built from the task's own text (`purecover.demo.tiny.build_word_tokenizer`:
 one token per word, punctuation mark and newline; the constant system prompt and instruction
@@ -95,8 +95,8 @@ TEXT_LAYOUT = "{thing}."  # a passage: "red kettle." (names and places only leng
 # ------------------------------------------------------------------------------------------- student
 
 
-def build_student(out_dir: Path, texts: Sequence[str], samples: Path, seed: int) -> Path:
-    """Word-level tokenizer over `texts` (Qwen2's chat template) + a tiny random Qwen2 sized to it."""
+def build_student(out_dir: Path, texts: Sequence[str], samples: Path, seed: int, num_layers: int | None = None) -> Path:
+    """Word-level tokenizer over `texts` + a tiny random model (`TINY`, `num_layers` when given) sized to it."""
     from purecover.demo.tiny import build_tiny_model, build_word_tokenizer
     from purecover.models.selector_prompt import SELECTOR_INSTRUCTIONS, SELECTOR_SYSTEM
 
@@ -106,7 +106,8 @@ def build_student(out_dir: Path, texts: Sequence[str], samples: Path, seed: int)
     build_word_tokenizer(out_dir / "tokenizer", [*fixed, *texts], chat_template=template,
                          phrases=[SELECTOR_SYSTEM, SELECTOR_INSTRUCTIONS])
     # llama: transformers maps a qwen2 config to the Qwen2 tokenizer class whatever tokenizer_config says
-    tiny = build_tiny_model(out_dir / "model", out_dir / "tokenizer", ARCH, seed=seed, **TINY)  # tied embeddings
+    shape = {**TINY, **({"num_layers": num_layers} if num_layers else {})}
+    tiny = build_tiny_model(out_dir / "model", out_dir / "tokenizer", ARCH, seed=seed, **shape)  # tied embeddings
     rescale_embedding(tiny, EMBED_STD, seed)
     return tiny
 
@@ -286,7 +287,7 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
     else:
         cand_list, label_list = synthetic_records(task, settings["questions"], settings["k1"], seed)
     label_list = [r for r in label_list if r.get("status") != "error"]
-    tiny = build_student(base / "student", task_texts(cand_list), samples, seed)
+    tiny = build_student(base / "student", task_texts(cand_list), samples, seed, settings.get("num_layers"))
     cands = {c["qid"]: c for c in cand_list}
     labels = {r["qid"]: list(r["selected"]) for r in label_list}
     split = {q: question_split(q, settings["eval_fraction"], settings["calibration_share"], seed) for q in labels}
@@ -359,12 +360,19 @@ TASK_SETTINGS = {
     "colour": {"questions": 1500, "k1": 6, "eval_fraction": 0.3, "calibration_share": 0.4, "max_passage_tokens": 64,
                "steps": 3000, "batch_size": 16, "learning_rate": 1.5e-3, "warmup_steps": 30, "eval_steps": 300,
                "max_grad_norm": 0.0},
+    # three layers: a member must be matched to the question's category and bound to its identifier before
+    # the reply position can read it (README, "Learnability"); with two it plateaus at ~0.58
     "category": {"questions": 1500, "k1": 6, "eval_fraction": 0.3, "calibration_share": 0.4,
-                 "max_passage_tokens": 64, "steps": 3000, "batch_size": 16, "learning_rate": 1.5e-3,
-                 "warmup_steps": 30, "eval_steps": 300, "max_grad_norm": 0.0},
+                 "max_passage_tokens": 64, "steps": 1500, "batch_size": 16, "learning_rate": 1.5e-3,
+                 "warmup_steps": 30, "eval_steps": 150, "max_grad_norm": 0.0, "num_layers": 3},
     "hotpotqa": {"k1": 10, "eval_fraction": 0.4, "calibration_share": 0.5, "max_passage_tokens": 64, "steps": 400,
                  "batch_size": 8, "learning_rate": 3e-3, "warmup_steps": 20, "eval_steps": 50, "max_grad_norm": 0.0},
 }
+
+
+# Measured seconds of each task's three variants on this machine (one core each; hotpotqa with its labels),
+# used only to spread the tasks over --jobs processes.
+TASK_SECONDS = {"colour": 1400.0, "category": 1100.0, "hotpotqa": 1000.0}
 
 
 def main() -> int:
@@ -418,7 +426,11 @@ def main() -> int:
     atomic_write_json(args.out, {
         "benchmark": "learnability", "tasks": list(results), "student": {**TINY, "init": "random",
                                                                          "embedding": f"frozen, tied, std {EMBED_STD}",
-                                                                         "tokenizer": "word-level, per task"},
+                                                                         "tokenizer": "word-level, per task",
+                                                                         "num_layers_by_task": {
+                                                                             t: TASK_SETTINGS[t].get("num_layers",
+                                                                                                     TINY["num_layers"])
+                                                                             for t in results}},
         "threads": torch.get_num_threads(), "jobs": args.jobs, "results": results,
         "target": {"task": "colour", "variant": "cl+lm", "test_subset_f1_min": TARGET_F1,
                    "margin_over_select_all_min": TARGET_MARGIN, "seconds_max": TARGET_SECONDS, "pass": passed},
@@ -431,7 +443,12 @@ def run_jobs(args: argparse.Namespace, work: Path) -> dict[str, dict]:
     """Run the tasks in `args.jobs` child processes of this script (tasks[i::jobs] each); their results."""
     import subprocess
 
-    groups = [args.tasks[i:: args.jobs] for i in range(min(args.jobs, len(args.tasks)))]
+    groups: list[list[str]] = [[] for _ in range(min(args.jobs, len(args.tasks)))]
+    load = [0.0] * len(groups)
+    for task in sorted(args.tasks, key=lambda t: -TASK_SECONDS.get(t, 0.0)):  # longest first, to the least loaded job
+        i = load.index(min(load))
+        groups[i].append(task)
+        load[i] += TASK_SECONDS.get(task, 0.0)
     procs = []
     for i, group in enumerate(groups):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--tasks", *group, "--variants", *args.variants,

@@ -13,7 +13,8 @@ file (bad JSON, missing key, wrong type) stops the summary with an error naming 
 
 The header names the machine as recorded in the result files (processor, CPU count, platform,
 Python and torch versions); a field that no file records is collected now and marked as such.
-The result files record no timestamp, so each file's date is its modification time (UTC).
+A result file that records no timestamp is dated by its last commit when it is unchanged since (a
+fresh clone gives every file the clone's time), else by its modification time (UTC).
 """
 
 from __future__ import annotations
@@ -458,13 +459,33 @@ def machine_line(info: dict) -> str:
 
 
 def file_date(doc: Doc) -> tuple[str, str]:
-    """(date, source): a date the file records, else its modification time in UTC."""
+    """(date, source): a date the file records, else its last commit (unchanged since), else its mtime, in UTC."""
     for key in ("date", "timestamp", "created"):
         value = doc.get(key, default=None)
         if isinstance(value, str) and value:
             return value, f"recorded ({key})"
+    committed = git_commit_date(doc.path)
+    if committed is not None:  # a fresh clone sets every mtime to the clone's time
+        return committed.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "last commit"
     mtime = dt.datetime.fromtimestamp(doc.path.stat().st_mtime, tz=dt.timezone.utc)
     return mtime.strftime("%Y-%m-%d %H:%M UTC"), "file modification time"
+
+
+def git_commit_date(path: Path) -> dt.datetime | None:
+    """When `path` was last committed, if it is tracked and unchanged since (else None: its mtime is the truth)."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args, "--", path.name], cwd=path.parent, capture_output=True, text=True,
+                              check=False)
+
+    try:
+        if git("diff", "--quiet", "HEAD").returncode != 0:  # modified (or not a git checkout)
+            return None
+        stamp = git("log", "-1", "--format=%cI").stdout.strip()
+    except OSError:  # no git
+        return None
+    return dt.datetime.fromisoformat(stamp) if stamp else None
 
 
 # ---------------------------------------------------------------- summary
@@ -510,8 +531,9 @@ def table(rows: list[Row]) -> str:
 def markdown(summary: dict) -> str:
     dates = [f"{name} {f['date']}" if "date" in f else f"{name} (not run)" for name, f in summary["files"].items()]
     sources = {f.get("date_source") for f in summary["files"].values() if "date" in f}
-    date_note = ("file modification time" if sources == {"file modification time"}
-                 else "recorded date, else file modification time")
+    date_note = ", else ".join(n for n, src in (("recorded date", "recorded"), ("last commit", "last commit"),
+                                                ("file modification time", "file modification time"))
+                               if any(str(x).startswith(src) for x in sources)) or "file modification time"
     fallback = any(r.target_source == "fallback" for r in summary["rows"])
     met = [r.met for r in summary["rows"] if r.met is not None]
     return "\n".join([

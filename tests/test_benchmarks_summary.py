@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -182,3 +183,31 @@ def test_machine_collected_at_summarize_time_when_not_recorded(results: Path) ->
     line = summarize.machine_line(summary["machine"])
     assert "nothing recorded" in line and "Collected at summarize time" in line
     assert f"CPUs {__import__('os').cpu_count()}" in line
+
+
+def test_an_unchanged_committed_file_is_dated_by_its_commit_not_its_checkout(tmp_path):
+    """A fresh clone gives every result file the clone's mtime; the summary dates it by its last commit."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    env = {"GIT_AUTHOR_DATE": "2024-01-02T03:04:05+00:00", "GIT_COMMITTER_DATE": "2024-01-02T03:04:05+00:00",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": os.environ.get("PATH", "")}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True, capture_output=True)
+
+    git("init", "-q")
+    committed, untracked = tmp_path / "solver.json", tmp_path / "selector.json"
+    committed.write_text("{}")
+    git("add", "solver.json")
+    git("commit", "-q", "-m", "results")
+    untracked.write_text("{}")
+    when = summarize.git_commit_date(committed)
+    assert when is not None and when.isoformat() == "2024-01-02T03:04:05+00:00"
+    assert summarize.git_commit_date(untracked) is None  # never committed: its mtime stands
+    committed.write_text('{"changed": true}')
+    assert summarize.git_commit_date(committed) is None  # changed since the commit: its mtime stands
+    outside = tmp_path.parent / f"{tmp_path.name}-plain"
+    outside.mkdir()
+    (outside / "perm_loss.json").write_text("{}")
+    assert summarize.git_commit_date(outside / "perm_loss.json") is None  # not a git checkout

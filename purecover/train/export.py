@@ -31,6 +31,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -124,16 +125,44 @@ def _fmt(x: Any, digits: int = 4) -> str:
     return "n/a" if x is None else str(x)
 
 
-def _final_losses(log_history: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last logged value of each loss in the Trainer's history."""
-    out: dict[str, Any] = {}
-    for entry in log_history or []:
-        for key in ("loss", "l_cl", "l_lm", "train_loss", "eval_loss", "eval_l_cl", "eval_l_lm", "eval_subset_f1"):
-            if key in entry:
-                out[key] = entry[key]
-        if "step" in entry:
-            out["step"] = entry["step"]
-    return out
+_TRAIN_LOG_KEYS = ("loss", "l_cl", "l_lm")
+_EVAL_LOG_KEYS = ("eval_loss", "eval_l_cl", "eval_l_lm", "eval_subset_f1@0", "eval_subset_f1@size")
+
+
+def _last_logged(log_history: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
+    """The last Trainer log record holding any of `keys`: ``{"step": N, key: value, ...}`` (empty when none)."""
+    for entry in reversed(log_history or []):
+        found = {k: entry[k] for k in keys if k in entry}
+        if found:
+            return {"step": entry.get("step"), **found}
+    return {}
+
+
+def _training_log_lines(log_history: list[dict[str, Any]], tsum: dict[str, Any]) -> list[str]:
+    """The card's training figures, each saying what it covers.
+
+    ``train_loss`` is the summary's whole-run mean (resumes included), not the Trainer's ``train_loss`` of
+    the last ``train()`` call; the ``eval_*`` records are on the calibration split (early stopping), which
+    is also where τ3 is chosen, so they are labelled as such and are not the test figure.
+    """
+    lines = []
+    if tsum.get("train_loss") is not None:
+        resumes = tsum.get("resumes") or []
+        steps = tsum.get("train_loss_steps")
+        cover = f"mean over {steps} steps" if steps is not None else "mean over the run"
+        cover += f", resumed at step {', '.join(str(r) for r in resumes)}" if resumes else ""
+        lines.append(f"- Training loss: {_fmt(tsum['train_loss'])} ({cover})")
+    last = _last_logged(log_history, _TRAIN_LOG_KEYS)
+    if last:
+        step = last.pop("step")
+        lines.append(f"- Last logged training step {step}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in last.items()))
+    last = _last_logged(log_history, _EVAL_LOG_KEYS)
+    if last:
+        step = last.pop("step")
+        n = tsum.get("calib_questions")
+        lines.append(f"- Last evaluation (step {step}) on the {'' if n is None else f'{n} '}calibration questions "
+                     "(early stopping; τ3 is chosen there too): " + ", ".join(f"{k} = {_fmt(v)}" for k, v in last.items()))
+    return lines
 
 
 _TEMPLATES = "templates"  # package data: purecover/train/templates/*.md
@@ -182,6 +211,15 @@ def _card_license(license: str | None, base: str) -> tuple[dict[str, str], str]:
         return found, f"{found['license']} (the base model's licence, read from its model card)"
     return {"license": "other"}, ("not determined: export.license is not set and the base model's licence could not "
                                   "be read here; check the base model's licence before using or sharing this model")
+
+
+def _threshold_split(tsum: dict[str, Any]) -> str:
+    """Where τ3 was chosen, in words (``threshold_split`` of the train summary)."""
+    split = tsum.get("threshold_split")
+    if split == "calib":
+        n = tsum.get("calib_questions")
+        return f"the {'' if n is None else f'{n} '}calibration questions"
+    return str(split) if split else "held-out labels"
 
 
 def _metrics_lines(meta: dict[str, Any], tsum: dict[str, Any], run_dir: Path | None) -> list[str]:
@@ -262,11 +300,8 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
     else:
         teacher_lines = ["- (no label.run.json found next to the checkpoint)"]
     losses = meta.get("losses") or {}
-    final = _final_losses(meta.get("log_history") or [])
-    tsum = (train_run or {}).get("summary", {})
-    training_log = []
-    if final:
-        training_log.append("- Last logged: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in final.items()))
+    tsum = {**(meta.get("summary") or {}), **((train_run or {}).get("summary") or {})}
+    training_log = _training_log_lines(meta.get("log_history") or [], tsum)
     ids = selector_config["identifiers"]
     usage = "model_card_usage_adapter.md" if is_adapter else "model_card_usage_transformers.md"
 
@@ -320,7 +355,7 @@ def _model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: 
         "m_exact": losses.get("m_exact"),
         "training_log": "\n".join(training_log),
         "tau3": f"{selector_config['tau3']:.6g}",
-        "threshold_split": tsum.get("threshold_split", "held-out labels"),
+        "threshold_split": _threshold_split(tsum),
         "calib_subset_f1": _fmt(meta.get("calib_subset_f1")),
         "k_max": selector_config["k_max"],
         "min_select": selector_config["min_select"],

@@ -245,6 +245,9 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
     tested = (subset_f1_both_spaces(scores_of(test), [e.selected for e in test], th, cfg.min_select, k_max)
               if test else {"test_subset_f1": None, "test_subset_f1_logprob": None})
     f1s = {k: (None if v is None else round(v, 4)) for k, v in {**th, **tested}.items() if "subset_f1" in k}
+    if test:  # the held-out figure in the Trainer's own log too (log_history, wandb's test/ panel), labelled test_
+        trainer.log({"test_subset_f1": f1s["test_subset_f1"], "test_subset_f1_logprob": f1s["test_subset_f1_logprob"],
+                     "test_questions": len(test)})
     summary = {
         "status": "complete", "train_questions": len(train), "calib_questions": len(calib),
         "test_questions": len(test), **counts,

@@ -5,7 +5,9 @@ Checkpointing, resume, gradient accumulation, mixed precision, DeepSpeed (throug
 and, on evaluation, the subset F1 against the teacher are accumulated during `compute_loss`
 and added to the Trainer's log records (train: ``l_cl``, ``l_lm``; eval: ``eval_l_cl``,
 ``eval_l_lm``, ``eval_subset_f1@0`` — passages with logit > 0 — and ``eval_subset_f1@size`` —
-the teacher's subset size taken from the top of the student's scores).
+the teacher's subset size taken from the top of the student's scores). The ``eval_*`` records are on
+the calibration split (early stopping; τ3 is chosen there too); after training, the train stage logs
+one ``test_*`` record (``test_subset_f1`` at τ3, on the test split that neither saw).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class SelectorTrainer(Trainer):
         return loss.detach(), None, None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if any(k.startswith("test_") for k in logs):  # the train stage's test-split record: nothing to add
+            super().log(logs, start_time)
+            return
         split = "eval" if any(k.startswith("eval_") for k in logs) else "train"
         for name, values in self._extra[split].items():
             if values:

@@ -20,14 +20,16 @@ IDS = {"name": "letters", "labels": [chr(65 + i) for i in range(26)], "separator
 LORA = {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
 META = {"lora": LORA, "losses": {"lm_weight": 0.5, "m_exact": 4}, "calib_subset_f1": 0.812345, "test_subset_f1": 0.6875,
         "log_history": [{"loss": 1.5, "step": 10}, {"loss": 0.75, "l_cl": 0.5, "l_lm": 0.25, "step": 20},
-                        {"eval_loss": 0.9, "eval_subset_f1": 0.7, "step": 20}, {"train_loss": 1.0, "step": 20}]}
+                        {"eval_loss": 0.9, "eval_subset_f1@size": 0.7, "step": 20}, {"train_loss": 1.0, "step": 20},
+                        {"test_subset_f1": 0.6875, "step": 20}]}
 DATA_RUN = {"recipe": {"data": {"dataset": "hotpotqa", "path": "demo", "split": "validation", "limit": 8, "k1": 6,
                                 "retriever": "bm25", "corpus": "distractor"}},
             "summary": {"questions": 8, "supporting_recall@6": 0.9375}}
 LABEL_RUN = {"recipe": {"teacher": {"model": "org/teacher", "steps": "oracle", "estimator": "attention",
                                     "calibrate": False, "lam": 0.1, "budget": 3}},
              "summary": {"ok": 7, "fallback": 1, "error": 0}}
-TRAIN_RUN = {"summary": {"train_questions": 6, "calib_questions": 2, "test_questions": 2, "threshold_split": "calib"}}
+TRAIN_RUN = {"summary": {"train_questions": 6, "calib_questions": 2, "test_questions": 2, "threshold_split": "calib",
+                         "train_loss": 1.125, "train_loss_steps": 20, "train_loss_this_run": 1.0, "resumes": [10]}}
 HEADINGS = ["# purecover selector", "## Model", "## Training data", "## Training recipe", "## Training and calibration",
             "## Evaluation", "## Usage"]
 
@@ -112,9 +114,14 @@ def test_card_with_every_input(tmp_path):
     assert _section(card, "## Training and calibration") == [
         f"- Loss: L = L_CL + {META['losses']['lm_weight']} · L_LM (permutation-invariant LM loss, exact over "
         f"orderings for |S| ≤ {META['losses']['m_exact']}; L_LM per question: the mean token NLL of the reply)",
-        "- Last logged: loss = 0.75, step = 20, l_cl = 0.5, l_lm = 0.25, eval_loss = 0.9, eval_subset_f1 = 0.7, "
-        "train_loss = 1",
-        f"- Threshold τ3 = {config['tau3']:.6g}, calibrated on {ts['threshold_split']}: subset F1 against the "
+        # the whole-run loss of the summary (not the Trainer's train_loss = 1 of the resumed call), then the last
+        # training record, then the last evaluation, named as the calibration split's
+        "- Training loss: 1.125 (mean over 20 steps, resumed at step 10)",
+        "- Last logged training step 20: loss = 0.75, l_cl = 0.5, l_lm = 0.25",
+        "- Last evaluation (step 20) on the 2 calibration questions (early stopping; τ3 is chosen there too): "
+        "eval_loss = 0.9, eval_subset_f1@size = 0.7",
+        f"- Threshold τ3 = {config['tau3']:.6g}, calibrated on the {ts['calib_questions']} calibration questions: "
+        "subset F1 against the "
         f"teacher there = {META['calib_subset_f1']:.4g} (in-sample; the test figure is under Evaluation)",
         f"- Inference rule: keep {{k : s_k > τ3}}, best first, at most k_max = {config['k_max']}, "
         f"at least min_select = {config['min_select']}",
