@@ -95,8 +95,13 @@ TEXT_LAYOUT = "{thing}."  # a passage: "red kettle." (names and places only leng
 # ------------------------------------------------------------------------------------------- student
 
 
-def build_student(out_dir: Path, texts: Sequence[str], samples: Path, seed: int, num_layers: int | None = None) -> Path:
-    """Word-level tokenizer over `texts` + a tiny random model (`TINY`, `num_layers` when given) sized to it."""
+def student_shape(task: str) -> dict[str, Any]:
+    """The tiny student's config sizes for `task`: `TINY`, with the task's own ``num_layers`` when it sets one."""
+    return {**TINY, **{k: v for k, v in TASK_SETTINGS[task].items() if k == "num_layers"}}
+
+
+def build_student(out_dir: Path, texts: Sequence[str], samples: Path, seed: int, shape: dict[str, Any]) -> Path:
+    """Word-level tokenizer over `texts` + a tiny random model of `shape` (`student_shape`) sized to it."""
     from purecover.demo.tiny import build_tiny_model, build_word_tokenizer
     from purecover.models.selector_prompt import SELECTOR_INSTRUCTIONS, SELECTOR_SYSTEM
 
@@ -106,7 +111,6 @@ def build_student(out_dir: Path, texts: Sequence[str], samples: Path, seed: int,
     build_word_tokenizer(out_dir / "tokenizer", [*fixed, *texts], chat_template=template,
                          phrases=[SELECTOR_SYSTEM, SELECTOR_INSTRUCTIONS])
     # llama: transformers maps a qwen2 config to the Qwen2 tokenizer class whatever tokenizer_config says
-    shape = {**TINY, **({"num_layers": num_layers} if num_layers else {})}
     tiny = build_tiny_model(out_dir / "model", out_dir / "tokenizer", ARCH, seed=seed, **shape)  # tied embeddings
     rescale_embedding(tiny, EMBED_STD, seed)
     return tiny
@@ -287,7 +291,7 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
     else:
         cand_list, label_list = synthetic_records(task, settings["questions"], settings["k1"], seed)
     label_list = [r for r in label_list if r.get("status") != "error"]
-    tiny = build_student(base / "student", task_texts(cand_list), samples, seed, settings.get("num_layers"))
+    tiny = build_student(base / "student", task_texts(cand_list), samples, seed, student_shape(task))
     cands = {c["qid"]: c for c in cand_list}
     labels = {r["qid"]: list(r["selected"]) for r in label_list}
     split = {q: question_split(q, settings["eval_fraction"], settings["calibration_share"], seed) for q in labels}
@@ -428,8 +432,7 @@ def main() -> int:
                                                                          "embedding": f"frozen, tied, std {EMBED_STD}",
                                                                          "tokenizer": "word-level, per task",
                                                                          "num_layers_by_task": {
-                                                                             t: TASK_SETTINGS[t].get("num_layers",
-                                                                                                     TINY["num_layers"])
+                                                                             t: student_shape(t)["num_layers"]
                                                                              for t in results}},
         "threads": torch.get_num_threads(), "jobs": args.jobs, "results": results,
         "target": {"task": "colour", "variant": "cl+lm", "test_subset_f1_min": TARGET_F1,
@@ -440,7 +443,8 @@ def main() -> int:
 
 
 def run_jobs(args: argparse.Namespace, work: Path) -> dict[str, dict]:
-    """Run the tasks in `args.jobs` child processes of this script (tasks[i::jobs] each); their results."""
+    """Run the tasks in `args.jobs` child processes of this script (longest first, each to the least loaded
+    process by `TASK_SECONDS`); their results."""
     import subprocess
 
     groups: list[list[str]] = [[] for _ in range(min(args.jobs, len(args.tasks)))]
