@@ -70,6 +70,13 @@ class DataConfig:
     bm25_stopwords: str | None = "en"  # bm25s stopword list name, or null for none
     sample: int | None = None  # a seeded random sample of N questions (after limit), chosen before retrieval
     sample_seed: int = 0  # seed of `sample` (the evaluation questions of eval.path: eval.seed)
+    # Corpora and indexes at scale (README "Corpora at Wikipedia scale"):
+    index_dir: str | None = None  # shared corpus stores and indexes; null = $PURECOVER_INDEX_DIR or ~/.cache/purecover/index
+    index_path: str | None = None  # dense: a prebuilt FAISS index over data.corpus, used as it is (e.g. FlashRAG's)
+    faiss_index: str = "Flat"  # dense: faiss.index_factory string (Flat, IVF65536,PQ64, HNSW32, ...)
+    faiss_search_params: str | None = None  # dense: e.g. "nprobe=64" or "efSearch=128"
+    embedding_dtype: Literal["float32", "float16"] = "float32"  # dense: how passage embeddings are stored
+    encode_shard_size: int = 65536  # dense: passages per embedding shard (the unit of resuming and of ranks)
 
 
 @dataclass
@@ -487,6 +494,12 @@ def _check_values(obj: Any, prefix: str) -> None:
         need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
         need(obj.sample is None or obj.sample >= 1, "sample", f"must be >= 1 or null, got {obj.sample}")
         need(obj.dense_batch_size >= 1, "dense_batch_size", "must be >= 1")
+        need(obj.encode_shard_size >= 1, "encode_shard_size", f"must be >= 1, got {obj.encode_shard_size}")
+        need(bool(obj.faiss_index.strip()), "faiss_index", "must be a faiss.index_factory string such as Flat")
+        need(obj.index_path is None or obj.retriever == "dense", "index_path",
+             "is a FAISS index: it needs data.retriever: dense")
+        need(obj.index_path is None or obj.corpus not in ("per_question", "shared"), "index_path",
+             "needs data.corpus to be the corpus file the index was built over")
     elif isinstance(obj, TeacherConfig):
         for key in ("tau1", "tau2", "embedding_tau", "embedding_tau_e"):
             value = getattr(obj, key)

@@ -33,7 +33,6 @@ __all__ = ["FILES", "RunDir"]
 FILES: dict[str, str] = {
     "candidates": "candidates.jsonl",
     "data_report": "data_report.json",
-    "index": "index",
     "bias": "bias.json",
     "labels": "labels.jsonl",
     "label_shards": "label_shards",

@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import Recipe, section_fingerprint
 
-__all__ = ["HASH_EXCLUDE", "PIPELINE", "STAGES", "Stage", "config_hash", "get_stage", "load_runner", "not_needed",
+__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage", "config_hash", "get_stage", "load_runner", "not_needed",
            "run_stage"]
 
 Runner = Callable[..., dict[str, Any]]
@@ -80,6 +80,7 @@ _ALL_SECTIONS = ("data", "teacher", "student", "export", "eval", "seed")
 # stays hashed: the effective batch is num_processes x per_device_train_batch_size x
 # gradient_accumulation_steps.
 HASH_EXCLUDE: tuple[str, ...] = (
+    "data.index_dir",  # where shared indexes live; their own keys say what they hold
     "student.launch.config_file",
     "student.launch.num_machines",
     "student.launch.machine_rank",
@@ -87,6 +88,23 @@ HASH_EXCLUDE: tuple[str, ...] = (
     "student.launch.main_process_port",
     "student.launch.extra_args",
 )
+
+# Keys added after runs already existed: left out of the hash while they hold their default, so a run
+# made before they existed keeps its hash (and resumes) until the user sets one of them.
+HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
+    "data.index_path",
+    "data.faiss_index",
+    "data.faiss_search_params",
+    "data.embedding_dtype",
+    "data.encode_shard_size",
+)
+
+
+def _at_default(recipe: Recipe, dotted: str) -> bool:
+    section, key = dotted.split(".")
+    config = getattr(recipe, section)
+    return bool(getattr(config, key) == getattr(type(config)(), key))
+
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage(
@@ -211,7 +229,8 @@ def config_hash(recipe: Recipe, name: str) -> str:
     """The config hash stage `name` records in its manifest: its recipe sections without `HASH_EXCLUDE`
     (16 hex chars), plus the stage's `hash_extra` (e.g. the selector's fingerprint) when it declares one."""
     stage = get_stage(name)
-    base = section_fingerprint(recipe, *stage.sections, exclude=HASH_EXCLUDE)
+    omitted = tuple(k for k in HASH_OMIT_AT_DEFAULT if _at_default(recipe, k))
+    base = section_fingerprint(recipe, *stage.sections, exclude=HASH_EXCLUDE + omitted)
     if stage.hash_extra is None:
         return base
     extra = _load(stage.hash_extra)(recipe)

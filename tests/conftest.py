@@ -10,6 +10,12 @@ import pytest
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
 
 
+@pytest.fixture(autouse=True)
+def _private_index_dir(tmp_path_factory, monkeypatch):
+    """Corpus stores and indexes of each test in its own directory, never the user's cache."""
+    monkeypatch.setenv("PURECOVER_INDEX_DIR", str(tmp_path_factory.mktemp("index")))
+
+
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     path = sample_data_dir()

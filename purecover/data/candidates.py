@@ -31,18 +31,13 @@ from ..config import Recipe
 from ..rundir import FILES, RunDir
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, atomic_write_json, ensure_output_dir, read_jsonl
+from ..utils.memory import peak_rss_mb
 from ..utils.rundir_lock import locked_stage
-from .corpus import (
-    Corpus,
-    Doc,
-    content_doc_id,
-    corpus_from_examples,
-    load_corpus_jsonl,
-    normalize_title,
-    question_docs,
-)
+from .corpus import Corpus, CorpusLike, Doc, content_doc_id, corpus_from_examples, question_docs
+from .corpus_store import open_corpus_store
 from .errors import InvalidRecord
 from .example import Example
+from .index_dir import resolve_index_dir
 from .loaders import ExampleSource
 from .retrieval.base import Hit
 
@@ -87,7 +82,7 @@ def read_candidates(path: str | Path, max_docs: int | None = None, max_docs_hint
     return records
 
 
-def gold_doc_ids(example: Example, corpus: Corpus | None) -> list[str]:
+def gold_doc_ids(example: Example, corpus: CorpusLike | None) -> list[str]:
     """Ids of the gold passages of `example` (see module docstring for the rule)."""
     supporting = example.supporting_paragraphs
     if corpus is None:  # corpus built from the dataset's own paragraphs
@@ -95,10 +90,12 @@ def gold_doc_ids(example: Example, corpus: Corpus | None) -> list[str]:
         return list(dict.fromkeys(ids))
     ids = []
     for title in example.supporting_titles:
-        ids += corpus.title_index.get(normalize_title(title), [])
+        ids += corpus.ids_with_title(title)
     for p in supporting:
-        if not p.title and p.text.strip() in corpus.text_index:
-            ids.append(corpus.text_index[p.text.strip()])
+        if not p.title:
+            found = corpus.id_of_text(p.text)
+            if found is not None:
+                ids.append(found)
     return list(dict.fromkeys(ids))
 
 
@@ -128,7 +125,8 @@ def supporting_recall(records: Iterable[dict[str, Any]]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _make_retriever(recipe: Recipe, corpus: Corpus, index_dir: Path | None, show_progress: bool) -> Any:
+def make_retriever(recipe: Recipe, corpus: CorpusLike, index_dir: Path | None, show_progress: bool) -> Any:
+    """The retriever of ``data.retriever`` over `corpus`, its index kept under `index_dir` (None: in memory)."""
     cfg = recipe.data
     if cfg.retriever == "bm25":
         from .retrieval.bm25 import BM25Retriever
@@ -138,7 +136,22 @@ def _make_retriever(recipe: Recipe, corpus: Corpus, index_dir: Path | None, show
 
     return DenseRetriever(corpus, cfg.dense_model, cache_dir=index_dir, query_prefix=cfg.query_prefix,
                           passage_prefix=cfg.passage_prefix, batch_size=cfg.dense_batch_size,
-                          show_progress=show_progress)
+                          show_progress=show_progress, index_factory=cfg.faiss_index,
+                          embedding_dtype=cfg.embedding_dtype, shard_size=cfg.encode_shard_size,
+                          index_path=cfg.index_path, search_params=cfg.faiss_search_params)
+
+
+def open_recipe_corpus(recipe: Recipe, examples: list[Example] | None = None, show_progress: bool = True,
+                       invalid: list[InvalidRecord] | None = None) -> CorpusLike | None:
+    """The corpus of ``data.corpus``: the store of a corpus file (built once under the index directory),
+    the union of `examples`' paragraphs (``shared``), or None (``per_question``)."""
+    cfg = recipe.data
+    if cfg.corpus == "per_question":
+        return None
+    if cfg.corpus == "shared":
+        return corpus_from_examples(examples or [])
+    return open_corpus_store(cfg.corpus, resolve_index_dir(cfg.index_dir), skip_invalid=cfg.skip_invalid,
+                             invalid=invalid, show_progress=show_progress)
 
 
 def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
@@ -173,6 +186,8 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
         raise FileNotFoundError(f"data.corpus {cfg.corpus!r} is neither per_question, shared nor an existing file")
 
     rd.begin("data", recipe, config_hash, started)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
     source = ExampleSource(cfg.dataset, cfg.path, split=cfg.split, limit=cfg.limit, skip_invalid=cfg.skip_invalid,
                            aliases_path=cfg.aliases, require_paragraphs=not external, hub_config=cfg.hub_config,
                            split_key=_split_key(recipe))
@@ -184,23 +199,25 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
         from .splits import sample_questions
 
         examples = sample_questions(examples, cfg.sample, cfg.sample_seed, key="data.sample", qid=lambda ex: ex.qid)
+    seconds["questions"] = time.perf_counter() - t0
     corpus_invalid: list[InvalidRecord] = []
-    index_dir = rd.path_of("index")
-    corpus: Corpus | None = None
-    if external:
-        corpus = load_corpus_jsonl(cfg.corpus, skip_invalid=cfg.skip_invalid, invalid=corpus_invalid)
-    elif cfg.corpus == "shared":
-        corpus = corpus_from_examples(examples)
+    index_dir = resolve_index_dir(cfg.index_dir)
+    t0 = time.perf_counter()
+    corpus = open_recipe_corpus(recipe, examples, show_progress, corpus_invalid)  # a store opens in milliseconds
+    seconds["corpus"] = time.perf_counter() - t0
 
     with ResumableJsonl(run_dir / CANDIDATES_FILE) as out:
         pending = [ex for ex in examples if ex.qid not in out.done]
         n_done_before = len(examples) - len(pending)
         retriever = None
+        index_state = None
         if pending and corpus is not None:
             t0 = time.perf_counter()
-            retriever = _make_retriever(recipe, corpus, index_dir, show_progress)
-            log.info("%s index over %d passages ready in %.1fs (%s)", cfg.retriever, len(corpus),
-                     time.perf_counter() - t0, "cached" if retriever.from_cache else "built")
+            retriever = make_retriever(recipe, corpus, index_dir, show_progress)
+            seconds["index"] = time.perf_counter() - t0
+            index_state = "loaded" if retriever.from_cache else "built"
+            log.info("%s index over %d passages %s in %.1fs (%s)", cfg.retriever, len(corpus), index_state,
+                     seconds["index"], index_dir)
         t0 = time.perf_counter()
         bar = tqdm(total=len(pending), desc="retrieve", unit="q", disable=not show_progress)
         empty_queries = 0
@@ -208,19 +225,19 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
             if corpus is not None:
                 hits = retriever.search([ex.question for ex in batch], cfg.k1)
                 for ex, row in zip(batch, hits):
-                    docs = [(corpus[h.index], h.score) for h in row]
-                    gold = gold_doc_ids(ex, None if not external else corpus)
-                    out.write(build_record(ex, docs, gold))
+                    docs = list(zip(corpus.docs_at([h.index for h in row]), [h.score for h in row]))
+                    out.write(build_record(ex, docs, gold_doc_ids(ex, corpus if external else None)))
             else:  # per_question: rank each question's own paragraphs
                 for ex in batch:
                     own = Corpus(question_docs(ex), f"question {ex.qid}")
-                    r = _make_retriever(recipe, own, None, False)
+                    r = make_retriever(recipe, own, None, False)
                     row: list[Hit] = r.search([ex.question], cfg.k1)[0]
                     empty_queries += getattr(r, "empty_queries", 0)
                     out.write(build_record(ex, [(own[h.index], h.score) for h in row], gold_doc_ids(ex, None)))
             bar.update(len(batch))
         bar.close()
         elapsed = time.perf_counter() - t0
+        seconds["retrieve"] = elapsed
         if retriever is not None:
             empty_queries += getattr(retriever, "empty_queries", 0)
         repaired = out.repaired
@@ -241,11 +258,16 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
         "invalid_records": len(invalid),
         "corpus": cfg.corpus,
         "corpus_size": len(corpus) if corpus is not None else None,
+        "corpus_fingerprint": corpus.fingerprint if corpus is not None else None,
         "retriever": cfg.retriever,
+        "index": index_state,  # built, loaded, or null when nothing was retrieved from a corpus
+        "index_dir": str(index_dir) if corpus is not None else None,
         "k1": cfg.k1,
         "empty_queries": empty_queries,
         "questions_per_second": round(len(pending) / elapsed, 2) if pending and elapsed > 0 else None,
         f"supporting_recall@{cfg.k1}": None if recall is None else round(recall, 4),
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        "peak_rss_mb": peak_rss_mb(),
         "candidates": str(run_dir / CANDIDATES_FILE),
     }
     if source.resolved is not None:  # the Hub configuration / split actually read

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +78,18 @@ def _open_text(path: Path) -> Any:
     return path.open("r", encoding="utf-8", errors="surrogateescape")
 
 
-def iter_jsonl(path: str | Path, *, check_text: bool = True) -> Iterator[tuple[str, Any]]:
-    """Yield (``"line N"``, object) for each non-blank line; a bad line raises DataFormatError."""
+def iter_jsonl(path: str | Path, *, check_text: bool = True,
+               progress: Callable[[int], None] | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield (``"line N"``, object) for each non-blank line; a bad line raises DataFormatError.
+
+    `progress`, when given, is called every 4,096 lines and at the end with the bytes read so far
+    (to within the reader's 8 KiB buffer), for a progress bar over the file size.
+    """
     path = Path(path)
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, start=1):
+            if progress is not None and not lineno % 4096:
+                progress(fh.buffer.tell())
             if not line.strip():
                 continue
             if _BAD_BYTE.search(line):
@@ -97,6 +104,8 @@ def iter_jsonl(path: str | Path, *, check_text: bool = True) -> Iterator[tuple[s
             if check_text and _SURROGATE_ESCAPE.search(line):
                 check_lone_surrogates(obj, str(path), f"line {lineno}")
             yield f"line {lineno}", obj
+        if progress is not None:
+            progress(fh.buffer.tell())
 
 
 def iter_json_array(path: str | Path, *, check_text: bool = True) -> Iterator[tuple[str, Any]]:
