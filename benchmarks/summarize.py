@@ -352,6 +352,28 @@ def learnability_rows(doc: Doc) -> list[Row]:
     return out
 
 
+def generic_rows(name: str) -> Callable[[Doc], list[Row]]:
+    """Rows of a benchmark that writes its own ``rows``: (figure, value, unit, target, op, met)."""
+
+    def extract(doc: Doc) -> list[Row]:
+        table = doc.get("rows")
+        if not isinstance(table, list):
+            raise doc.error(("rows",), f"expected a list of rows, got {table!r}")
+        out = []
+        for i, r in enumerate(table):
+            if not isinstance(r, dict) or "figure" not in r or "unit" not in r:
+                raise doc.error(("rows", i), f"expected an object with figure, value and unit, got {r!r}")
+            unit = str(r["unit"])
+            fmt = "{:.2f}×" if unit == "x" else "{:,.1f} " + unit
+            value = r.get("value")
+            out.append(Row(name, str(r["figure"]), None if value is None else float(value), fmt,
+                           target=r.get("target"), op=r.get("op"), status="ok" if value is not None else "not run",
+                           target_source="results file" if r.get("target") is not None else None))
+        return out
+
+    return extract
+
+
 # Order of the Makefile `bench` recipe.
 EXTRACTORS: dict[str, Callable[[Doc], list[Row]]] = {
     "retrieval": retrieval_rows,
@@ -361,6 +383,7 @@ EXTRACTORS: dict[str, Callable[[Doc], list[Row]]] = {
     "perm_loss": perm_loss_rows,
     "selector": selector_rows,
     "learnability": learnability_rows,
+    "corpus_scale": generic_rows("corpus_scale"),
 }
 
 

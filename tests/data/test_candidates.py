@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -125,4 +127,7 @@ def test_dense_retriever_stage(tmp_path):
                "data.limit=6")
     summary = run_data_stage(r, show_progress=False)
     assert summary["written"] == 6 and summary["supporting_recall@10"] > 0.5
-    assert any(p.name.startswith("dense-") for p in (r.run_path / "index").iterdir())
+    index_dir = Path(os.environ["PURECOVER_INDEX_DIR"])  # the shared index directory, not the run directory
+    assert summary["index_dir"] == str(index_dir) and summary["index"] == "built"
+    assert any(p.name.startswith("dense-") for p in index_dir.iterdir())
+    assert not (r.run_path / "index").exists()

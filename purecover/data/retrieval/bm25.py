@@ -1,9 +1,16 @@
-"""BM25 over a corpus with bm25s; the index is saved under a key of the corpus and settings.
+"""BM25 over a corpus, with bm25s's scores; the index is saved under a key of the corpus and settings.
 
-The index directory name is ``bm25-<key>``, where the key hashes the corpus fingerprint, the
-tokenizer settings and the bm25s version: a changed corpus gets a new index, an unchanged one
-is loaded (arrays are plain ``.npy`` loaded without pickle, vocabularies are JSON).
-Ranking ties are broken by corpus position, so results are deterministic.
+The index directory is ``<index_dir>/bm25-<key>``, where the key hashes the corpus fingerprint, the
+tokenizer settings, the bm25s version, the BM25 parameters and the index format: a changed corpus gets
+a new index, an unchanged one is loaded. The files and the build are described in
+`purecover.data.retrieval.bm25_index`: the build streams the corpus in chunks with bounded memory (the
+vocabulary dict aside), and loading maps the arrays (milliseconds, no dict, whatever the size).
+
+A build writes into a temporary sibling (``.bm25-<key>.XXXX``), writes ``purecover_index.json`` last and
+renames the directory into place, so the final path only ever holds a whole index: a killed build leaves
+nothing there and the next run builds again (the killed build's temporary directory is reported, not
+deleted). A per-key lock (``.bm25-<key>.lock``) makes a second process wait for the first and then
+load its index instead of building it twice. Ranking ties are broken by corpus position.
 """
 
 from __future__ import annotations
@@ -25,32 +32,48 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import bm25s
 import numpy as np
-from bm25s.tokenization import Tokenizer
 
+from ...utils.index_lock import key_lock
 from ...utils.io import disk_full_is_explained
-from ..corpus import Corpus
+from ..corpus import CorpusLike
 from .base import Hit, top_k
+from .bm25_index import (
+    BUCKET_POSTINGS,
+    FORMAT_VERSION,
+    K1,
+    READ_BATCH,
+    RUN_TOKENS,
+    B,
+    BM25Index,
+    build_index,
+    new_tokenizer,
+    query_words,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BM25Retriever"]
 
 _META = "purecover_index.json"
+_BUILDING = ".building"  # marks a temporary build directory of ours until the build is complete
 _KEPT = ("the index is saved through a temporary directory, so no partial index is left at that path, and it "
          "is rebuilt on the next run; the candidates written so far are kept")
 
 
 class BM25Retriever:
-    """BM25 (bm25s defaults: Lucene variant, k1=1.5, b=0.75) over ``title + text`` of each passage.
+    """BM25 (bm25s's Lucene variant, k1=1.5, b=0.75) over ``title + text`` of each passage.
 
-    `index_dir`: where to save/load the index (None: in memory only).
+    `index_dir`: where to save/load the index (None: built in memory, for small corpora).
     `stopwords`: bm25s stopword list (``"en"``) or None.
-    After construction, `from_cache` tells whether the index was loaded instead of built.
-    `empty_queries` counts queries with no indexed word (they score every passage 0).
+    `read_batch`, `run_tokens`, `bucket_postings`: memory knobs of the build (see `bm25_index`); they do
+    not change the index.
+    After construction, `from_cache` tells whether the index was loaded instead of built, `key` and `path`
+    name it, and `empty_queries` counts queries with no indexed word (they score every passage 0).
     """
 
-    def __init__(self, corpus: Corpus, index_dir: str | Path | None = None, stopwords: str | None = "en",
-                 show_progress: bool = False) -> None:
+    def __init__(self, corpus: CorpusLike, index_dir: str | Path | None = None, stopwords: str | None = "en",
+                 show_progress: bool = False, *, read_batch: int = READ_BATCH, run_tokens: int = RUN_TOKENS,
+                 bucket_postings: int = BUCKET_POSTINGS) -> None:
         if len(corpus) == 0:
             raise ValueError(f"corpus {corpus.source!r} is empty: nothing to index")
         self.corpus = corpus
@@ -58,76 +81,96 @@ class BM25Retriever:
         self.show_progress = show_progress
         self.empty_queries = 0
         self.from_cache = False
-        settings = {"corpus": corpus.fingerprint, "stopwords": stopwords, "bm25s": bm25s.__version__,
-                    "method": "lucene", "k1": 1.5, "b": 0.75, "text": "title+text"}
-        self.key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+        self._knobs = {"read_batch": read_batch, "run_tokens": run_tokens, "bucket_postings": bucket_postings}
+        self.settings = {"corpus": corpus.fingerprint, "stopwords": stopwords, "bm25s": bm25s.__version__,
+                         "method": "lucene", "k1": K1, "b": B, "text": "title+text", "format": FORMAT_VERSION}
+        self.key = hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()[:16]
         self.path = Path(index_dir) / f"bm25-{self.key}" if index_dir is not None else None
-        if self.path is not None and (self.path / _META).is_file():
-            self._load(self.path)
-            self.from_cache = True
+        self.tokenizer = new_tokenizer(stopwords)  # for queries: its splitting rules, not its vocabulary
+        if self.path is None:
+            index = build_index(corpus, None, stopwords, show_progress=show_progress, **self._knobs)
+            assert isinstance(index, BM25Index)
+            self.index = index
         else:
-            self._build()
-            if self.path is not None:
-                self._save(self.path, settings)
+            self.index = self._open_or_build(self.path)
 
-    def _new_tokenizer(self) -> Tokenizer:
-        return Tokenizer(stopwords=self.stopwords if self.stopwords else None)
+    # --- the index on disk --------------------------------------------------------------------------------
 
-    def _build(self) -> None:
-        self.tokenizer = self._new_tokenizer()
-        texts = [d.contents for d in self.corpus.docs]
-        ids = self.tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=self.show_progress)
-        self.model = bm25s.BM25()
-        self.model.index(self.tokenizer.to_tokenized_tuple(ids), show_progress=self.show_progress)
+    def _open_or_build(self, path: Path) -> BM25Index:
+        built = False
+        if not (path / _META).is_file():
+            with disk_full_is_explained(path, _KEPT):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with key_lock(path.parent / f".{path.name}.lock", f"the BM25 index {path}"):
+                    if not (path / _META).is_file():  # not built by another process while we waited
+                        self._build(path)
+                        built = True
+        self.from_cache = not built
+        return self._load(path)
 
-    def _save(self, path: Path, settings: dict[str, object]) -> None:
-        """Write the index to a temporary sibling directory and rename it to `path` when complete.
+    def _build(self, path: Path) -> None:
+        """Build the index in a temporary sibling of `path` and rename it to `path` when complete.
 
         `path` is only ever a whole index (the metadata file is written last, then the rename), so a
-        failed or killed save is never loaded as a cache. A full disk raises `DiskFullError` naming
-        the index directory.
+        failed or killed build is never loaded. A full disk raises `DiskFullError` naming the index.
         """
-        with disk_full_is_explained(path, _KEPT):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-            try:
-                self.model.save(str(tmp))
-                self.tokenizer.save_vocab(str(tmp))
-                (tmp / _META).write_text(json.dumps({"settings": settings, "n_docs": len(self.corpus)}, indent=2))
-                if path.exists():  # a concurrent writer won, or a stale partial directory
-                    shutil.rmtree(path)
-                tmp.rename(path)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+        leftovers = [p for p in path.parent.glob(f".{path.name}.*")
+                     if p.is_dir() and not p.is_symlink() and (p / _BUILDING).is_file()]
+        for stale in leftovers:  # we hold the key lock: builds of ours that were killed (their marker says so)
+            log.warning("removing the temporary directory of an interrupted build of %s: %s", path, stale)
+            shutil.rmtree(stale, ignore_errors=True)
+        log.info("building the BM25 index of %s (%d passages) in %s", self.corpus.source, len(self.corpus), path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            (tmp / _BUILDING).write_text(f"pid {os.getpid()}\n")
+            stats = build_index(self.corpus, tmp, self.stopwords, show_progress=self.show_progress, **self._knobs)
+            (tmp / _BUILDING).unlink()
+            meta = {"settings": self.settings, "n_docs": len(self.corpus), "source": self.corpus.source, "build": stats}
+            (tmp / _META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            if path.is_symlink():
+                path.unlink()
+            elif path.exists():  # a stale partial directory (no metadata) at our name
+                shutil.rmtree(path)
+            tmp.rename(path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         log.info("saved BM25 index (%d passages) to %s", len(self.corpus), path)
 
-    def _load(self, path: Path) -> None:
-        meta = json.loads((path / _META).read_text())
+    def _load(self, path: Path) -> BM25Index:
+        meta = json.loads((path / _META).read_text(encoding="utf-8"))
         if meta.get("n_docs") != len(self.corpus):
             raise ValueError(f"BM25 index {path} has {meta.get('n_docs')} passages, corpus has {len(self.corpus)}")
-        self.tokenizer = self._new_tokenizer()
-        self.tokenizer.load_vocab(str(path))
-        self.model = bm25s.BM25.load(str(path), mmap=False)
+        index = BM25Index.load(path, len(self.corpus))
+        index.stats = meta.get("build", {})
         log.info("loaded BM25 index from %s", path)
+        return index
 
-    def _query_ids(self, query: str) -> list[int]:
-        words = self.tokenizer.tokenize([query], update_vocab=False, return_as="string", show_progress=False)[0]
-        vocab = self.model.vocab_dict  # word -> index row
-        return [vocab[w] for w in words if w and w in vocab]
+    # --- queries ------------------------------------------------------------------------------------------
+
+    def _columns(self, queries: list[str]) -> list[list[int]]:
+        """Index columns of each query's indexed words, in query order (repeats kept)."""
+        words = list(query_words(queries, self.tokenizer))
+        distinct = list(dict.fromkeys(w for ws in words for w in ws))
+        column = dict(zip(distinct, self.index.vocab.lookup(distinct)))
+        cols = [[column[w] for w in ws if w and column[w] >= 0] for ws in words]
+        self.empty_queries += sum(not c for c in cols)
+        return cols
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every passage for `query` (float32, length = corpus size)."""
-        ids = self._query_ids(query)
-        if not ids:
-            self.empty_queries += 1
-            return np.zeros(len(self.corpus), dtype=np.float32)
-        return self.model.get_scores_from_ids(ids)
+        return self.index.scores(self._columns([query])[0])
 
     def search(self, queries: list[str], k: int, allowed: list[np.ndarray] | None = None) -> list[list[Hit]]:
-        """Top-`k` passages per query; `allowed[i]` optionally restricts query i to some positions."""
+        """Top-`k` passages per query, best first, ties → earlier position.
+
+        Without `allowed`, only the postings of each query's words are read (no array over the corpus);
+        `allowed[i]` (int positions) restricts query i to those passages (scored densely: small corpora).
+        """
         results = []
-        for i, q in enumerate(queries):
-            s = self.scores(q)
-            results.append(top_k(s, k, None if allowed is None else allowed[i]))
+        for i, cols in enumerate(self._columns(queries)):
+            if allowed is None:
+                results.append(self.index.top_k(cols, k))
+            else:
+                results.append(top_k(self.index.scores(cols), k, allowed[i]))
         return results
