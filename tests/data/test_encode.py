@@ -40,7 +40,7 @@ def _recipe_file(tmp_path: Path, encoder: Path, index_dir: Path, run: str) -> tu
 def test_ranks_encode_ahead_and_the_data_stage_only_indexes(tmp_path, encoder, monkeypatch, capsys):
     index_dir = tmp_path / "index"
     path, sets = _recipe_file(tmp_path, encoder, index_dir, "run")
-    args = [str(path), "-q", *sum((["--set", s] for s in sets), [])]
+    args = [str(path), "-q", *(a for s in sets for a in ("--set", s))]
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
     assert main(args) == 0
