@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/python benchmarks/perm_loss.py --out benchmarks/results/perm_loss.json
 	$(BIN)/python benchmarks/selector.py --out benchmarks/results/selector.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --jobs 2 --threads 1 --out benchmarks/results/learnability.json
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/corpus_scale.py --out benchmarks/results/corpus_scale.json
 	$(BIN)/python benchmarks/summarize.py
 
 clean:

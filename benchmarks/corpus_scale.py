@@ -177,22 +177,31 @@ elif kind == "dense_shards":
     out["rank"], out["world"], out["shards"] = rank, world, len(done)
     if rank != 0:
         sys.exit(0)
+import purecover
+out["purecover"] = purecover.__file__
 out["seconds"] = time.perf_counter() - t0
-out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this address space's own peak (ru_maxrss would include the parent's size at the fork)
+out["peak_rss_mb"] = next(int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+out["ru_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print("RESULT " + json.dumps(out))
 """
 
 
-def run_child(job: dict, *, pythonpath: Path = REPO, env_extra: dict | None = None, launcher: list[str] | None = None,
-              timeout: float = 4 * 3600) -> dict:
-    """Run one phase in a fresh process; its RESULT line (plus wall seconds)."""
+def run_child(job: dict, *, cwd: Path, pythonpath: Path = REPO, env_extra: dict | None = None,
+              launcher: list[str] | None = None, timeout: float = 4 * 3600) -> dict:
+    """Run one phase in a fresh process in `cwd`, importing purecover from `pythonpath`; its RESULT line.
+
+    `cwd` must not hold a ``purecover`` package: ``python -c`` puts the working directory first on
+    ``sys.path``, before ``PYTHONPATH`` (so the 'before' tree would be shadowed by the repository).
+    Indexes that a recipe does not place go under `cwd` too, never the user's cache.
+    """
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "TQDM_DISABLE": "1", **(env_extra or {})}
+           "TQDM_DISABLE": "1", "PURECOVER_INDEX_DIR": str(cwd / "default-index"), **(env_extra or {})}
     # `-c` for a plain child; a launcher (torchrun) needs the script as a file
     cmd = [sys.executable, "-c", _CHILD, json.dumps(job)] if launcher is None else \
         [*launcher, _child_file(), json.dumps(job)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{job['kind']} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -281,15 +290,17 @@ def main(argv: list[str] | None = None) -> int:
         index_dir = work / f"index-{n}"
         if n in sizes:
             shutil.rmtree(index_dir, ignore_errors=True)
-            entry["store"] = run_child({"kind": "store", "corpus": str(corpus), "index_dir": str(index_dir)})
+            entry["store"] = run_child(cwd=work, job={"kind": "store", "corpus": str(corpus),
+                                                      "index_dir": str(index_dir)})
             print(f"[{n:,}] store: {entry['store']}", flush=True)
-            entry["bm25_build"] = run_child({"kind": "bm25_build", "corpus": str(corpus), "index_dir": str(index_dir)})
+            entry["bm25_build"] = run_child(cwd=work, job={"kind": "bm25_build", "corpus": str(corpus),
+                                                           "index_dir": str(index_dir)})
             print(f"[{n:,}] bm25 build: {entry['bm25_build']}", flush=True)
             entry["disk_bytes"] = {p.name: _du(p) for p in index_dir.iterdir() if p.is_dir()}
             run_dir = work / f"run-{n}"
             shutil.rmtree(run_dir, ignore_errors=True)
             recipe = _recipe(work / f"recipe-{n}.yaml", run_dir, questions, corpus, index_dir)
-            res = run_child({"kind": "data", "recipe": str(recipe), "sets": [],
+            res = run_child(cwd=work, job={"kind": "data", "recipe": str(recipe), "sets": [],
                              "manifest": str(run_dir / "data.run.json")})
             s = res["summary"]
             secs = s["seconds"]
@@ -304,15 +315,16 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = work / f"before-run-{n}"
             shutil.rmtree(run_dir, ignore_errors=True)
             recipe = _recipe(work / f"before-recipe-{n}.yaml", run_dir, questions, corpus, None)
-            first = run_child({"kind": "before_data", "recipe": str(recipe), "sets": [],
+            first = run_child(cwd=work, job={"kind": "before_data", "recipe": str(recipe), "sets": [],
                                "manifest": str(run_dir / "data.run.json")}, pythonpath=tree)
             second_dir = work / f"before-run-{n}-again"
             shutil.rmtree(second_dir, ignore_errors=True)
             second_dir.mkdir()
             (second_dir / "index").symlink_to(run_dir / "index", target_is_directory=True)
             recipe2 = _recipe(work / f"before-recipe-{n}-again.yaml", second_dir, questions, corpus, None)
-            second = run_child({"kind": "before_data", "recipe": str(recipe2), "sets": [],
+            second = run_child(cwd=work, job={"kind": "before_data", "recipe": str(recipe2), "sets": [],
                                 "manifest": str(second_dir / "data.run.json")}, pythonpath=tree)
+            assert first["purecover"].startswith(str(tree)), f"the before run imported {first['purecover']}"
             entry["before"] = {
                 "commit": args.before_commit,
                 "first_run": {"peak_rss_mb": first["peak_rss_mb"], "seconds": first["seconds"],
@@ -368,7 +380,8 @@ def dense_phase(work: Path, n: int, corpus: Path, records: list[dict], compare_p
               "dtype": "float16", "shard_size": 65_536}
     for p in index_dir.glob("dense-*"):
         shutil.rmtree(p, ignore_errors=True)
-    encode = run_child({"kind": "dense_encode", "factory": "Flat", "queries": queries, "threads": 2, **common})
+    encode = run_child(cwd=work, job={"kind": "dense_encode", "factory": "Flat", "queries": queries, "threads": 1,
+                                      **common})
     result: dict = {"encode_and_index": encode, "passages_per_second": round(n / encode["index_seconds"], 1)}
     if not compare_processes:
         return result
@@ -381,7 +394,7 @@ def dense_phase(work: Path, n: int, corpus: Path, records: list[dict], compare_p
         launcher = None if world == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                              f"--nproc_per_node={world}"]
         env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        timing[world] = run_child(job, launcher=launcher, env_extra=env)
+        timing[world] = run_child(job, cwd=work, launcher=launcher, env_extra=env)
     result["processes"] = {str(w): {"wall_seconds": t["wall_seconds"], "encode_seconds": t["encode_seconds"],
                                     "peak_rss_mb_rank0": t["peak_rss_mb"]} for w, t in timing.items()}
     result["speedup_2_over_1"] = round(timing[1]["encode_seconds"] / timing[2]["encode_seconds"], 2)

@@ -11,9 +11,7 @@ opens the corpus store (one builds it, the others wait for it) and writes disjoi
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -65,24 +63,10 @@ def encode_recipe_corpus(recipe: Recipe, show_progress: bool = True, rank: int |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..validate import load_validated_recipe
+    from ..utils.entry import recipe_main
 
-    prog = "python -m purecover.data.encode"
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recipe")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    parser.add_argument("-q", "--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        recipe = load_validated_recipe(args.recipe, args.overrides)
-        summary = encode_recipe_corpus(recipe, show_progress=not args.quiet)
-    except ConfigError as exc:
-        print(f"{prog}: recipe error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(summary))
-    return 0
+    return recipe_main("python -m purecover.data.encode", __doc__,
+                       lambda recipe, progress: json.dumps(encode_recipe_corpus(recipe, show_progress=progress)), argv)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,26 @@
-"""Shared command-line entry for stage modules run with ``python -m`` (e.g. under accelerate launch)."""
+"""Shared command-line entry for modules run with ``python -m`` (e.g. under accelerate launch or torchrun)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
-def stage_main(stage: str, prog: str, description: str | None, argv: list[str] | None = None) -> int:
-    """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, run registered `stage`
-    (`purecover.stages.run_stage`) and print its summary.
+def recipe_main(prog: str, description: str | None, run: Callable[[Any, bool], Any],
+                argv: list[str] | None = None) -> int:
+    """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, call ``run(recipe, show_progress)``
+    and print what it returns.
 
-    A recipe error is one line on stderr and exit code 2, before the stage starts (like `purecover`).
+    A recipe error (from validation or from `run`) is one line on stderr and exit code 2 (like `purecover`).
     """
     from ..config import ConfigError
-    from ..stages import run_stage
     from ..validate import load_validated_recipe
 
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipe", nargs="?")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -25,8 +28,17 @@ def stage_main(stage: str, prog: str, description: str | None, argv: list[str] |
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         recipe = load_validated_recipe(args.recipe, args.overrides)
+        result = run(recipe, not args.quiet)
     except ConfigError as exc:
         print(f"{prog}: recipe error: {exc}", file=sys.stderr)
         return 2
-    print(run_stage(stage, recipe, show_progress=not args.quiet))
+    print(result)
     return 0
+
+
+def stage_main(stage: str, prog: str, description: str | None, argv: list[str] | None = None) -> int:
+    """`recipe_main` running registered `stage` (`purecover.stages.run_stage`) and printing its summary."""
+    from ..stages import run_stage
+
+    return recipe_main(prog, description, lambda recipe, progress: run_stage(stage, recipe, show_progress=progress),
+                       argv)

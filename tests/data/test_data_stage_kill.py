@@ -1,0 +1,84 @@
+"""`purecover data` over a corpus file, SIGKILLed while it builds the corpus store and while it builds the
+BM25 index, rerun each time: the candidates equal those of an uninterrupted run, and a corpus file that
+changes afterwards is stored and indexed again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from purecover.data import load_examples
+from purecover.data.corpus import corpus_from_examples
+from tests.process_helpers import run_and_kill_when
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _corpus(path: Path, n: int) -> Path:
+    """The demo set's own paragraphs among `n` generated passages (so the questions have gold passages)."""
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(5000)])
+    rows = [{"id": d.doc_id, "title": d.title, "text": d.text}
+            for d in corpus_from_examples(load_examples("hotpotqa", "demo")).docs]
+    rows += [{"id": f"s{i}", "title": f"Synthetic {i // 3}", "text": " ".join(words[rng.zipf(1.3, 60) % 5000])}
+             for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _command(run_dir: Path, corpus: Path, index_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "purecover.cli", "data", "-q", "--set", f"run_dir={run_dir}", "--set", "data.path=demo",
+            "--set", f"data.corpus={corpus}", "--set", f"data.index_dir={index_dir}", "--set", "data.k1=8"]
+
+
+def _run(cmd: list[str]) -> None:
+    subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, text=True, timeout=300)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
+
+
+def test_killed_while_storing_and_while_indexing_then_rerun_gives_the_uninterrupted_candidates(tmp_path):
+    corpus = _corpus(tmp_path / "corpus.jsonl", 40_000)
+    reference = tmp_path / "reference"
+    _run(_command(reference, corpus, tmp_path / "reference-index"))
+
+    run_dir, index_dir = tmp_path / "run", tmp_path / "index"
+    cmd = _command(run_dir, corpus, index_dir)
+
+    def storing() -> bool:
+        return any(p.stat().st_size > 100_000 for p in index_dir.glob(".corpus-*/passages.arrow"))
+
+    def indexing() -> bool:
+        return any(index_dir.glob(".bm25-*/run-*"))
+
+    run_and_kill_when(cmd, storing, what="data stage (storing the corpus)", cwd=ROOT, env=_env())
+    assert not list(index_dir.glob("corpus-*")) and not (run_dir / "candidates.jsonl").exists()
+    run_and_kill_when(cmd, indexing, what="data stage (building the BM25 index)", cwd=ROOT, env=_env())
+    assert list(index_dir.glob("corpus-*")) and not list(index_dir.glob("bm25-*"))
+    _run(cmd)
+    assert (run_dir / "candidates.jsonl").read_bytes() == (reference / "candidates.jsonl").read_bytes()
+    summary = json.loads((run_dir / "data.run.json").read_text())["summary"]
+    assert summary["index"] == "built" and summary["corpus_size"] == 40_000 + len(
+        corpus_from_examples(load_examples("hotpotqa", "demo")))
+    assert not [p for p in index_dir.iterdir() if p.name.startswith(".") and p.is_dir()], "killed builds cleaned"
+
+    # A second run over the same corpus loads everything; a changed corpus file is stored and indexed again.
+    again = tmp_path / "again"
+    _run(_command(again, corpus, index_dir))
+    assert json.loads((again / "data.run.json").read_text())["summary"]["index"] == "loaded"
+    with corpus.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": "new", "title": "Newcomer", "text": "A passage added later."}) + "\n")
+    os.utime(corpus, ns=(time.time_ns(), time.time_ns() + 10**9))
+    changed = tmp_path / "changed"
+    _run(_command(changed, corpus, index_dir))
+    summary = json.loads((changed / "data.run.json").read_text())["summary"]
+    assert summary["index"] == "built" and summary["corpus_fingerprint"] != json.loads(
+        (again / "data.run.json").read_text())["summary"]["corpus_fingerprint"]
