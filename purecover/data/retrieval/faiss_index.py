@@ -94,6 +94,9 @@ def is_exact_flat(index: Any) -> bool:
     return isinstance(faiss.downcast_index(index), faiss.IndexFlat) and index.metric_type == faiss.METRIC_INNER_PRODUCT
 
 
+ROWS_PER_LIST = 40  # training rows per IVF list: FAISS's k-means warns below 39
+
+
 def training_positions(n: int, train_size: int) -> np.ndarray:
     """At most `train_size` corpus positions evenly spaced over ``0..n-1`` (all of them when n ≤ train_size)."""
     if n <= train_size:
@@ -174,6 +177,11 @@ def _build(blocks: Blocks, n: int, dim: int, factory: str, *, train_size: int, s
     began = time.perf_counter()
     trained = 0
     if not index.is_trained:
+        coarse = faiss.try_extract_index_ivf(index)
+        if coarse is not None and train_size < ROWS_PER_LIST * coarse.nlist:  # k-means wants ~40 rows a list
+            log.info("training sample raised from %d to %d rows (%d per IVF list)", train_size,
+                     ROWS_PER_LIST * coarse.nlist, ROWS_PER_LIST)
+            train_size = ROWS_PER_LIST * coarse.nlist
         positions = training_positions(n, train_size)
         sample = _sample(blocks, positions, dim)
         log.info("training FAISS %s on %d of %d rows%s", factory, len(sample), n,

@@ -132,3 +132,20 @@ def test_without_a_gpu_version_the_build_falls_back_to_the_cpu(shards, tmp_path,
     with pytest.raises(RuntimeError, match="use_gpu=True"):
         monkeypatch.setattr(faiss, "get_num_gpus", lambda: 0)
         build_faiss_index(shards, "Flat", tmp_path / "x.index", use_gpu=True)
+
+
+def test_ivf_training_takes_forty_rows_per_list(tmp_path, caplog):
+    import logging
+
+    import numpy as np
+
+    from purecover.data.retrieval import faiss_index
+
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((400, 8)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    with caplog.at_level(logging.INFO, logger="purecover.data.retrieval.faiss_index"):
+        index = faiss_index.build_index(lambda: [(0, emb)], 400, 8, "IVF8,Flat", train_size=50)
+    assert index.ntotal == 400
+    assert "training sample raised from 50 to 320 rows (40 per IVF list)" in caplog.text
+    assert "training FAISS IVF8,Flat on 320 of 400 rows" in caplog.text
