@@ -261,7 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results" / "corpus_scale.json"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", default="", help="phases to leave out, e.g. before,dense")
+    parser.add_argument("--rows-only", action="store_true",
+                        help="recompute the extrapolation and rows of --out from its measurements; run nothing")
     args = parser.parse_args(argv)
+    if args.rows_only:
+        path = Path(args.out)
+        out = json.loads(path.read_text())
+        out.setdefault("versions", versions())  # results from before the file recorded them: this machine's
+        out["machine"] = {**machine(), **out["machine"]}
+        out["extrapolation_21m"] = extrapolate(out)
+        out["rows"] = rows(out)
+        path.write_text(json.dumps(out, indent=2) + "\n")
+        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
     before_sizes = [int(s) for s in args.before_sizes.split(",") if s]
     dense_sizes = [int(s) for s in args.dense_sizes.split(",") if s]
@@ -272,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = work / "questions.json"
     questions.write_text(json.dumps(records), encoding="utf-8")
     out: dict = {"benchmark": "corpus_scale", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+                 "machine": machine(), "versions": versions(),
                  "questions": question_source, "k1": 20, "seed": args.seed, "sizes": {}, "targets": TARGETS}
     path_out = Path(args.out)
 
@@ -343,6 +354,17 @@ def main(argv: list[str] | None = None) -> int:
     save()
     print(json.dumps(out["extrapolation_21m"], indent=2))
     return 0
+
+
+def machine() -> dict:
+    return {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+
+
+def versions() -> dict:
+    """Platform, Python and the packages that shape the figures (metadata only: no torch import)."""
+    from purecover.utils.provenance import package_versions
+
+    return package_versions(extra=("bm25s", "pyarrow", "faiss-cpu", "sentence-transformers"))
 
 
 def _du(path: Path) -> int:
@@ -431,8 +453,6 @@ def extrapolate(out: dict) -> dict:
             add("before_first_run_seconds", n, e["before"]["first_run"]["seconds"])
             add("before_index_built_peak_rss_mb", n, e["before"]["index_built"]["peak_rss_mb"])
             add("before_index_built_seconds", n, e["before"]["index_built"]["seconds"])
-        if "dense" in e:
-            add("dense_encode_peak_rss_mb", n, e["dense"]["encode_and_index"]["peak_rss_mb"])
     result = {}
     for name, points in sorted(series.items()):
         points.sort()
@@ -472,6 +492,11 @@ def rows(out: dict) -> list[dict]:
                        ("before_first_run_peak_rss_mb", "before: first-run peak RSS at 21M (extrapolated)")):
         if key in ex:
             row(label, ex[key]["at_21m"], "MB" if key.endswith("_mb") else "s")
+    dense = sorted((int(n), e["dense"]) for n, e in sizes.items() if "dense" in e)
+    if len(dense) >= 2:  # flat, not extrapolated: one shard and the model are all encoding holds
+        (n0, d0), (n1, d1) = dense[0], dense[-1]
+        row(f"dense encoding + index, peak RSS at {n1 / 1e6:g}M / at {n0 / 1e6:g}M passages (tiny encoder)",
+            round(d1["encode_and_index"]["peak_rss_mb"] / d0["encode_and_index"]["peak_rss_mb"], 2), "x", 1.5, "<=")
     for n, e in sorted(sizes.items(), key=lambda kv: int(kv[0])):
         if "speedup_2_over_1" in e.get("dense", {}):
             row(f"dense: 2 processes / 1 process encoding speed-up ({int(n) / 1e6:g}M corpus)",

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from purecover.config import load_recipe
 from purecover.data import load_examples
+from purecover.data.candidates import run_data_stage
 from purecover.data.corpus import corpus_from_examples
 from tests.process_helpers import run_and_kill_when
 
@@ -37,8 +38,11 @@ def _command(run_dir: Path, corpus: Path, index_dir: Path) -> list[str]:
             "--set", f"data.corpus={corpus}", "--set", f"data.index_dir={index_dir}", "--set", "data.k1=8"]
 
 
-def _run(cmd: list[str]) -> None:
-    subprocess.run(cmd, cwd=ROOT, env=_env(), check=True, capture_output=True, text=True, timeout=300)
+def _run_here(run_dir: Path, corpus: Path, index_dir: Path) -> dict:
+    """The same data stage in this process (the killed runs need a process of their own; reruns do not)."""
+    recipe = load_recipe(None, [f"run_dir={run_dir}", "data.path=demo", f"data.corpus={corpus}",
+                                f"data.index_dir={index_dir}", "data.k1=8"])
+    return run_data_stage(recipe, show_progress=False)
 
 
 def _env() -> dict[str, str]:
@@ -48,7 +52,7 @@ def _env() -> dict[str, str]:
 def test_killed_while_storing_and_while_indexing_then_rerun_gives_the_uninterrupted_candidates(tmp_path):
     corpus = _corpus(tmp_path / "corpus.jsonl", 40_000)
     reference = tmp_path / "reference"
-    _run(_command(reference, corpus, tmp_path / "reference-index"))
+    _run_here(reference, corpus, tmp_path / "reference-index")
 
     run_dir, index_dir = tmp_path / "run", tmp_path / "index"
     cmd = _command(run_dir, corpus, index_dir)
@@ -63,22 +67,18 @@ def test_killed_while_storing_and_while_indexing_then_rerun_gives_the_uninterrup
     assert not list(index_dir.glob("corpus-*")) and not (run_dir / "candidates.jsonl").exists()
     run_and_kill_when(cmd, indexing, what="data stage (building the BM25 index)", cwd=ROOT, env=_env())
     assert list(index_dir.glob("corpus-*")) and not list(index_dir.glob("bm25-*"))
-    _run(cmd)
+    summary = _run_here(run_dir, corpus, index_dir)
     assert (run_dir / "candidates.jsonl").read_bytes() == (reference / "candidates.jsonl").read_bytes()
-    summary = json.loads((run_dir / "data.run.json").read_text())["summary"]
     assert summary["index"] == "built" and summary["corpus_size"] == 40_000 + len(
         corpus_from_examples(load_examples("hotpotqa", "demo")))
     assert not [p for p in index_dir.iterdir() if p.name.startswith(".") and p.is_dir()], "killed builds cleaned"
 
     # A second run over the same corpus loads everything; a changed corpus file is stored and indexed again.
-    again = tmp_path / "again"
-    _run(_command(again, corpus, index_dir))
-    assert json.loads((again / "data.run.json").read_text())["summary"]["index"] == "loaded"
+    again = _run_here(tmp_path / "again", corpus, index_dir)
+    assert again["index"] == "loaded"
     with corpus.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"id": "new", "title": "Newcomer", "text": "A passage added later."}) + "\n")
     os.utime(corpus, ns=(time.time_ns(), time.time_ns() + 10**9))
-    changed = tmp_path / "changed"
-    _run(_command(changed, corpus, index_dir))
-    summary = json.loads((changed / "data.run.json").read_text())["summary"]
-    assert summary["index"] == "built" and summary["corpus_fingerprint"] != json.loads(
-        (again / "data.run.json").read_text())["summary"]["corpus_fingerprint"]
+    changed = _run_here(tmp_path / "changed", corpus, index_dir)
+    assert changed["index"] == "built" and changed["corpus_fingerprint"] != again["corpus_fingerprint"]
+    assert changed["corpus_size"] == summary["corpus_size"] + 1
