@@ -1,7 +1,10 @@
 """The data stage at corpus scale: memory and seconds per phase at 0.2M, 1M and 5M passages, before and after.
 
     python benchmarks/corpus_scale.py [--sizes 200000,1000000,5000000] [--before-sizes 200000,1000000]
-        [--dense-sizes 200000,1000000] [--work /tmp/purecover-corpus-scale] [--out benchmarks/results/corpus_scale.json]
+        [--dense-sizes 100000,500000] [--work /tmp/purecover-corpus-scale] [--out benchmarks/results/corpus_scale.json]
+
+About 40 minutes on 2 cores, and ~15 GB of disk under --work at 5M (corpus files, store, BM25 index;
+generated corpora are kept and reused).
 
 Corpus: a seeded synthetic wiki-like corpus (`synthetic_corpus`): 100 Zipf-distributed words per passage
 (~740 bytes a JSONL line, like wiki-18's 100-word passages), 1-3 word titles, with the context paragraphs of
@@ -255,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="200000,1000000,5000000")
     parser.add_argument("--before-sizes", default="200000,1000000")
-    parser.add_argument("--dense-sizes", default="200000,1000000")
+    parser.add_argument("--dense-sizes", default="100000,500000")
     parser.add_argument("--before-commit", default="e43e30e")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "purecover-corpus-scale"))
     parser.add_argument("--out", default=str(HERE / "results" / "corpus_scale.json"))
