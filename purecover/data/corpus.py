@@ -28,9 +28,9 @@ from .loaders._fields import RecordView
 from .passage import passage_text
 from .readers import check_lone_surrogates, iter_jsonl
 
-__all__ = ["CONTENTS_BATCH", "Corpus", "CorpusLike", "Doc", "content_doc_id", "corpus_from_examples", "duplicate_id_error",
-           "iter_corpus_rows",
-           "load_corpus_jsonl", "normalize_title", "parse_corpus_row", "question_docs"]
+__all__ = ["CONTENTS_BATCH", "Corpus", "CorpusLike", "Doc", "content_doc_id", "corpus_from_examples",
+           "duplicate_id_error", "iter_corpus_rows", "load_corpus_jsonl", "normalize_title", "parse_corpus_row",
+           "question_docs"]
 
 CONTENTS_BATCH = 4096  # passages per list yielded by `iter_contents` (bounded memory for any corpus size)
 

@@ -34,9 +34,6 @@ import datetime as _dt
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 import time
 from array import array
 from collections.abc import Iterator, Sequence
@@ -46,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..utils.index_lock import key_lock
+from ..utils.index_lock import building_directory, key_lock
 from ..utils.io import atomic_write_json, disk_full_is_explained, ensure_output_dir
 from ..utils.memory import peak_rss_mb
 from .corpus import CONTENTS_BATCH, Doc, duplicate_id_error, iter_corpus_rows, normalize_title
@@ -61,7 +58,6 @@ STORE_FORMAT = 1
 BATCH_ROWS = 4096  # rows per Arrow record batch: the unit of random access and of sequential reads
 _META = "store.json"
 _ARROW = "passages.arrow"
-_BUILDING = ".building"
 _KEPT = ("the store is built in a temporary directory, so nothing partial is left at its path, and it is "
          "rebuilt on the next run")
 
@@ -241,16 +237,6 @@ def _usable(directory: Path, identity: dict[str, Any]) -> bool:
             and (directory / _ARROW).is_file())
 
 
-def _remove_ours(directory: Path) -> None:
-    """Delete `directory` only when it is a store or a partial build of ours (its marker files say so)."""
-    if directory.is_symlink() or not directory.is_dir():
-        return
-    if (directory / _META).is_file() or (directory / _BUILDING).is_file():
-        shutil.rmtree(directory, ignore_errors=True)
-    else:
-        log.warning("leaving %s in place: it does not look like a corpus store of ours", directory)
-
-
 def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: bool = False,
                       invalid: list[InvalidRecord] | None = None, show_progress: bool = False) -> CorpusStore:
     """The store of corpus file `path` under `index_dir`, built first when missing or stale.
@@ -285,25 +271,17 @@ def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: 
 
 
 def _build(path: Path, final: Path, identity: dict[str, Any], skip_invalid: bool, show_progress: bool) -> None:
-    """Build the store of `path` into a temporary sibling and rename it to `final`."""
-    parent = final.parent
-    for stale in parent.glob(f".{final.name}.*"):  # partial builds of killed runs (we hold the key lock)
-        if (stale / _BUILDING).is_file():
-            shutil.rmtree(stale, ignore_errors=True)
+    """Build the store of `path` in a temporary sibling and rename it to `final` (`building_directory`)."""
     started = time.perf_counter()
-    with disk_full_is_explained(final, _KEPT):
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=parent))
-        try:
-            (tmp / _BUILDING).write_text(f"pid {os.getpid()}\n")
-            built = _write_store(path, tmp, skip_invalid, {}, show_progress)
-            if isinstance(built, dict):  # repeated ids, skipped with skip_invalid: a second pass leaves them out
-                built = _write_store(path, tmp, skip_invalid, built, show_progress)
-            assert not isinstance(built, dict)
-            n, fingerprint, invalid = built
-            _finish(tmp, final, identity, n, fingerprint, invalid, started)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+    with disk_full_is_explained(final, _KEPT), building_directory(final, _META) as tmp:
+        built = _write_store(path, tmp, skip_invalid, {}, show_progress)
+        if isinstance(built, dict):  # repeated ids, skipped with skip_invalid: a second pass leaves them out
+            built = _write_store(path, tmp, skip_invalid, built, show_progress)
+        assert not isinstance(built, dict)
+        n, fingerprint, invalid = built
+        _write_meta(tmp, identity, n, fingerprint, invalid, started)
+    log.info("corpus store of %s: %d passages in %s (%.1f s)", identity["path"], n, final,
+             time.perf_counter() - started)
 
 
 def _write_store(path: Path, tmp: Path, skip_invalid: bool, drop: dict[int, tuple[str, str]],
@@ -399,9 +377,9 @@ def _repeated_ids(tmp: Path, path: Path, ids_sorted: np.ndarray, id_pos: np.ndar
     return repeats
 
 
-def _finish(tmp: Path, final: Path, identity: dict[str, Any], n: int, fingerprint: str,
-            invalid: list[InvalidRecord], started: float) -> None:
-    """Write ``store.json`` (last) and rename `tmp` to `final`, replacing an older store of the same file."""
+def _write_meta(tmp: Path, identity: dict[str, Any], n: int, fingerprint: str, invalid: list[InvalidRecord],
+                started: float) -> None:
+    """``store.json``: written last, it is what makes a store complete."""
     import pyarrow as pa
 
     from .. import __version__
@@ -418,15 +396,3 @@ def _finish(tmp: Path, final: Path, identity: dict[str, Any], n: int, fingerprin
         "build_peak_rss_mb": peak_rss_mb(),
         "versions": {"purecover": __version__, "pyarrow": pa.__version__, "numpy": np.__version__},
     })
-    (tmp / _BUILDING).unlink()
-    if final.is_symlink():  # never write through a link: replace the link itself
-        final.unlink()
-    elif final.exists():  # the store of the file's earlier content
-        aside = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))
-        (aside / _BUILDING).write_text("an old store being replaced\n")
-        final.rename(aside / "store")
-        _remove_ours(aside / "store")
-        shutil.rmtree(aside, ignore_errors=True)
-    tmp.rename(final)
-    log.info("corpus store of %s: %d passages in %s (%.1f s)", identity["path"], n, final,
-             time.perf_counter() - started)

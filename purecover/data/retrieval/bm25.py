@@ -19,8 +19,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 # bm25s takes its top-k with JAX when JAX is installed, and JAX claims 75% of a GPU's memory when it
@@ -33,7 +31,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import bm25s
 import numpy as np
 
-from ...utils.index_lock import key_lock
+from ...utils.index_lock import building_directory, key_lock
 from ...utils.io import disk_full_is_explained
 from ..corpus import CorpusLike
 from .base import Hit, top_k
@@ -55,7 +53,6 @@ log = logging.getLogger(__name__)
 __all__ = ["BM25Retriever"]
 
 _META = "purecover_index.json"
-_BUILDING = ".building"  # marks a temporary build directory of ours until the build is complete
 _KEPT = ("the index is saved through a temporary directory, so no partial index is left at that path, and it "
          "is rebuilt on the next run; the candidates written so far are kept")
 
@@ -114,27 +111,11 @@ class BM25Retriever:
         `path` is only ever a whole index (the metadata file is written last, then the rename), so a
         failed or killed build is never loaded. A full disk raises `DiskFullError` naming the index.
         """
-        leftovers = [p for p in path.parent.glob(f".{path.name}.*")
-                     if p.is_dir() and not p.is_symlink() and (p / _BUILDING).is_file()]
-        for stale in leftovers:  # we hold the key lock: builds of ours that were killed (their marker says so)
-            log.warning("removing the temporary directory of an interrupted build of %s: %s", path, stale)
-            shutil.rmtree(stale, ignore_errors=True)
         log.info("building the BM25 index of %s (%d passages) in %s", self.corpus.source, len(self.corpus), path)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
-            (tmp / _BUILDING).write_text(f"pid {os.getpid()}\n")
+        with building_directory(path, _META) as tmp:
             stats = build_index(self.corpus, tmp, self.stopwords, show_progress=self.show_progress, **self._knobs)
-            (tmp / _BUILDING).unlink()
             meta = {"settings": self.settings, "n_docs": len(self.corpus), "source": self.corpus.source, "build": stats}
             (tmp / _META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-            if path.is_symlink():
-                path.unlink()
-            elif path.exists():  # a stale partial directory (no metadata) at our name
-                shutil.rmtree(path)
-            tmp.rename(path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         log.info("saved BM25 index (%d passages) to %s", len(self.corpus), path)
 
     def _load(self, path: Path) -> BM25Index:

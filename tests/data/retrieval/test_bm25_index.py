@@ -143,9 +143,9 @@ def test_killed_build_leaves_no_index_and_the_rerun_equals_an_uninterrupted_buil
                       cwd=ROOT, timeout=60)
     assert not any(p.name.startswith("bm25-") for p in killed.iterdir())  # nothing at the final path
     assert _building(killed, ".building")  # the killed build's temporary directory, marked as ours
-    with caplog.at_level(logging.WARNING, logger="purecover.data.retrieval.bm25"):
+    with caplog.at_level(logging.WARNING, logger="purecover"):
         rerun = BM25Retriever(corpus, index_dir=killed, **SMALL)
-    assert not rerun.from_cache and "interrupted build" in caplog.text
+    assert not rerun.from_cache and "removing the partial build of a killed process" in caplog.text
     assert not [p for p in killed.glob(".bm25-*") if p.is_dir()], "the rerun removes the killed build's directory"
     whole = BM25Retriever(corpus, index_dir=tmp_path / "whole", read_batch=500)
     assert rerun.key == whole.key
