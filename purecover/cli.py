@@ -11,16 +11,17 @@ the other commands (config, pipeline, tune, score, report, label-report) are dec
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import shlex
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from . import __version__
 from .config import ConfigError, Recipe, dump_recipe_yaml
-from .stages import PIPELINE, STAGES
+from .stages import PIPELINE, STAGES, load_hook
+from .utils.entry import print_summary
 from .validate import load_validated_recipe
 
 __all__ = ["build_parser", "main"]
@@ -83,19 +84,14 @@ def _run_registered(args: argparse.Namespace) -> int:
     recipe = _recipe(args)
     if getattr(args, "test_set", False):
         recipe = _test_set_recipe(recipe)
-    if args.command == "train":  # with student.launch: accelerate launch, like the pipeline
+    if STAGES[args.command].launcher is not None:  # e.g. train with student.launch: accelerate launch
         from .pipeline import run_launched_train, train_needs_launch
 
         if train_needs_launch(recipe):
-            _print_summary("train", run_launched_train(recipe, show_progress=not args.quiet))
+            print_summary(args.command, run_launched_train(recipe, show_progress=not args.quiet))
             return 0
-    _print_summary(args.command, run_stage(args.command, recipe, show_progress=not args.quiet))
-    extra = _STAGE_EXTRAS.get(args.command)
-    return extra[1](args, recipe) if extra else 0
-
-
-# Stages that can run on the test set of eval.path (run_dir/eval), which evaluate reads from there.
-_TEST_SET_STAGES = ("data", "calibrate", "label")
+    print_summary(args.command, run_stage(args.command, recipe, show_progress=not args.quiet))
+    return 0
 
 
 def _test_set_recipe(recipe: Recipe) -> Recipe:
@@ -109,29 +105,6 @@ def _test_set_recipe(recipe: Recipe) -> Recipe:
     return evaluation_recipe(recipe)
 
 
-def _add_push_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--push-to-hub", dest="push_to_hub", default=None, metavar="REPO",
-                   help="after the export, upload run_dir/selector/ to this Hub model repo (owner/name)")
-    p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
-    p.add_argument("--revision", default=None, metavar="BRANCH", help="with --push-to-hub: the branch (default main)")
-    p.add_argument("--commit-message", default=None, help="with --push-to-hub: the commit message")
-
-
-def _after_export(args: argparse.Namespace, recipe: Recipe) -> int:
-    """``export --push-to-hub REPO``: push the finished export (not a recipe key: the export's hash is unchanged)."""
-    if not args.push_to_hub:
-        return 0
-    from .train.export import push_export
-
-    pushed = push_export(recipe, args.push_to_hub, private=args.private, revision=args.revision,
-                         commit_message=args.commit_message)
-    if pushed["already_pushed"]:
-        print(f"already pushed: {pushed['url']} (commit {pushed['commit']}, same files)")
-    else:
-        print(f"pushed: {pushed['url']} (commit {pushed['commit']})")
-    return 0
-
-
 def _cmd_publish(args: argparse.Namespace) -> int:
     from .publish import publish
 
@@ -140,28 +113,6 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     where = result.get("url") or result.get("path")
     state = "already pushed" if result.get("already_pushed") else "published"
     print(f"{state}: {result['rows']} {args.what} rows -> {where}")
-    return 0
-
-
-# Stage subcommands' own arguments: stage -> (add them to the parser, run after the stage with the recipe).
-_STAGE_EXTRAS: dict[str, tuple[Callable[[argparse.ArgumentParser], None],
-                               Callable[[argparse.Namespace, Recipe], int]]] = {
-    "export": (_add_push_arguments, _after_export),
-}
-
-
-def _cmd_select(args: argparse.Namespace) -> int:
-    """`purecover select`: the registered stage with RECIPE, or bring-your-own data with --selector/--input/--out."""
-    from .select.byo_cli import byo_requested, byo_usage_error, run_byo
-
-    if not byo_requested(args):
-        return _run_registered(args)
-    problem = byo_usage_error(args)
-    if problem:
-        print(f"usage: purecover select RECIPE [--set ...] | purecover select --selector DIR --input FILE --out FILE "
-              f"[--trec FILE] ...\npurecover select: error: {problem}", file=sys.stderr)
-        return 2
-    _print_summary("select", run_byo(args))
     return 0
 
 
@@ -222,14 +173,6 @@ def _cmd_label_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_label_report(report))
     return 0
-
-
-def _print_summary(stage: str, summary: dict[str, Any]) -> None:
-    width = max(len(k) for k in summary)
-    print(f"purecover {stage}: done")
-    for key, value in summary.items():
-        shown = json.dumps(value) if not isinstance(value, str) else value
-        print(f"  {key:<{width}}  {shown}")
 
 
 # name -> (one-line help, description, handler)
@@ -295,17 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
                            help="share of the questions with gold passages that choose (the first ones); default 0.5")
             p.add_argument("--max-fallback", type=float, default=0.05,
                            help="largest fallback rate a chosen setting may have on the tuning questions")
-        if name in _TEST_SET_STAGES:
+        stage = STAGES.get(name)
+        if stage is not None and stage.test_set:
             p.add_argument("--test-set", action="store_true",
                            help="run on the test set of eval.path in run_dir/eval (its candidates, bias and teacher "
                                 "labels, which evaluate reads), drawn exactly as evaluate draws it")
-        if name in _STAGE_EXTRAS:
-            _STAGE_EXTRAS[name][0](p)
-        if name == "select":  # or --selector DIR --input FILE --out FILE instead of RECIPE (bring your own data)
-            from .select.byo_cli import add_byo_arguments  # light module: no torch
-
-            add_byo_arguments(p)
-            handler = _cmd_select
+        if stage is not None and stage.command is not None:  # the stage's own options (light modules: no torch)
+            handler = functools.partial(load_hook(stage.command)(p), default=_run_registered)
         p.set_defaults(handler=handler)
     from .eval.score_cli import add_score_arguments, main_score  # light module: loaders import lazily
 
@@ -367,6 +306,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted_within(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the causes / contexts of `exc` (groups included): a Ctrl-C
+    that a library re-raised as another error, as transformers' lazy imports do with ModuleNotFoundError."""
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo:
+        err = todo.pop()
+        if id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        todo.extend(e for e in (err.__cause__, err.__context__) if e is not None)
+        members = getattr(err, "exceptions", None)  # an exception group (Python 3.11+)
+        if isinstance(members, tuple):
+            todo.extend(e for e in members if isinstance(e, BaseException))
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -384,7 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     from .data.errors import DataFormatError, HubUnavailableError
 
     try:
-        return args.handler(args)
+        try:
+            return args.handler(args)
+        except Exception as exc:
+            if not _interrupted_within(exc):
+                raise
+            logging.getLogger("purecover").debug("a Ctrl-C surfaced as this error", exc_info=True)
+            raise KeyboardInterrupt from exc
     except ConfigError as exc:
         print(f"purecover: recipe error: {exc}", file=sys.stderr)
         return 2

@@ -1,30 +1,50 @@
-"""Recipe configuration: one dataclass per stage, loaded from YAML with dotted overrides.
+"""Recipe configuration: one pydantic dataclass per section, loaded from YAML with dotted overrides.
 
-A recipe is a YAML mapping with the sections of DESIGN.md §8. `load_recipe(path, overrides)`
-reads it, applies `section.key=value` overrides (values parsed as YAML), and validates every
-key and type. Unknown keys raise `ConfigError` naming the key and the closest valid one.
-Checks that span sections or need another library (`student.training` against transformers,
-`data.k1` against the identifier scheme) are `purecover.validate.validate_recipe`'s.
+A recipe is a YAML mapping of the sections below. `load_recipe(path, overrides)` reads it, applies
+``section.key=value`` overrides (values parsed as YAML) and validates it with pydantic: every key,
+type and range. The first problem becomes a one-line `ConfigError` naming the dotted key and what is
+expected; an unknown key also names the closest valid one. Every field carries its type, its range
+and a description, so `recipe_json_schema()` is the reference of the recipe.
 
+The sections are pydantic dataclasses, that is standard dataclasses that validate when they are
+built: `dataclasses.replace` checks the new values, and `recipe_to_dict` (`dataclasses.asdict`) is
+the plain form written next to every stage's output and hashed into its configuration hash. Scalars
+are strict, as YAML gives them: ``"3"`` is not an integer, ``1`` is not ``true``, and an integer is
+accepted (stored as a float) where a number is expected.
+
+Checks that span sections or need another library (``student.training`` against transformers,
+``data.k1`` against the identifier scheme, ``eval.methods``) are `purecover.validate.validate_recipe`'s.
 Paths in a recipe (``run_dir``, ``data.path``, ...) are relative to the working directory.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import re
-import types
-import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic.dataclasses import dataclass
 
 __all__ = [
+    "LAUNCH_FLAGS",
     "ConfigError",
     "DataConfig",
     "EvalConfig",
@@ -36,9 +56,11 @@ __all__ = [
     "StudentConfig",
     "TeacherConfig",
     "TrackingConfig",
+    "dump_recipe_yaml",
     "load_recipe",
     "parse_override",
     "recipe_from_dict",
+    "recipe_json_schema",
     "recipe_to_dict",
     "section_fingerprint",
 ]
@@ -48,111 +70,207 @@ class ConfigError(ValueError):
     """A recipe or override is invalid; the message names the key and what is expected."""
 
 
-@dataclass
+class _SectionError(ValueError):
+    """A check across the keys of one section failed: `key` is the key the message is about."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+# Every section rejects keys it does not declare; defaults are trusted (not re-validated).
+_SECTION = ConfigDict(extra="forbid")
+_NOT_BLANK = r"\S"  # a string pattern: at least one non-space character
+_DTYPES = Literal["auto", "float32", "bfloat16", "float16"]
+_AtLeastOne = Annotated[StrictInt, Field(ge=1)]  # an integer >= 1
+
+
+@dataclass(config=_SECTION)
 class DataConfig:
     """`data` section: which questions, which corpus, which retriever, how many candidates."""
 
-    dataset: Literal["hotpotqa", "2wiki", "musique", "strategyqa", "flashrag"] = "hotpotqa"
-    path: str | None = None  # local file, "demo" (bundled demo set) or a Hub dataset name
-    split: str = "dev"
-    limit: int | None = None  # first N questions
-    corpus: str = "shared"  # per_question | shared | path to a corpus JSONL
-    retriever: Literal["bm25", "dense"] = "bm25"
-    dense_model: str = "intfloat/e5-base-v2"
-    k1: int = 20
-    # Additions beyond DESIGN §8 (documented in README):
-    hub_config: str | None = None  # Hub dataset configuration name (e.g. FlashRAG's "hotpotqa")
-    aliases: str | None = None  # 2Wiki id_aliases.json, adds answer aliases
-    skip_invalid: bool = False  # count and report malformed records instead of failing
-    query_prefix: str | None = None  # dense: None = "query: " for e5 models, else ""
-    passage_prefix: str | None = None  # dense: None = "passage: " for e5 models, else ""
-    dense_batch_size: int = 64
-    bm25_stopwords: str | None = "en"  # bm25s stopword list name, or null for none
-    sample: int | None = None  # a seeded random sample of N questions (after limit), chosen before retrieval
-    sample_seed: int = 0  # seed of `sample` (the evaluation questions of eval.path: eval.seed)
-    # Corpora and indexes at scale (README "Corpora at Wikipedia scale"):
-    index_dir: str | None = None  # shared corpus stores and indexes; null = $PURECOVER_INDEX_DIR or ~/.cache/purecover/index
-    index_path: str | None = None  # dense: a prebuilt FAISS index over data.corpus, used as it is (e.g. FlashRAG's)
-    faiss_index: str = "Flat"  # dense: faiss.index_factory string (Flat, IVF65536,PQ64, HNSW32, ...)
-    faiss_search_params: str | None = None  # dense: e.g. "nprobe=64" or "efSearch=128"
-    embedding_dtype: Literal["float32", "float16"] = "float32"  # dense: how passage embeddings are stored
-    encode_shard_size: int = 65536  # dense: passages per embedding shard (the unit of resuming and of ranks)
+    dataset: Literal["hotpotqa", "2wiki", "musique", "strategyqa", "flashrag"] = Field(
+        "hotpotqa", description="Record format of the questions: hotpotqa, 2wiki, musique, strategyqa, or flashrag "
+        "(generic FlashRAG records).")
+    path: StrictStr | None = Field(
+        None, description="Where the questions come from: a local file, `demo` (the demo set bundled with the "
+        "package) or a Hub dataset name.")
+    split: StrictStr = Field(
+        "dev", description="Split to read (Hub datasets); when it does not exist, an existing alias is read "
+        "(dev, validation, val).")
+    limit: _AtLeastOne | None = Field(None, description="Keep only the first N questions (null: all).")
+    corpus: StrictStr = Field(
+        "shared", description="Passages retrieved from: per_question (each question's own paragraphs), shared (the "
+        "union of the loaded questions' paragraphs) or the path of a corpus JSONL.")
+    retriever: Literal["bm25", "dense"] = Field(
+        "bm25", description="Retriever of the candidates: bm25, or dense (sentence-transformers embeddings, FAISS "
+        "when installed).")
+    dense_model: StrictStr = Field("intfloat/e5-base-v2", description="Embedding model of the dense retriever.")
+    k1: StrictInt = Field(20, ge=1, description="Candidates retrieved per question (K1): the passages the teacher "
+                          "labels and the student chooses among.")
+    hub_config: StrictStr | None = Field(
+        None, description="Hub dataset configuration name (e.g. FlashRAG's hotpotqa); null: the repository's own "
+        "default (distractor for HotpotQA's). Also used for eval.path.")
+    aliases: StrictStr | None = Field(
+        None, description="2Wiki id_aliases.json: adds every answer's aliases and demonyms to the gold answers.")
+    skip_invalid: StrictBool = Field(
+        False, description="Skip malformed records, counting them in run_dir/data_report.json, instead of failing.")
+    query_prefix: StrictStr | None = Field(
+        None, description="Dense retriever: text put before each question; null: 'query: ' for e5 models, nothing "
+        "otherwise.")
+    passage_prefix: StrictStr | None = Field(
+        None, description="Dense retriever: text put before each passage; null: 'passage: ' for e5 models, nothing "
+        "otherwise.")
+    dense_batch_size: StrictInt = Field(64, ge=1, description="Dense retriever: texts per encoding batch.")
+    bm25_stopwords: StrictStr | None = Field(
+        "en", description="BM25: name of a bm25s stopword list, or null for none.")
+    sample: _AtLeastOne | None = Field(
+        None, description="A seeded random sample of N questions (after limit), drawn before retrieval; null: every "
+        "question. The evaluation data of eval.path takes it from eval.sample.")
+    sample_seed: StrictInt = Field(0, description="Seed of data.sample (eval.path's questions take eval.seed).")
+    index_dir: StrictStr | None = Field(
+        None, description="Where shared corpus stores and indexes are kept; null: $PURECOVER_INDEX_DIR, else "
+        "~/.cache/purecover/index. Not part of any configuration hash.")
+    index_path: StrictStr | None = Field(
+        None, description="Dense retriever: a prebuilt FAISS index over data.corpus (one vector per passage, in file "
+        "order), used as it is, e.g. FlashRAG's e5_Flat.index.")
+    faiss_index: StrictStr = Field(
+        "Flat", pattern=_NOT_BLANK, description="Dense retriever: the faiss.index_factory string of the index built "
+        "over the corpus: Flat (exact), SQfp16, IVF65536,PQ64, HNSW32, ...")
+    faiss_search_params: StrictStr | None = Field(
+        None, description="Dense retriever: FAISS search parameters, e.g. nprobe=64 (IVF) or efSearch=128 (HNSW).")
+    embedding_dtype: Literal["float32", "float16"] = Field(
+        "float32", description="Dense retriever: how passage embeddings are stored (float16 halves the disk).")
+    encode_shard_size: StrictInt = Field(
+        65536, ge=1, description="Dense retriever: passages per embedding shard, the unit a killed encoding resumes "
+        "from and that ranks share out.")
+
+    @model_validator(mode="after")
+    def _check_index_path(self) -> DataConfig:
+        if self.index_path is not None and self.retriever != "dense":
+            raise _SectionError("index_path", "is a FAISS index: it needs data.retriever: dense")
+        if self.index_path is not None and self.corpus in ("per_question", "shared"):
+            raise _SectionError("index_path", "needs data.corpus to be the corpus file the index was built over")
+        return self
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class LancerConfig:
-    """`teacher.lancer`: optional sub-question answerability signal (DESIGN §3.6)."""
+    """`teacher.lancer`: the optional sub-question answerability signal (LANCER)."""
 
-    enabled: bool = False
-    n_subquestions: int = 2
-    beta: float = 0.0
-    expected_rating: bool = False
-    # Additions beyond DESIGN §8: UTF-8 prompt files replacing our wording (checked when the recipe loads).
-    rating_template: str | None = None  # placeholders {question}, {subquestion}, {document}
-    subquestion_template: str | None = None  # placeholders {question}, {n}
+    enabled: StrictBool = Field(
+        False, description="Have the teacher write sub-questions and rate every (document, sub-question) pair.")
+    n_subquestions: StrictInt = Field(2, ge=1, description="Sub-questions the teacher writes per question.")
+    beta: StrictFloat = Field(
+        0.0, ge=0, le=1, description="Weight of the sub-question signal fused into e and W (0: ratings are stored "
+        "but not used by the teacher's selection).")
+    expected_rating: StrictBool = Field(
+        False, description="Rate with the expected value over the 0..5 token probabilities instead of the first "
+        "integer of the reply.")
+    rating_template: StrictStr | None = Field(
+        None, description="UTF-8 file replacing our rating prompt, with the placeholders {question}, {subquestion} "
+        "and {document}; checked when the recipe is validated.")
+    subquestion_template: StrictStr | None = Field(
+        None, description="UTF-8 file replacing our sub-question prompt, with the placeholders {question} and {n}; "
+        "checked when the recipe is validated.")
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class TeacherConfig:
     """`teacher` section: the labelling LLM and the estimation/selection hyper-parameters."""
 
-    model: str = "Qwen/Qwen2.5-32B-Instruct"
-    backend: Literal["hf", "vllm"] = "hf"
-    steps: Literal["model", "oracle"] = "model"
-    # attention: e and W from attention; embedding: both from sentence-embedding cosines (CPU proxy);
-    # no_attention: the paper's "w/o attention" ablation, W from cosines, e from attention.
-    estimator: Literal["attention", "embedding", "no_attention"] = "attention"
-    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    layers: Literal["all"] | list[int] = "all"
-    calibrate: bool = True
-    cot_weighting: bool = True
-    # Temperatures, λ and the score scale: null = the default of the signal they act on
-    # (purecover/teacher/defaults.py; the README's table says where each value comes from).
-    normalize: Literal["absolute", "zscore"] | None = None  # scale the softmaxes see (see README)
-    tau1: float | None = None  # e from attention (paper: 4e-5, absolute)
-    tau2: float | None = None  # W from attention (paper: 4e-5, absolute)
-    lam: float | None = None  # noise weight λ (paper: 0.3)
-    budget: int = 5
-    tau_stop: float = 0.0
-    min_select: int = 1
-    max_new_tokens: int = 512
-    lancer: LancerConfig = field(default_factory=LancerConfig)
-    # Additions beyond DESIGN §8 (documented in README):
-    max_steps: int = 5  # steps kept from a reply
-    embedding_tau: float | None = None  # W from cosine similarities (softmax over documents)
-    embedding_tau_e: float | None = None  # e from cosine similarities (softmax over steps)
-    calibration_lengths: Literal["candidates"] | int = "candidates"  # dummy document token lengths
-    fallback_warn: float = 0.1  # warn when more than this share of questions falls back
-    batch_size: int = 4  # questions per generation / capture batch
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = "auto"  # auto | cpu | cuda | cuda:N (ignored with device_map)
-    device_map: str | None = None  # e.g. "auto": spread a large teacher over the visible GPUs for capture
-    tensor_parallel_size: int = 1  # vLLM
-    trust_remote_code: bool = False
-    capture_chunk_mb: int = 256  # working memory bound of one attention row chunk
-    selection: Literal["greedy", "avg", "max"] = "greedy"  # ablation "w/o optimisation": top-budget by mean/max
-    # The reasoning prompt: a UTF-8 file holding the whole user message with {documents} and {question}
-    # placeholders (null: our wording of the paper's instructions); system_prompt null = ours, "" = none.
-    prompt_file: str | None = None
-    system_prompt: str | None = None
+    model: StrictStr = Field("Qwen/Qwen2.5-32B-Instruct", description="The teacher LLM (Hub id or local directory).")
+    backend: Literal["hf", "vllm"] = Field("hf", description="Generation backend of the reasoning replies.")
+    steps: Literal["model", "oracle"] = Field(
+        "model", description="Reasoning steps written by the teacher (model) or taken from the dataset's oracle "
+        "steps (oracle).")
+    estimator: Literal["attention", "embedding", "no_attention"] = Field(
+        "attention", description="Source of e and W: attention (both from the teacher's attention), embedding (both "
+        "from sentence-embedding cosines, a CPU proxy) or no_attention (the paper's 'w/o attention' ablation: W "
+        "from cosines, e from attention).")
+    embedding_model: StrictStr = Field(
+        "sentence-transformers/all-MiniLM-L6-v2", description="Sentence-embedding model of the cosine signals "
+        "(estimators embedding and no_attention).")
+    layers: Literal["all"] | list[StrictInt] = Field(
+        "all", description="Attention layers averaged: all, or a list of layer indices (negative ones count from "
+        "the end).")
+    calibrate: StrictBool = Field(
+        True, description="Subtract the position bias measured on content-free documents (false: the 'w/o "
+        "calibration' ablation).")
+    cot_weighting: StrictBool = Field(
+        True, description="Weigh each reasoning step by e (false: every step weighs 1, the 'w/o CoT weighting' "
+        "ablation).")
+    normalize: Literal["absolute", "zscore"] | None = Field(
+        None, description="Scale of the scores the softmaxes see: absolute (the paper's) or zscore (unitless "
+        "temperatures); null: the default of the signal.")
+    tau1: StrictFloat | None = Field(
+        None, gt=0, description="Temperature of e from attention (paper: 4e-5, absolute scale); null: the signal's "
+        "default.")
+    tau2: StrictFloat | None = Field(
+        None, gt=0, description="Temperature of W from attention (paper: 4e-5, absolute scale); null: the signal's "
+        "default.")
+    lam: StrictFloat | None = Field(
+        None, ge=0, description="Weight λ of the noise term of the selection objective (paper: 0.3); null: the "
+        "signal's default.")
+    budget: StrictInt = Field(5, ge=1, description="At most this many documents in a label.")
+    tau_stop: StrictFloat = Field(
+        0.0, description="The greedy selection stops when the best marginal gain is at most this (objective units).")
+    min_select: StrictInt = Field(
+        1, ge=0, description="At least this many documents in a label (a selection that stops earlier falls back).")
+    max_new_tokens: StrictInt = Field(512, ge=1, description="Length limit of the teacher's reasoning reply, in tokens.")
+    lancer: LancerConfig = Field(
+        default_factory=LancerConfig, description="The optional sub-question answerability signal (LANCER).")
+    max_steps: StrictInt = Field(
+        5, ge=1, description="Reasoning steps kept from a reply (and the {max_steps} of the reasoning prompt).")
+    embedding_tau: StrictFloat | None = Field(
+        None, gt=0, description="Temperature of W from cosine similarities (a softmax over documents); null: the "
+        "signal's default.")
+    embedding_tau_e: StrictFloat | None = Field(
+        None, gt=0, description="Temperature of e from cosine similarities (a softmax over steps); null: the "
+        "signal's default.")
+    calibration_lengths: Literal["candidates"] | _AtLeastOne = Field(
+        "candidates", description="Token lengths of calibration's content-free documents: candidates (per position, "
+        "the median length in candidates.jsonl) or one token count for every position.")
+    fallback_warn: StrictFloat = Field(
+        0.1, ge=0, le=1, description="The label stage warns when more than this share of questions falls back.")
+    batch_size: StrictInt = Field(4, ge=1, description="Questions per generation and capture batch.")
+    dtype: _DTYPES = Field("auto", description="Teacher weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
+    device: StrictStr = Field(
+        "auto", description="auto, cpu, cuda or cuda:N (ignored when device_map is set).")
+    device_map: StrictStr | None = Field(
+        None, description="A transformers device_map, e.g. auto: spread a large teacher over the visible GPUs for "
+        "the capture pass.")
+    tensor_parallel_size: StrictInt = Field(1, ge=1, description="vLLM tensor parallelism.")
+    trust_remote_code: StrictBool = Field(False, description="Allow the teacher's own modelling code from the Hub.")
+    capture_chunk_mb: StrictInt = Field(
+        256, ge=1, description="Working-memory bound of one attention row chunk, in MiB.")
+    selection: Literal["greedy", "avg", "max"] = Field(
+        "greedy", description="greedy: the coverage optimisation; avg / max: the paper's 'w/o optimisation' "
+        "ablations, the top-budget documents by mean or max weighted attention.")
+    prompt_file: StrictStr | None = Field(
+        None, description="UTF-8 file holding the whole user message of the reasoning prompt, with {documents} "
+        "(once) and {question} (and optionally {max_steps}); null: our wording of the paper's instructions.")
+    system_prompt: StrictStr | None = Field(
+        None, description="System message of the reasoning prompt: null: ours, empty: none, else this text.")
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class LoraConfig:
     """`student.lora`: peft LoRA hyper-parameters (`enabled: false` trains all weights)."""
 
-    enabled: bool = True
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
-    target_modules: str | list[str] = "all-linear"
+    enabled: StrictBool = Field(True, description="Train a LoRA adapter (false: train all weights).")
+    r: StrictInt = Field(16, ge=1, description="LoRA rank.")
+    alpha: StrictInt = Field(32, gt=0, description="LoRA scaling alpha.")
+    dropout: StrictFloat = Field(0.05, ge=0, lt=1, description="Dropout on the LoRA path.")
+    target_modules: StrictStr | list[StrictStr] = Field(
+        "all-linear", description="Modules that get an adapter: all-linear or a list of module names.")
 
 
 # `student.launch` keys that become `accelerate launch --KEY VALUE` flags (the pipeline builds the command).
 LAUNCH_FLAGS = ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port")
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class LaunchConfig:
     """`student.launch`: how `purecover pipeline` starts the train stage.
 
@@ -161,101 +279,164 @@ class LaunchConfig:
     --config_file FILE [--num_processes N ...] -m purecover.train RECIPE`` as a subprocess.
     """
 
-    config_file: str | None = None
-    num_processes: int | None = None
-    num_machines: int | None = None
-    machine_rank: int | None = None
-    main_process_ip: str | None = None
-    main_process_port: int | None = None
-    extra_args: list[str] = field(default_factory=list)  # further `accelerate launch` arguments
+    config_file: StrictStr | None = Field(
+        None, description="An accelerate config YAML: the train stage runs under `accelerate launch` with it; null: "
+        "in the pipeline's own process.")
+    num_processes: _AtLeastOne | None = Field(
+        None, description="accelerate launch --num_processes (null: the config file's value).")
+    num_machines: _AtLeastOne | None = Field(
+        None, description="accelerate launch --num_machines (null: the config file's value).")
+    machine_rank: StrictInt | None = Field(
+        None, ge=0, description="accelerate launch --machine_rank (null: the config file's value).")
+    main_process_ip: StrictStr | None = Field(
+        None, description="accelerate launch --main_process_ip (null: the config file's value).")
+    main_process_port: StrictInt | None = Field(
+        None, ge=0, le=65535, description="accelerate launch --main_process_port (0: a free port; null: the config "
+        "file's value).")
+    extra_args: list[StrictStr] = Field(
+        default_factory=list, description="Further `accelerate launch` arguments, appended as given.")
+
+    @model_validator(mode="after")
+    def _check_config_file(self) -> LaunchConfig:
+        stray = [k for k in (*LAUNCH_FLAGS, "extra_args") if getattr(self, k)]
+        if self.config_file is None and stray:
+            raise _SectionError(stray[0], "is set but student.launch.config_file is null: set config_file to an "
+                                "accelerate config (e.g. configs/accelerate/multi_gpu.yaml) or remove it")
+        return self
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class StudentConfig:
     """`student` section: the distilled selector and its training."""
 
-    model: str = "Qwen/Qwen2.5-7B-Instruct"
-    lora: LoraConfig = field(default_factory=LoraConfig)
-    lm_weight: float = 1.0
-    m_exact: int = 5
-    max_passage_tokens: int = 192
-    training: dict[str, Any] = field(default_factory=dict)  # transformers TrainingArguments fields
-    # Additions beyond DESIGN §8 (documented in README):
-    identifiers: Literal["letters", "letters52"] = "letters"
-    # L_LM per question: token_mean = mean token NLL of the reply (its weight against L_CL does not grow with
-    # |S|); sequence_sum = the reply's total NLL, −log p(reply), the paper's formula.
-    lm_reduction: Literal["token_mean", "sequence_sum"] = "token_mean"
-    cl_weight: float = 1.0  # weight of L_CL (0: the L_LM-only ablation)
-    # full fine-tuning (lora.enabled false) without updating the token embedding and a tied output projection
-    freeze_embeddings: bool = False
-    eval_fraction: float = 0.1  # held-out share of labelled questions: never trained on (calibration + test)
-    calibration_share: float = 0.5  # of the held-out questions: the calibration split (tau3, eval loss); rest: test
-    k_max: int | None = None  # at most this many passages kept at inference (None: teacher.budget)
-    min_select: int = 1  # at least this many passages kept at inference
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    trust_remote_code: bool = False
-    launch: LaunchConfig = field(default_factory=LaunchConfig)
+    model: StrictStr = Field("Qwen/Qwen2.5-7B-Instruct", description="Base model of the student selector.")
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapter settings.")
+    lm_weight: StrictFloat = Field(1.0, ge=0, description="Weight of L_LM in L = cl_weight · L_CL + lm_weight · L_LM.")
+    m_exact: StrictInt = Field(
+        5, ge=1, description="L_LM takes the minimum over every ordering of the label up to this size; larger labels "
+        "are ordered by descending score.")
+    max_passage_tokens: StrictInt = Field(
+        192, ge=8, description="Each passage body is cut to this many tokens in the selector prompt.")
+    training: dict[str, Any] = Field(
+        default_factory=dict, description="transformers TrainingArguments fields (output_dir is always "
+        "run_dir/checkpoints); checked against transformers when the recipe is validated.")
+    identifiers: Literal["letters", "letters52"] = Field(
+        "letters", description="Passage identifiers: letters (A-Z, 26 candidates) or letters52 (A-Z, a-z).")
+    lm_reduction: Literal["token_mean", "sequence_sum"] = Field(
+        "token_mean", description="L_LM per question: token_mean, the mean token NLL of the reply (its weight "
+        "against L_CL does not grow with |S|), or sequence_sum, the reply's total NLL −log p(reply), the paper's "
+        "formula.")
+    cl_weight: StrictFloat = Field(1.0, ge=0, description="Weight of L_CL (0: the L_LM-only ablation).")
+    freeze_embeddings: StrictBool = Field(
+        False, description="Full fine-tuning (lora.enabled false) without updating the token embedding and the "
+        "output projection, tied or not.")
+    eval_fraction: StrictFloat = Field(
+        0.1, ge=0, lt=1, description="Held-out share of the labelled questions, never trained on (calibration and "
+        "test splits); a hash of the qid decides.")
+    calibration_share: StrictFloat = Field(
+        0.5, ge=0, le=1, description="Share of the held-out questions in the calibration split (tau3, eval loss); "
+        "the rest is the test split.")
+    k_max: _AtLeastOne | None = Field(
+        None, description="At most this many passages kept at inference (null: teacher.budget).")
+    min_select: StrictInt = Field(1, ge=0, description="At least this many passages kept at inference.")
+    dtype: _DTYPES = Field("auto", description="Weights dtype when loading the student.")
+    trust_remote_code: StrictBool = Field(False, description="Allow the base model's own modelling code from the Hub.")
+    launch: LaunchConfig = Field(
+        default_factory=LaunchConfig, description="How `purecover pipeline` starts the train stage.")
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> StudentConfig:
+        if self.cl_weight == 0 and self.lm_weight == 0:
+            raise _SectionError("cl_weight", "cl_weight and lm_weight cannot both be 0")
+        return self
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class ExportConfig:
-    """`export` section."""
+    """`export` section: how the trained selector is saved."""
 
-    merge: bool = True
-    # Additions beyond DESIGN §8 (documented in README):
-    license: str | None = None  # model card licence (null: the base model's, when its card says)
+    merge: StrictBool = Field(
+        True, description="Merge the LoRA adapter into the base model (false: save the adapter).")
+    license: StrictStr | None = Field(
+        None, description="Licence of the model card (null: the base model's, when its card says).")
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class EvalConfig:
     """`eval` section: end-to-end QA evaluation."""
 
-    generator: str = "Qwen/Qwen2.5-7B-Instruct"
-    backend: Literal["hf", "vllm"] = "hf"
-    methods: list[str] = field(default_factory=lambda: ["retrieval", "teacher", "student"])
-    budgets: list[int] = field(default_factory=lambda: [1, 3, 5, 10, 15])
-    # Additions beyond DESIGN §8 (documented in README):
-    path: str | None = None  # evaluation questions from another file (e.g. the dev set); None = run_dir's
-    split: str = "dev"  # split of `path` (Hub datasets)
-    hub_config: str | None = None  # Hub configuration of `path` (null: data.hub_config when path is data.path)
-    limit: int | None = None  # first N evaluation questions
-    sample: int | None = None  # a seeded random sample of N evaluation questions (the paper: 500)
-    seed: int = 0  # seed of `sample`
-    questions: Literal["heldout", "all"] = "heldout"  # without `path`: the student's held-out split, or all
-    table_budget: int = 5  # the budget of report.md's main table
-    max_new_tokens: int = 32
-    batch_size: int = 8
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = "auto"
-    tensor_parallel_size: int = 1  # vLLM
-    trust_remote_code: bool = False
-    embedding_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # mmr / xquad / ia_select
-    cross_encoder: str = "BAAI/bge-reranker-large"
-    subtopics: Literal["steps", "subquestions"] = "steps"  # xquad / ia_select subtopics
+    generator: StrictStr = Field("Qwen/Qwen2.5-7B-Instruct", description="The LLM that answers from the selected "
+                                 "passages.")
+    backend: Literal["hf", "vllm"] = Field("hf", description="Generation backend of the answers.")
+    methods: list[StrictStr] = Field(
+        default_factory=lambda: ["retrieval", "teacher", "student"],
+        description="Selection methods compared: method names (retrieval, cross_encoder, mmr, xquad, ia_select, "
+        "lancer_*, gold_support, teacher, student, none), teacher:DIR / student:DIR for another run directory's "
+        "labels / selections, selections:PATH=name for an external reranker's file; checked when the recipe is "
+        "validated.")
+    budgets: list[_AtLeastOne] = Field(
+        default_factory=lambda: [1, 3, 5, 10, 15], description="Passage budgets K: each method keeps at most K "
+        "passages.")
+    path: StrictStr | None = Field(
+        None, description="Evaluation questions from this file or Hub dataset (a test set); null: the run "
+        "directory's own questions.")
+    split: StrictStr = Field("dev", description="Split of eval.path (Hub datasets).")
+    hub_config: StrictStr | None = Field(
+        None, description="Hub configuration of eval.path; null: data.hub_config when eval.path is data.path, "
+        "else the repository's default.")
+    limit: _AtLeastOne | None = Field(None, description="Only the first N evaluation questions (null: all).")
+    sample: _AtLeastOne | None = Field(
+        None, description="A seeded random sample of N evaluation questions (the paper: 500); null: every question.")
+    seed: StrictInt = Field(0, description="Seed of eval.sample.")
+    questions: Literal["heldout", "all"] = Field(
+        "heldout", description="Without eval.path: heldout, the student's test split (used neither for training nor "
+        "for tau3), or all questions.")
+    table_budget: StrictInt = Field(
+        5, description="The budget K of report.md's main table (one of eval.budgets).")
+    max_new_tokens: StrictInt = Field(32, ge=1, description="Length limit of a generated answer, in tokens.")
+    batch_size: StrictInt = Field(8, ge=1, description="Prompts per generation batch (HF backend).")
+    dtype: _DTYPES = Field("auto", description="Generator weights dtype; auto: bfloat16 on GPU, float32 on CPU.")
+    device: StrictStr = Field("auto", description="auto, cpu, cuda or cuda:N.")
+    tensor_parallel_size: StrictInt = Field(1, ge=1, description="vLLM tensor parallelism.")
+    trust_remote_code: StrictBool = Field(False, description="Allow the generator's own modelling code from the Hub.")
+    embedding_model: StrictStr = Field(
+        "sentence-transformers/all-MiniLM-L6-v2", description="Sentence-embedding model of mmr, xquad and ia_select.")
+    cross_encoder: StrictStr = Field("BAAI/bge-reranker-large", description="Model of the cross_encoder method.")
+    subtopics: Literal["steps", "subquestions"] = Field(
+        "steps", description="Subtopics of xquad and ia_select: the teacher's reasoning steps or LANCER's "
+        "sub-questions.")
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class TrackingConfig:
     """`tracking`: experiment tracking of the label, train and evaluate summaries (never hashed)."""
 
-    report_to: Literal["none", "wandb"] = "none"
-    project: str = "purecover"
-    entity: str | None = None
-    run_name: str | None = None  # null: the run_dir's name
+    report_to: Literal["none", "wandb"] = Field(
+        "none", description="wandb: one wandb run per label / evaluate invocation that does work, and the Trainer's "
+        "own for train; none: wandb is not imported.")
+    project: StrictStr = Field("purecover", description="wandb project.")
+    entity: StrictStr | None = Field(None, description="wandb entity, a team or user (null: your default).")
+    run_name: StrictStr | None = Field(None, description="Name of the tracked runs (null: the run directory's name).")
 
 
-@dataclass
+@dataclass(config=_SECTION)
 class Recipe:
     """A whole run: every stage reads from and writes to `run_dir`."""
 
-    run_dir: str = "runs/demo"
-    seed: int = 0
-    data: DataConfig = field(default_factory=DataConfig)
-    teacher: TeacherConfig = field(default_factory=TeacherConfig)
-    student: StudentConfig = field(default_factory=StudentConfig)
-    export: ExportConfig = field(default_factory=ExportConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    run_dir: StrictStr = Field(
+        "runs/demo", pattern=_NOT_BLANK, description="The run directory every stage reads from and writes to.")
+    seed: StrictInt = Field(
+        0, ge=0, le=2**32 - 1, description="Seed of the student's train/calibration/test split, of model "
+        "initialisation and generation sampling, and of the evaluation statistics (numpy and torch take 32-bit "
+        "unsigned seeds).")
+    data: DataConfig = Field(default_factory=DataConfig, description="Questions, corpus and candidate retrieval.")
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig, description="The labelling teacher.")
+    student: StudentConfig = Field(default_factory=StudentConfig, description="The distilled selector and its "
+                                   "training.")
+    export: ExportConfig = Field(default_factory=ExportConfig, description="Saving the trained selector.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="End-to-end QA evaluation.")
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig, description="Experiment tracking (never part of a configuration hash).")
 
     @property
     def run_path(self) -> Path:
@@ -346,26 +527,15 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
-def _section_at(dotted: str) -> type | None:
-    """The config dataclass of the section `dotted` names (``data``, ``teacher.lancer``), else None."""
-    cls: Any = Recipe
-    for part in dotted.split("."):
-        if not dataclasses.is_dataclass(cls) or part not in {f.name for f in dataclasses.fields(cls)}:
-            return None
-        cls = typing.get_type_hints(cls)[part]
-    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
-
-
 def _check_section_override(item: str, key: str, value: Any) -> None:
     """``--set data=null`` or ``--set teacher=3`` would replace a whole section: refuse it by name."""
-    section = _section_at(key)
-    if section is None or isinstance(value, dict):
+    section = _schema_at(key.split("."))
+    if section is None or "properties" not in section or isinstance(value, dict):
         return
-    names = [f.name for f in dataclasses.fields(section)]
     shown = "null" if value is None else repr(value)
     raise ConfigError(
         f"override {item!r}: {key}: expected a mapping, got {shown}; {key} is a whole section, not a single "
-        f"value: set one of its keys instead ({key}.KEY=VALUE; keys: {', '.join(names)})")
+        f"value: set one of its keys instead ({key}.KEY=VALUE; keys: {', '.join(section['properties'])})")
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -381,170 +551,179 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- validation errors
 
 
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in typing.get_args(tp))
-    if origin is list:
-        (inner,) = typing.get_args(tp)
-        return f"list of {_type_name(inner)}"
-    if origin is dict:
-        return "mapping"
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
+@functools.cache
+def _adapter() -> TypeAdapter[Recipe]:
+    return TypeAdapter(Recipe)
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Return `value` checked against the annotation `tp`; raise ConfigError naming `key`."""
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        errors = []
-        for option in typing.get_args(tp):
-            try:
-                return _coerce(value, option, key)
-            except ConfigError as exc:
-                errors.append(exc)
-        literal_errors = [e for e in errors if "did you mean" in str(e)]
-        if literal_errors:
-            raise literal_errors[0]
-        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value in choices:
-            return value
-        hint = ""
-        if isinstance(value, str):
-            close = difflib.get_close_matches(value, [str(c) for c in choices], n=1)
-            if close:
-                hint = f"; did you mean {close[0]!r}?"
-        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, choices))}{hint}")
-    if origin is list:
-        (inner,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
-        return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is Any:
-        return value
-    if tp is type(None):
-        if value is None:
+def recipe_json_schema() -> dict[str, Any]:
+    """The JSON schema of a recipe: every section, key, type, range, default and description (a copy)."""
+    return copy.deepcopy(_json_schema())
+
+
+@functools.cache
+def _json_schema() -> dict[str, Any]:
+    return _adapter().json_schema()
+
+
+def _resolve(node: dict[str, Any]) -> dict[str, Any]:
+    """`node` with its ``$ref`` followed (a section's schema)."""
+    defs = _json_schema().get("$defs", {})
+    while "$ref" in node:
+        node = defs[node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _schema_at(parts: list[str]) -> dict[str, Any] | None:
+    """The schema of the key `parts` names (``["teacher", "lancer"]``), or None when there is no such key."""
+    node = _resolve(_json_schema())
+    for part in parts:
+        props = node.get("properties")
+        if props is None or part not in props:
             return None
-        raise ConfigError(f"{key}: expected null, got {value!r}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise ConfigError(f"{key}: expected a string, got {value!r}")
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, key)
-    raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # pragma: no cover - programming error
+        node = _resolve(props[part])
+    return node
 
 
-def _build(cls: type, values: Any, prefix: str) -> Any:
-    label = prefix or "recipe"
-    if values is None:
-        values = {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{label}: expected a mapping, got {values!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in values.items():
-        dotted = f"{prefix}.{key}" if prefix else str(key)
-        if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
-            hint = f"; did you mean {(prefix + '.' if prefix else '') + close[0]!r}?" if close else ""
-            valid = ", ".join(names)
-            raise ConfigError(f"unknown key {dotted!r}{hint} (valid keys of {label}: {valid})")
-        kwargs[key] = _coerce(value, hints[key], dotted)
-    obj = cls(**kwargs)
-    _check_values(obj, prefix)
-    return obj
+_NAMES = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "null",
+          "object": "mapping", "array": "list"}
+_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+          "null": "null", "object": "a mapping", "array": "a list"}
+_UNKNOWN_KEY = ("unexpected_keyword_argument", "extra_forbidden")
+# pydantic error types of a value of the right type outside its field's range.
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_pattern_mismatch"}
 
 
-def _check_values(obj: Any, prefix: str) -> None:
-    """Range checks that types alone cannot express."""
+def _members(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [_resolve(m) for m in node["anyOf"]] if "anyOf" in node else [node]
 
-    def need(cond: bool, key: str, msg: str) -> None:
-        if not cond:
-            raise ConfigError(f"{prefix}.{key}: {msg}")
 
-    if isinstance(obj, DataConfig):
-        need(obj.k1 >= 1, "k1", f"must be >= 1, got {obj.k1}")
-        need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
-        need(obj.sample is None or obj.sample >= 1, "sample", f"must be >= 1 or null, got {obj.sample}")
-        need(obj.dense_batch_size >= 1, "dense_batch_size", "must be >= 1")
-        need(obj.encode_shard_size >= 1, "encode_shard_size", f"must be >= 1, got {obj.encode_shard_size}")
-        need(bool(obj.faiss_index.strip()), "faiss_index", "must be a faiss.index_factory string such as Flat")
-        need(obj.index_path is None or obj.retriever == "dense", "index_path",
-             "is a FAISS index: it needs data.retriever: dense")
-        need(obj.index_path is None or obj.corpus not in ("per_question", "shared"), "index_path",
-             "needs data.corpus to be the corpus file the index was built over")
-    elif isinstance(obj, TeacherConfig):
-        for key in ("tau1", "tau2", "embedding_tau", "embedding_tau_e"):
-            value = getattr(obj, key)
-            need(value is None or value > 0, key, f"must be > 0 or null, got {value}")
-        need(obj.lam is None or obj.lam >= 0, "lam", f"must be >= 0 or null, got {obj.lam}")
-        need(not isinstance(obj.calibration_lengths, int) or obj.calibration_lengths >= 1, "calibration_lengths",
-             f"must be 'candidates' or a token count >= 1, got {obj.calibration_lengths}")
-        need(0.0 <= obj.fallback_warn <= 1.0, "fallback_warn", f"must be in [0, 1], got {obj.fallback_warn}")
-        need(obj.budget >= 1, "budget", "must be >= 1")
-        need(obj.min_select >= 0, "min_select", "must be >= 0")
-        need(obj.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
-        need(obj.max_steps >= 1, "max_steps", "must be >= 1")
-        need(obj.batch_size >= 1, "batch_size", "must be >= 1")
-        need(obj.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
-        need(obj.capture_chunk_mb >= 1, "capture_chunk_mb", "must be >= 1")
-    elif isinstance(obj, LancerConfig):
-        need(0.0 <= obj.beta <= 1.0, "beta", f"must be in [0, 1], got {obj.beta}")
-        need(obj.n_subquestions >= 1, "n_subquestions", "must be >= 1")
-    elif isinstance(obj, LoraConfig):
-        need(obj.r >= 1, "r", f"must be an integer >= 1, got {obj.r}")
-        need(obj.alpha > 0, "alpha", f"must be > 0, got {obj.alpha}")
-        need(0.0 <= obj.dropout < 1.0, "dropout", f"must be in [0, 1), got {obj.dropout}")
-    elif isinstance(obj, StudentConfig):
-        need(obj.m_exact >= 1, "m_exact", "must be >= 1")
-        need(obj.max_passage_tokens >= 8, "max_passage_tokens", "must be >= 8")
-        need(obj.lm_weight >= 0, "lm_weight", "must be >= 0")
-        need(obj.cl_weight >= 0, "cl_weight", "must be >= 0")
-        need(obj.cl_weight > 0 or obj.lm_weight > 0, "cl_weight", "cl_weight and lm_weight cannot both be 0")
-        need(0.0 <= obj.eval_fraction < 1.0, "eval_fraction", "must be in [0, 1)")
-        need(0.0 <= obj.calibration_share <= 1.0, "calibration_share", "must be in [0, 1]")
-        need(obj.k_max is None or obj.k_max >= 1, "k_max", "must be >= 1 or null")
-        need(obj.min_select >= 0, "min_select", "must be >= 0")
-    elif isinstance(obj, LaunchConfig):
-        for key in ("num_processes", "num_machines"):
-            value = getattr(obj, key)
-            need(value is None or value >= 1, key, f"must be >= 1 or null, got {value}")
-        need(obj.machine_rank is None or obj.machine_rank >= 0, "machine_rank", "must be >= 0 or null")
-        stray = [k for k in (*LAUNCH_FLAGS, "extra_args") if getattr(obj, k)]
-        need(obj.config_file is not None or not stray, stray[0] if stray else "config_file",
-             "is set but student.launch.config_file is null: set config_file to an accelerate config "
-             "(e.g. configs/accelerate/multi_gpu.yaml) or remove it")
-    elif isinstance(obj, EvalConfig):
-        need(all(b >= 1 for b in obj.budgets), "budgets", "every budget must be >= 1")
-        need(obj.limit is None or obj.limit >= 1, "limit", f"must be >= 1 or null, got {obj.limit}")
-        need(obj.sample is None or obj.sample >= 1, "sample", f"must be >= 1 or null, got {obj.sample}")
+def _literals(node: dict[str, Any]) -> list[Any]:
+    """The values of the Literal alternatives of `node`."""
+    out: list[Any] = []
+    for m in _members(node):
+        out += [m["const"]] if "const" in m else list(m.get("enum", ()))
+    return out
+
+
+def _type_name(node: dict[str, Any]) -> str:
+    """Short name of a type, as in ``int | null`` or ``'all' | list of int``."""
+    if "anyOf" in node:
+        return " | ".join(_type_name(m) for m in _members(node))
+    if "const" in node or "enum" in node:
+        return " | ".join(repr(v) for v in _literals(node))
+    if node.get("type") == "array":
+        return f"list of {_type_name(_resolve(node.get('items', {})))}"
+    if "properties" in node:
+        return "mapping"
+    return _NAMES.get(node.get("type", ""), "value")
+
+
+def _expected(node: dict[str, Any]) -> str:
+    """What a key accepts, in words: ``an integer``, ``list of str``, ``float | null``."""
+    if "anyOf" in node or node.get("type") == "array":
+        return _type_name(node)
+    if "properties" in node:
+        return "a mapping"
+    return _WORDS.get(node.get("type", ""), "a valid value")
+
+
+def _bounds(node: dict[str, Any]) -> str | None:
+    """The range a number must lie in, as ``>= 1``, ``> 0`` or ``in [0, 1)``; None without one."""
+    low = ("[", node["minimum"]) if "minimum" in node else ("(", node["exclusiveMinimum"]) \
+        if "exclusiveMinimum" in node else None
+    high = ("]", node["maximum"]) if "maximum" in node else (")", node["exclusiveMaximum"]) \
+        if "exclusiveMaximum" in node else None
+    if low and high:
+        return f"in {low[0]}{low[1]}, {high[1]}{high[0]}"
+    if low:
+        return f"{'>=' if low[0] == '[' else '>'} {low[1]}"
+    if high:
+        return f"{'<=' if high[0] == ']' else '<'} {high[1]}"
+    return None
+
+
+def _range_text(node: dict[str, Any]) -> str:
+    """What a key's range allows, as in ``>= 1 or null`` or ``'candidates' or an integer >= 1``."""
+    members = _members(node)
+    has_literal = any("const" in m or "enum" in m for m in members)
+    parts: list[str] = []
+    for m in members:
+        word = _WORDS.get(m.get("type", ""), "a value")
+        bounds = _bounds(m)
+        if "const" in m or "enum" in m:
+            parts += [repr(v) for v in _literals(m)]
+        elif m.get("pattern") == _NOT_BLANK:
+            parts.append("a non-blank string")
+        elif bounds is None or m.get("type") == "null":
+            parts.append(word)
+        else:
+            parts.append(f"{word} {bounds}" if has_literal else bounds)
+    return " or ".join(parts)
+
+
+def _shown(value: Any, node: dict[str, Any]) -> str:
+    """`value` as a message shows it: an integer given for a number is the float it becomes."""
+    types = {m.get("type") for m in _members(node)}
+    if isinstance(value, int) and not isinstance(value, bool) and "number" in types and "integer" not in types:
+        value = float(value)
+    return repr(value)
+
+
+_MISSING = object()
+
+
+def _child(value: Any, item: str | int) -> Any:
+    if isinstance(value, dict):
+        return value.get(item, _MISSING)
+    if isinstance(value, list) and isinstance(item, int) and -len(value) <= item < len(value):
+        return value[item]
+    return getattr(value, str(item), _MISSING)
+
+
+def _error_message(exc: ValidationError, tree: Any) -> str:
+    """The one-line message of the first error of `exc`, raised validating `tree`, naming the dotted key."""
+    errors = exc.errors(include_url=False)
+    first = next((e for e in errors if e["type"] in _UNKNOWN_KEY), errors[0])  # a misspelt key explains the most
+    loc = tuple(first["loc"])
+    node, value, dotted, used = _resolve(_json_schema()), tree, "", 0
+    for item in loc:  # follow the location through sections and list items; stop at a union's branch name
+        if isinstance(item, str) and item in node.get("properties", {}):
+            node, dotted = _resolve(node["properties"][item]), f"{dotted}.{item}" if dotted else item
+        elif isinstance(item, int) and node.get("type") == "array":
+            node, dotted = _resolve(node.get("items", {})), f"{dotted}[{item}]"
+        else:
+            break
+        value, used = _child(value, item), used + 1
+    if used == len(loc) or value is _MISSING:
+        value = first.get("input")
+    kind, label, prefix = first["type"], dotted or "recipe", f"{dotted}." if dotted else ""
+    if kind in _UNKNOWN_KEY and used == len(loc) - 1:
+        key, names = str(loc[-1]), list(node.get("properties", {}))
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+        hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
+        return f"unknown key {prefix + key!r}{hint} (valid keys of {label}: {', '.join(names)})"
+    error = (first.get("ctx") or {}).get("error")
+    if isinstance(error, _SectionError):
+        return f"{prefix}{error.key}: {error}"
+    if "properties" in node:  # a section given as something else than a mapping
+        return f"{label}: expected a mapping, got {value!r}"
+    if loc[used + 1:used + 2] == ("[key]",):
+        return f"{label}: key {loc[used]!r} is not a string"
+    literals = _literals(node)  # a Literal key, or a union with Literal alternatives: name the close one
+    close = difflib.get_close_matches(value, [str(v) for v in literals], n=1) if isinstance(value, str) else []
+    if close or (literals and "anyOf" not in node):
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{label}: {value!r} is not one of {', '.join(map(repr, literals))}{hint}"
+    field_errors = {e["type"] for e in errors if tuple(e["loc"][:used]) == loc[:used]}
+    if field_errors & _RANGE_ERRORS:
+        return f"{label}: must be {_range_text(node)}, got {_shown(value, node)}"
+    if kind == "value_error":
+        return f"{label}: {first['msg'].removeprefix('Value error, ')}"
+    return f"{label}: expected {_expected(node)}, got {value!r}"
 
 
 # --------------------------------------------------------------------------- public API
@@ -552,10 +731,11 @@ def _check_values(obj: Any, prefix: str) -> None:
 
 def recipe_from_dict(tree: dict[str, Any] | None, source: str = "recipe") -> Recipe:
     """Validate a recipe mapping and build the `Recipe`; `source` prefixes error messages."""
+    tree = tree or {}
     try:
-        return _build(Recipe, tree or {}, "")
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        return _adapter().validate_python(tree)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_error_message(exc, tree)}") from None
 
 
 def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
@@ -584,7 +764,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 
 
 def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
-    """Plain-data form of a recipe (what is written next to every stage's output)."""
+    """Plain-data form of a recipe (what is written next to every stage's output), keys in declaration order."""
     return dataclasses.asdict(recipe)
 
 

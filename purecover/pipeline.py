@@ -1,15 +1,17 @@
 """`purecover pipeline RECIPE`: the registry's stages (`purecover.stages.PIPELINE`: data → calibrate →
 label → train → export → select → evaluate) in one command.
 
-A stage is *done* when its manifest (``run_dir/<stage>.run.json``) says ``complete``, was written
-for the same configuration (the hash of the recipe sections the registry names for it) and its
-outputs still hold what the manifest recorded (`purecover.rundir.RunDir.output_problem`); done
-stages are skipped. A stage whose outputs exist from another configuration is
-*blocked*: the stage itself would refuse to mix them, so the plan says so before anything runs.
-Partly written outputs of the same configuration are *resumed* (every stage is resumable).
+Every stage runs under one contract (`purecover.stages.execute_stage`), and the plan asks the same
+question it does (`purecover.rundir.RunDir.status`): a stage is *done* when its manifest
+(``run_dir/<stage>.run.json``) says ``complete``, was written for the same configuration (the hash of
+the recipe sections the registry names for it) and its outputs and inputs still hold what the
+manifest recorded; done stages are skipped. A complete stage with a missing or changed output is
+*redone* (the changed file is set aside, never deleted). A stage whose outputs exist from another
+configuration or other inputs is *blocked*: the stage itself would refuse to mix them, so the plan
+says so before anything runs. Partly written outputs of the same configuration are *resumed*.
 
-``--from STAGE`` runs STAGE and every later stage even when they look done (earlier stages are
-not run; their outputs must exist). ``--dry-run`` validates the recipe, resolves every model,
+``--from STAGE`` reruns STAGE and every later stage even when they are done (earlier stages are
+not run; their outputs must exist); resumable stages keep their finished work. ``--dry-run`` validates the recipe, resolves every model,
 dataset and file it names (local paths are checked, Hub ids are listed but never fetched) and
 prints the plan without running anything.
 
@@ -36,9 +38,18 @@ from pathlib import Path
 from typing import Any
 
 from .config import LAUNCH_FLAGS, Recipe, dump_recipe_yaml, load_recipe, recipe_to_dict
-from .rundir import RunDir
-from .stages import PIPELINE, config_hash, get_stage, not_needed, run_stage
-from .utils.io import atomic_write_text
+from .rundir import RunDir, StageStatus
+from .stages import (
+    PIPELINE,
+    config_hash,
+    execute_stage,
+    get_stage,
+    load_hook,
+    not_needed,
+    stage_directory,
+    stage_inputs,
+)
+from .utils.io import atomic_write_text, open_in_place
 from .utils.rundir_lock import handover, locked_stage, run_dir_lock
 
 __all__ = ["LAUNCH_LOG", "LAUNCH_RECIPE", "STAGES", "Resource", "StagePlan", "launch_command", "plan_pipeline",
@@ -51,84 +62,62 @@ LAUNCH_LOG = "train.launch.log"  # in run_dir: the launched train stage's stdout
 
 @dataclasses.dataclass
 class StagePlan:
-    """One stage of the plan: `action` is run | resume | skip | blocked | not needed; `command` is the
-    subprocess that runs it (the train stage with ``student.launch``), None for an in-process stage."""
+    """One stage of the plan (`action` as in `purecover.rundir.RunDir.status`, plus ``rerun`` for ``--from`` and
+    ``not needed``); `command` is the subprocess that runs it (a stage with a launcher, e.g. train with
+    ``student.launch``), None for an in-process stage."""
 
     stage: str
-    action: str
+    action: str  # run | resume | redo | rerun | skip | blocked | not needed
     reason: str
     command: list[str] | None = None
 
 
-def stage_run_dir(recipe: Recipe, stage: str) -> RunDir:
-    """The run directory `stage` writes: run_dir, or run_dir/eval for select with eval.path (the test set)."""
-    rd = RunDir.of(recipe)
-    return RunDir(rd.path_of("eval")) if stage == "select" and recipe.eval.path else rd
-
-
-def _bias_is_current(recipe: Recipe) -> bool:
-    """bias.json holds this run's K1, document-length source, teacher weights and prompt wording (no model or
-    tokenizer load)."""
-    from .teacher.calibration import bias_is_current
-    from .teacher.prompts import ReasoningPrompt
-
-    rd = RunDir.of(recipe)
-    return bias_is_current(rd.path_of("bias"), k1=recipe.data.k1, calibration_lengths=recipe.teacher.calibration_lengths,
-                           candidates_path=rd.path_of("candidates"), model=recipe.teacher.model,
-                           prompt=ReasoningPrompt.from_config(recipe.teacher))
-
-
-def _status(recipe: Recipe, stage: str) -> tuple[str, str]:
-    """(action, reason) for `stage` from its manifest, config hash and outputs, without running anything."""
-    spec = get_stage(stage)
-    rd = stage_run_dir(recipe, stage)
-    outputs = rd.outputs(stage)
-    present = [p for p in outputs if p.exists()]
-    manifest = rd.manifest(stage)
-    if manifest is None:
-        return ("resume", "outputs exist without a manifest") if present else ("run", "no outputs yet")
-    expected = config_hash(recipe, stage)
-    same = manifest.get("config_hash") == expected
-    if stage == "calibrate" and same:
-        same = _bias_is_current(recipe)
-    if not same:
-        if spec.on_change == "rerun":
-            return "run", ("teacher (or its weights), data.k1 or the candidates' document lengths changed: the bias is recomputed"
-                           if stage == "calibrate" else
-                           "recipe changed since the last run (cached work is reused)")
-        return "blocked", (f"outputs were made with another configuration (hash {manifest.get('config_hash')}, "
-                           f"now {expected}); use a new run_dir or delete them")
-    if (manifest.get("summary") or {}).get("status") == "complete":
-        problem = rd.output_problem(stage, manifest)
-        if problem is None:
-            return "skip", "complete for this configuration"
-        return "resume", f"marked complete but {problem}"
-    return "resume", "partly done for this configuration"
+def _status(recipe: Recipe, stage: str) -> StageStatus:
+    """What `stage` would do now (`purecover.rundir.RunDir.status`), without running anything."""
+    rd = stage_directory(recipe, stage)
+    return rd.status(stage, config_hash(recipe, stage), stage_inputs(recipe, stage))
 
 
 def plan_pipeline(recipe: Recipe, start: str | None = None) -> list[StagePlan]:
-    """The action for every stage, without running anything."""
+    """The action for every stage, without running anything.
+
+    Once a stage will run, the later ones are planned as ``run`` (each skips itself when it starts and finds
+    its inputs unchanged), except a ``blocked`` stage whose configuration does not depend on an earlier
+    stage's outputs: that one is reported now, before anything runs.
+    """
     if start is not None and start not in STAGES:
         raise ValueError(f"--from: unknown stage {start!r}; expected one of {', '.join(STAGES)}")
     plans: list[StagePlan] = []
-    upstream_ran = False
+    upstream: str | None = None  # the first stage that runs
     for stage in STAGES:
+        spec = get_stage(stage)
         why = not_needed(recipe, stage)
         if why is not None:
             plans.append(StagePlan(stage, "not needed", why))
             continue
-        if start is not None and STAGES.index(stage) < STAGES.index(start):
+        forced = start is not None and STAGES.index(stage) >= STAGES.index(start)
+        if start is not None and not forced:
             plans.append(StagePlan(stage, "skip", f"before --from {start}"))
             continue
-        action, reason = _status(recipe, stage)
-        if start is not None and action == "skip":
-            action, reason = "run", f"--from {start}: rerun (resumable stages keep finished work)"
-        elif upstream_ran and action == "skip":
-            action, reason = "run", "an earlier stage runs first (resumable: finished work is kept)"
-        upstream_ran = upstream_ran or action in ("run", "resume")
+        try:
+            status = _status(recipe, stage)
+            action, reason = status.action, status.reason
+        except (OSError, ValueError) as exc:  # an input an earlier stage makes is not there yet
+            if upstream is None:
+                raise
+            action, reason = "run", f"after {upstream} ({exc})"
+        if action == "blocked" and upstream is not None and (spec.hash_extra is not None or status.cause == "inputs"):
+            action, reason = "run", (f"after {upstream}, which may make its inputs again: checked when it starts "
+                                     f"({reason})")
+        elif forced and action == "skip":
+            action, reason = "rerun", f"--from {start}: rerun (resumable stages keep finished work)"
+        elif upstream is not None and action == "skip":
+            action, reason = "run", f"after {upstream}: skipped when it starts if its inputs are unchanged"
+        if upstream is None and action in ("run", "resume", "redo", "rerun"):
+            upstream = stage
         command = None
-        if stage == "train" and action in ("run", "resume"):
-            command = launch_command(recipe, recipe.run_path / LAUNCH_RECIPE)
+        if spec.launcher is not None and action in ("run", "resume", "redo", "rerun"):
+            command = load_hook(spec.launcher)(recipe, recipe.run_path / LAUNCH_RECIPE, rerun=forced)
         plans.append(StagePlan(stage, action, reason, command))
     return plans
 
@@ -136,7 +125,8 @@ def plan_pipeline(recipe: Recipe, start: str | None = None) -> list[StagePlan]:
 # --------------------------------------------------------------------------- launching the train stage
 
 
-def launch_command(recipe: Recipe, recipe_file: str | Path, quiet: bool = False) -> list[str] | None:
+def launch_command(recipe: Recipe, recipe_file: str | Path, quiet: bool = False, rerun: bool = False
+                   ) -> list[str] | None:
     """The argument list that runs the train stage under ``accelerate launch`` (`student.launch`), or
     None when ``student.launch.config_file`` is null (the stage runs in-process).
 
@@ -153,14 +143,14 @@ def launch_command(recipe: Recipe, recipe_file: str | Path, quiet: bool = False)
             cmd += [f"--{key}", str(value)]
     cmd += [str(a) for a in cfg.extra_args]
     cmd += ["-m", str(get_stage("train").module), str(recipe_file)]
-    return [*cmd, "-q"] if quiet else cmd
+    return [*cmd, *(["--rerun"] if rerun else []), *(["-q"] if quiet else [])]
 
 
 def _stream(cmd: list[str], env: dict[str, str], log_path: Path) -> int:
     """Run `cmd`, copying its stdout and stderr (merged) to our stdout and to `log_path`; its exit code.
     Interrupting the parent terminates the child."""
     out = getattr(sys.stdout, "buffer", None)
-    with open(log_path, "ab") as log:
+    with os.fdopen(open_in_place(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as log:
         log.write(f"\n$ {shlex.join(cmd)}\n".encode())
         log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -193,16 +183,16 @@ def train_needs_launch(recipe: Recipe) -> bool:
     the stage is not complete for this configuration (a complete one is skipped in-process, loading nothing)."""
     if launch_command(recipe, recipe.run_path / LAUNCH_RECIPE) is None:
         return False
-    return RunDir.of(recipe).completed("train", config_hash(recipe, "train")) is None
+    return _status(recipe, "train").action != "skip"
 
 
 def run_launched_train(recipe: Recipe, show_progress: bool = True,
-                       echo: Callable[[str], None] = print) -> dict[str, Any]:
+                       echo: Callable[[str], None] = print, rerun: bool = False) -> dict[str, Any]:
     """Run the train stage through `launch_command` as a subprocess; returns its summary (train.run.json).
 
     Holds the run directory's lock and hands it over to the launch. A non-zero exit, or a launch that
     leaves no complete train manifest for this configuration, is a RuntimeError naming the command and
-    the log file.
+    the log file. `rerun` (``--from``) passes ``--rerun`` to the launched stage.
     """
     run_dir = recipe.run_path
     with run_dir_lock(run_dir, "train"):
@@ -212,7 +202,7 @@ def run_launched_train(recipe: Recipe, show_progress: bool = True,
         if recipe_to_dict(load_recipe(recipe_file)) != recipe_to_dict(recipe):
             raise RuntimeError(f"{recipe_file} does not read back as the resolved recipe (a value YAML cannot "
                                "round-trip?): run `purecover config RECIPE` to inspect it")
-        cmd = launch_command(recipe, recipe_file, quiet=not show_progress)
+        cmd = launch_command(recipe, recipe_file, quiet=not show_progress, rerun=rerun)
         if cmd is None:
             raise ValueError("student.launch.config_file is null: the train stage runs in-process")
         log_path = run_dir / LAUNCH_LOG
@@ -398,21 +388,29 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
         raise RuntimeError(f"stage {blocked[0].stage} is blocked: {blocked[0].reason}")
     rows: list[dict[str, Any]] = []
     for plan in plans:
+        echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")
         if plan.action in ("skip", "not needed"):
-            manifest = stage_run_dir(recipe, plan.stage).manifest(plan.stage) or {}
+            manifest = stage_directory(recipe, plan.stage).manifest(plan.stage) or {}
             rows.append({"stage": plan.stage, "action": plan.action, "seconds": None,
                          "summary": manifest.get("summary", {}) if plan.action == "skip" else {},
                          "reason": plan.reason})
-            echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")
             continue
-        echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")
+        forced = start is not None and STAGES.index(plan.stage) >= STAGES.index(start)
         t0 = time.perf_counter()
         if plan.command is not None:
-            summary = run_launched_train(recipe, show_progress, echo)
+            rd = stage_directory(recipe, plan.stage)
+            before = (rd.manifest(plan.stage) or {}).get("finished")
+            summary = run_launched_train(recipe, show_progress, echo, rerun=forced)
+            after = (rd.manifest(plan.stage) or {}).get("finished")
+            action = "skip" if after == before else {"run": "ran", "resume": "resumed"}.get(plan.action, plan.action)
         else:
-            summary = run_stage(plan.stage, recipe, show_progress, with_before=False)
-        rows.append({"stage": plan.stage, "action": "ran" if plan.action == "run" else "resumed",
-                     "seconds": round(time.perf_counter() - t0, 1), "summary": summary, "reason": plan.reason})
+            outcome = execute_stage(plan.stage, recipe, show_progress, force=forced, with_before=False)
+            summary, action = outcome.summary, outcome.action
+        seconds = None if action == "skip" else round(time.perf_counter() - t0, 1)
+        if action == "skip":
+            echo(f"[pipeline] {plan.stage}: skip (complete for this configuration and these inputs)")
+        rows.append({"stage": plan.stage, "action": action, "seconds": seconds, "summary": summary,
+                     "reason": plan.reason})
     return rows
 
 

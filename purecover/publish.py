@@ -7,11 +7,18 @@ file), then either ``save_to_disk`` (written beside DIR and renamed into place) 
 repo as ``data/train-00000-of-00001.parquet`` + README.md through `purecover.utils.hub.push_folder`
 (recorded in ``RUN_DIR/publish.<what>.push.json``; an unchanged file is not pushed twice).
 
+``--to-disk DIR`` replaces DIR only when it is absent, an empty folder, or an earlier ``publish
+--to-disk`` output of the same ``--what``: such an output holds `PUBLISH_MARKER` (``{what, run_dir,
+rows, files, ...}``, written with the dataset) and nothing but the files it lists. Anything else (a run
+directory, a folder with a user's files, a file, a symbolic link, a publish of another kind) is refused
+with a `PublishTargetError` naming DIR and what it holds, and left untouched.
+
 Command-line level, like `validate`: reads only run-directory files, imports no stage.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import shutil
@@ -20,11 +27,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .rundir import FILES
 from .utils.hub import DATASET_LICENSES, folder_fingerprint, hub_dataset_id, push_folder
-from .utils.io import atomic_write_text, read_jsonl
+from .utils.io import atomic_write_json, atomic_write_text, read_jsonl
 
-__all__ = ["FIELDS", "build_dataset", "dataset_card", "publish"]
+__all__ = ["FIELDS", "PUBLISH_MARKER", "PublishTargetError", "build_dataset", "check_publish_target", "dataset_card",
+           "publish"]
+
+PUBLISH_MARKER = "purecover_publish.json"  # inside a `publish --to-disk` output: what it is and what it holds
 
 WHAT = ("labels", "selections", "candidates")
 # What each field means (DESIGN §4); fields not listed are described as "see the purecover docs".
@@ -156,6 +167,98 @@ def _size(n: int) -> str:
     return "n>1M"
 
 
+class PublishTargetError(ValueError):
+    """``--to-disk DIR`` names something publish must not replace (module docstring)."""
+
+
+def _entries(folder: Path) -> list[str]:
+    """Relative paths of everything under `folder` (folders with a trailing "/"), sorted."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        out += [f"{(rel / d).as_posix()}/" for d in dirs] + [(rel / f).as_posix() for f in files]
+    return sorted(out)
+
+
+def _earlier_publish(folder: Path) -> dict[str, Any] | None:
+    """The marker of an earlier ``publish --to-disk`` output in `folder`, when it holds only what it lists."""
+    marker = folder / PUBLISH_MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    record = _read_json(marker)
+    if record is None or record.get("what") not in WHAT or not isinstance(record.get("files"), list):
+        return None
+    listed = {str(f) for f in record["files"]} | {PUBLISH_MARKER}
+    entries = _entries(folder)
+    if any(e.endswith("/") or e not in listed or (folder / e).is_symlink() for e in entries):
+        return None
+    return record
+
+
+def _describe_folder(folder: Path) -> str:
+    names = sorted(p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in folder.iterdir())
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    return f"{len(names)} entr{'y' if len(names) == 1 else 'ies'} ({shown})"
+
+
+def check_publish_target(out: Path, what: str) -> bool:
+    """Whether `out` exists and may be replaced by a ``publish --what`` `what` output (False: absent).
+
+    Raises `PublishTargetError` (naming `out` and what it holds) for anything publish must not replace.
+    """
+    refuse = (f"choose a new or empty folder for --to-disk, or move {out} away yourself "
+              "(purecover only replaces an earlier `publish --to-disk` output of the same --what)")
+    if out.is_symlink():
+        raise PublishTargetError(f"--to-disk {out} is a symbolic link (to {os.readlink(out)}); purecover does "
+                                 f"not write through links: {refuse}")
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        raise PublishTargetError(f"--to-disk {out} is a file, not a folder, and is not replaced: {refuse}")
+    if not any(out.iterdir()):
+        return True
+    earlier = _earlier_publish(out)
+    if earlier is None:
+        marked = (out / PUBLISH_MARKER).is_file()
+        holds = (f"an earlier publish output with files purecover did not write: {_describe_folder(out)}" if marked
+                 else _describe_folder(out))
+        raise PublishTargetError(f"--to-disk {out} is not empty and not a purecover publish output: it holds "
+                                 f"{holds}; {refuse}")
+    if earlier["what"] != what:
+        raise PublishTargetError(f"--to-disk {out} holds the published {earlier['what']} of "
+                                 f"{earlier.get('run_dir', 'another run')}, not {what}: {refuse}")
+    return True
+
+
+def _save_to_disk(ds: Any, card: str, out: Path, what: str, run_dir: Path) -> None:
+    """Save `ds` + `card` + `PUBLISH_MARKER` beside `out`, then rename into place (replacing only what
+    `check_publish_target` allows; it is checked again just before the swap)."""
+    check_publish_target(out, what)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        ds.save_to_disk(str(tmp))
+        atomic_write_text(tmp / "README.md", card)
+        atomic_write_json(tmp / PUBLISH_MARKER, {
+            "what": what, "run_dir": str(run_dir.resolve()), "rows": len(ds), "files": _entries(tmp),
+            "published": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "purecover_version": __version__})
+        replace = check_publish_target(out, what)
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}" if replace else None
+        if old is not None:
+            os.rename(out, old)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            if old is not None:  # put the earlier output back
+                os.rename(old, out)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def publish(run_dir: str | Path, what: str, *, to_disk: str | Path | None = None, push_to_hub: str | None = None,
             private: bool = False, revision: str | None = None, commit_message: str | None = None) -> dict[str, Any]:
     """Publish RUN_DIR's `what` file (module docstring); returns ``{rows, path}`` or the push record + ``rows``."""
@@ -164,23 +267,13 @@ def publish(run_dir: str | Path, what: str, *, to_disk: str | Path | None = None
     if (to_disk is None) == (push_to_hub is None):
         raise ValueError("give exactly one of --to-disk DIR and --push-to-hub REPO")
     run_dir = Path(run_dir)
+    if to_disk is not None:
+        check_publish_target(Path(to_disk), what)  # before any work: a refused DIR is never touched
     ds = build_dataset(run_dir / FILES[what])
     card = dataset_card(run_dir, what, ds)
     if to_disk is not None:
         out = Path(to_disk)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-        try:
-            ds.save_to_disk(str(tmp))
-            atomic_write_text(tmp / "README.md", card)
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}" if out.exists() else None
-            if old is not None:
-                os.rename(out, old)
-            os.rename(tmp, out)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _save_to_disk(ds, card, out, what, run_dir)
         return {"rows": len(ds), "path": str(out)}
     with tempfile.TemporaryDirectory(prefix=f"purecover-publish-{what}-") as tmp_dir:
         folder = Path(tmp_dir)

@@ -6,28 +6,36 @@
   dead process is released by the kernel and taken over.
 * **Manifest lifecycle**: ``<stage>.run.json`` is written ``running`` before a stage writes
   anything (`begin`) and ``complete`` after all its outputs are durable (`complete`), atomically
-  both times. The complete manifest records what each output held (lines of a JSONL file, bytes
-  of a file, files of a directory), so a later skip is checked cheaply against the disk.
-* **Config guard**: `guard` refuses to continue a stage whose existing outputs were made with
-  another configuration hash (`purecover.stages.config_hash`).
-* **Skip**: `completed` returns the stored summary only when the manifest is complete, for the
-  same hash, and every output still matches what the manifest recorded.
+  both times. The complete manifest records what each output held (lines and a content hash of a
+  JSONL file, bytes and, up to `HASH_LIMIT`, a content hash of a file, name and size of every file
+  of a directory) and what each input held, so a later skip is checked against the disk.
+* **Status**: `status` says, without running anything, whether a stage would run, resume, skip, redo
+  (complete, but an output is missing or was changed: `set_aside` moves it out of the way) or is
+  blocked (its outputs were made with another configuration or from inputs that have changed since).
+  `purecover.stages.execute_stage` acts on it for every stage, and the pipeline's plan shows it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
+import hashlib
 import json
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .config import Recipe, recipe_to_dict
+from .utils.io import atomic_write_json
 from .utils.provenance import write_stage_manifest
 from .utils.rundir_lock import run_dir_lock
 
-__all__ = ["FILES", "RunDir"]
+__all__ = ["FILES", "RunDir", "StageStatus", "describe_change", "describe_input", "describe_output", "file_digest"]
+
+log = logging.getLogger(__name__)
 
 # Every file or folder a stage reads or writes, relative to the run directory.
 FILES: dict[str, str] = {
@@ -58,16 +66,76 @@ def _count_lines(path: Path) -> int:
     return n
 
 
+# Files up to this size get a content hash in manifests (JSONL outputs always do); larger ones (model
+# weights) are checked by size, so a skip never reads gigabytes.
+HASH_LIMIT = 256 << 20
+SMALL_FILE = 1 << 20  # files of a directory output up to this size (configs, tokenizers) get a content hash too
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """``sha256:<hex>`` of `path`'s bytes, remembered per process for the same (path, size, mtime, inode)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+        _DIGESTS[key] = "sha256:" + h.hexdigest()
+    return _DIGESTS[key]
+
+
 def describe_output(path: Path) -> dict[str, Any] | None:
-    """What `path` holds, cheaply: ``{"lines": n}`` (JSONL), ``{"bytes": n}`` (file), ``{"files": n}``
-    (directory, recursive); None when it does not exist."""
+    """What `path` holds: ``{"lines": n, "sha256": ...}`` (JSONL), ``{"bytes": n, "sha256": ...}`` (a file; no
+    hash above `HASH_LIMIT`), ``{"files": n, "sizes": {relative name: bytes}, "digests": {relative name:
+    sha256}}`` (a directory, recursive; digests of its files up to `SMALL_FILE`, so weights are checked by
+    size); None when it does not exist."""
     if path.is_dir():
-        return {"files": sum(1 for p in path.rglob("*") if p.is_file())}
+        files = [p for p in sorted(path.rglob("*")) if p.is_file()]
+        sizes = {str(p.relative_to(path)): p.stat().st_size for p in files}
+        digests = {str(p.relative_to(path)): file_digest(p) for p in files if p.stat().st_size <= SMALL_FILE}
+        return {"files": len(sizes), "sizes": sizes, "digests": digests}
     if not path.is_file():
         return None
     if path.suffix == ".jsonl":
-        return {"lines": _count_lines(path)}
-    return {"bytes": path.stat().st_size}
+        return {"lines": _count_lines(path), "sha256": file_digest(path)}
+    size = path.stat().st_size
+    return {"bytes": size, **({"sha256": file_digest(path)} if size <= HASH_LIMIT else {})}
+
+
+def describe_input(path: Path) -> dict[str, Any] | None:
+    """What an input holds: like `describe_output`, but a file always gets its content hash (a dataset file
+    edited in place must be noticed; it is hashed once per process)."""
+    if path.is_file() and path.suffix != ".jsonl":
+        return {"bytes": path.stat().st_size, "sha256": file_digest(path)}
+    return describe_output(path)
+
+
+def describe_change(rel: str, before: dict[str, Any] | None, now: dict[str, Any] | None) -> str | None:
+    """Why `now` differs from the recorded `before` (only the keys recorded are compared, so manifests
+    written by earlier versions keep working); None when it does not."""
+    if before is None:
+        return None if now is None else f"{rel} appeared"
+    if now is None:
+        return f"{rel} is missing"
+    sizes_before, sizes_now = before.get("sizes"), now.get("sizes")
+    if sizes_before is not None and sizes_now is not None and sizes_before != sizes_now:
+        missing = sorted(set(sizes_before) - set(sizes_now))
+        if missing:
+            return f"{rel}/{missing[0]} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        changed = sorted(k for k in sizes_now if sizes_before.get(k) != sizes_now[k])
+        return f"{rel}/{changed[0]} " + ("was added" if changed[0] not in sizes_before else "changed size")
+    digests_before, digests_now = before.get("digests") or {}, now.get("digests") or {}
+    edited = sorted(k for k in digests_before if k in digests_now and digests_before[k] != digests_now[k])
+    if edited:
+        return f"{rel}/{edited[0]} was changed since it was recorded (content hash differs)"
+    for unit in ("lines", "bytes", "files"):
+        if unit in before and before[unit] != now.get(unit):
+            return f"{rel} holds {now.get(unit)} {unit}, its manifest recorded {before[unit]}"
+    if "sha256" in before and now.get("sha256") is not None and before["sha256"] != now["sha256"]:
+        return f"{rel} was changed since it was recorded (content hash differs)"
+    return None
 
 
 class RunDir:
@@ -96,10 +164,17 @@ class RunDir:
         return self.path / f"{stage}.run.json"
 
     def outputs(self, stage: str) -> list[Path]:
-        """The outputs stage `stage` declares in the registry."""
+        """The outputs stage `stage` declares in the registry (checked before a complete stage is skipped)."""
         from .stages import get_stage
 
         return [self.path_of(key) for key in get_stage(stage).writes]
+
+    def work_areas(self, stage: str) -> list[Path]:
+        """The outputs plus the stage's resumable work areas (`Stage.scratch`): what counts as "the stage has
+        written something here" when deciding between run, resume and refuse."""
+        from .stages import get_stage
+
+        return self.outputs(stage) + [self.path_of(key) for key in get_stage(stage).scratch]
 
     # ------------------------------------------------------------------ lock
 
@@ -115,39 +190,56 @@ class RunDir:
         """The parsed ``<stage>.run.json`` (None when absent or unreadable)."""
         path = self.manifest_path(stage)
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        return data if isinstance(data, dict) else None
 
     def begin(self, stage: str, recipe: Recipe, config_hash: str, started: _dt.datetime | None = None) -> None:
         """Mark `stage` running (before it writes any output)."""
         write_stage_manifest(self.path, stage, recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
 
     def complete(self, stage: str, recipe: Recipe, config_hash: str, summary: dict[str, Any],
-                 started: _dt.datetime | None = None) -> dict[str, Any]:
-        """Mark `stage` complete (after its outputs are written), recording what each output holds."""
+                 started: _dt.datetime | None = None, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Mark `stage` complete (after its outputs are written), recording what each output holds and, when
+        given, what each input held (`inputs`: name -> `describe_output`)."""
         summary = {**summary, "status": "complete"}
-        outputs = {str(p.relative_to(self.path)): describe_output(p) for p in self.outputs(stage)}
+        outputs = {self._rel(p): describe_output(p) for p in self.outputs(stage)}
         write_stage_manifest(self.path, stage, recipe_to_dict(recipe), config_hash, summary, started,
-                             outputs=outputs)
+                             outputs=outputs, inputs=inputs)
         return summary
+
+    def record_outputs(self, stage: str) -> None:
+        """Re-record what `stage`'s outputs hold in its complete manifest, after the stage itself changed one
+        of them on purpose (the export's model card refreshed with new metrics)."""
+        manifest = self.manifest(stage)
+        if manifest is None or (manifest.get("summary") or {}).get("status") != "complete":
+            return
+        manifest["outputs"] = {self._rel(p): describe_output(p) for p in self.outputs(stage)}
+        atomic_write_json(self.manifest_path(stage), manifest)
+
+    def _rel(self, path: Path) -> str:
+        return str(path.relative_to(self.path))
 
     def output_problem(self, stage: str, manifest: dict[str, Any] | None = None) -> str | None:
         """Why `stage`'s outputs do not match its complete manifest (None when they do)."""
         manifest = manifest if manifest is not None else self.manifest(stage)
         if manifest is None:
             return "no manifest"
+        return next(iter(self.damaged_outputs(stage, manifest).values()), None)
+
+    def damaged_outputs(self, stage: str, manifest: dict[str, Any] | None = None) -> dict[Path, str]:
+        """Each output of `stage` that is missing or differs from what its manifest recorded, with the reason."""
+        manifest = manifest if manifest is not None else self.manifest(stage) or {}
         recorded = manifest.get("outputs") or {}
+        found: dict[Path, str] = {}
         for path in self.outputs(stage):
-            rel = str(path.relative_to(self.path))
+            rel = self._rel(path)
             now = describe_output(path)
-            if now is None:
-                return f"{rel} is missing"
-            before = recorded.get(rel)
-            if before is not None and before != now:
-                (unit, was), = before.items()
-                return f"{rel} holds {now.get(unit)} {unit}, its manifest recorded {was}"
-        return None
+            problem = f"{rel} is missing" if now is None else describe_change(rel, recorded.get(rel), now)
+            if problem is not None:
+                found[path] = problem
+        return found
 
     def completed(self, stage: str, config_hash: str) -> dict[str, Any] | None:
         """The stored summary when `stage` is complete for `config_hash` and its outputs check; else None."""
@@ -160,21 +252,81 @@ class RunDir:
             return None
         return manifest["summary"]
 
-    def guard(self, stage: str, config_hash: str, remedy: str, outputs: list[Path] | None = None,
-              what: str | None = None) -> None:
-        """Refuse to continue `stage` when its existing outputs were made with another configuration.
+    def status(self, stage: str, config_hash: str, inputs: dict[str, Any] | None = None) -> StageStatus:
+        """What running `stage` for `config_hash` means now, from its manifest and the disk (nothing is run).
 
-        Nothing is checked while none of the outputs exists (or all are empty files).
+        `inputs` (name -> `describe_output`) is compared with what the complete manifest recorded. The
+        actions: ``run`` (nothing of this stage yet, or a ``rerun`` stage whose configuration or inputs
+        changed), ``resume`` (partly done for this configuration), ``skip`` (complete, outputs and inputs
+        as recorded), ``redo`` (complete, but an output is missing or was changed: it is set aside and the
+        stage runs again) and ``blocked`` (outputs made with another configuration or from other inputs,
+        which the stage would mix: refused).
         """
-        outputs = outputs if outputs is not None else self.outputs(stage)
-        present = [p for p in outputs if p.is_dir() or (p.is_file() and p.stat().st_size > 0)]
-        manifest = self.manifest(stage)
-        if manifest is None or not present:
-            return
-        previous = manifest.get("config_hash")
-        if previous and previous != config_hash:
-            from .stages import get_stage
+        from .stages import get_stage, load_hook
 
-            sections = what or "/".join(s for s in get_stage(stage).sections if s != "seed")
-            raise RuntimeError(f"{present[0]} was made with a different {sections} configuration (hash "
-                               f"{previous}, now {config_hash}); {remedy}")
+        spec = get_stage(stage)
+        present = [p for p in self.work_areas(stage) if p.is_dir() or (p.is_file() and p.stat().st_size > 0)]
+        manifest = self.manifest(stage)
+        if manifest is None:
+            if not present:
+                return StageStatus("run", "no outputs yet")
+            foreign = load_hook(spec.foreign)(self, config_hash) if spec.foreign else None
+            if foreign is not None:
+                return StageStatus("blocked", f"{foreign}; use another run_dir or delete "
+                                              f"{self._describe_paths(present)}")
+            return StageStatus("resume", "outputs exist without a manifest")
+        previous = manifest.get("config_hash")
+        complete = (manifest.get("summary") or {}).get("status") == "complete"
+        if not present and not (complete and previous == config_hash):
+            return StageStatus("run", "no outputs yet")
+        rerun = spec.on_change == "rerun"
+        if previous != config_hash:
+            if rerun:
+                return StageStatus("run", spec.changed_reason)
+            sections = spec.hashed or "/".join(s for s in spec.sections if s != "seed")
+            return StageStatus("blocked", f"{self._rel(present[0])} was made with a different {sections} "
+                                          f"configuration (hash {previous}, now {config_hash}); use another "
+                                          f"run_dir or delete {self._describe_paths(present)}", cause="config")
+        if not complete:
+            return StageStatus("resume", "partly done for this configuration")
+        recorded_inputs = manifest.get("inputs")
+        if recorded_inputs is not None and inputs is not None:
+            for name, now in inputs.items():  # a missing input is not judged: an earlier stage makes it again
+                if name in recorded_inputs and now is not None:
+                    change = describe_change(name, recorded_inputs[name], now)
+                    if change is not None:
+                        if rerun:
+                            return StageStatus("run", f"its input changed: {change}")
+                        return StageStatus("blocked", f"its input changed since it ran ({change}); its outputs "
+                                                      f"came from the old one: use another run_dir or delete "
+                                                      f"{self._describe_paths(present)}", cause="inputs")
+        damaged = self.damaged_outputs(stage, manifest)
+        if damaged:
+            return StageStatus("redo", f"marked complete but {next(iter(damaged.values()))}")
+        return StageStatus("skip", "complete for this configuration")
+
+    def _describe_paths(self, paths: list[Path]) -> str:
+        return " and ".join(self._rel(p) + ("/" if p.is_dir() else "") for p in paths)
+
+    def set_aside(self, stage: str) -> list[Path]:
+        """Move every damaged output of `stage` (`damaged_outputs`) to ``<name>.damaged-<UTC time>`` beside it
+        (never deleted: a user may have edited it on purpose); returns the new paths."""
+        moved = []
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        for path, why in self.damaged_outputs(stage).items():
+            if path.is_symlink() or path.exists():
+                target = path.with_name(f"{path.name}.damaged-{stamp}")
+                os.replace(path, target)
+                log.warning("%s: %s; moved it to %s and running the stage again", stage, why, target)
+                moved.append(target)
+        return moved
+
+
+@dataclasses.dataclass(frozen=True)
+class StageStatus:
+    """What a stage would do now: `action` (run | resume | skip | redo | blocked), why, and for ``blocked`` its
+    `cause`: ``config`` (another configuration) or ``inputs`` (inputs changed since it completed)."""
+
+    action: str
+    reason: str
+    cause: str = ""

@@ -5,39 +5,60 @@ dependencies are needed only by the stages that use them), the run-directory fil
 writes (keys of `purecover.rundir.FILES`), the recipe sections its config hash covers, the summary
 keys the pipeline's final table shows, and its command-line help. ``purecover`` builds one
 subcommand per entry, `purecover pipeline` runs the entries marked ``pipeline`` in order, and each
-``python -m purecover.<stage>`` entry runs its entry through `run_stage`; adding a stage is one entry
-here and one runner function.
+``python -m purecover.<stage>`` entry runs its entry through `run_stage`. Every stage runs under one
+contract, `execute_stage` (hash, skip, refuse, begin, body, complete); adding a stage is one entry
+here and one body function.
 
-This module imports only the configuration; it never imports a stage.
+This module imports only the configuration and `purecover.rundir`; it never imports a stage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import hashlib
 import importlib
+import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .config import Recipe, section_fingerprint
+from .rundir import FILES, RunDir, describe_input
 
-__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage", "config_hash", "get_stage", "load_runner", "not_needed",
-           "run_stage"]
+__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage", "StageBlockedError", "StageOutcome",
+           "StageRun", "config_hash", "execute_stage", "get_stage", "load_hook", "load_runner", "not_needed", "run_stage",
+           "stage_directory", "stage_inputs"]
 
-Runner = Callable[..., dict[str, Any]]
+log = logging.getLogger(__name__)
+
+Runner = Callable[["StageRun"], dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
     """One stage of a run.
 
-    `runner` is ``"module:function"``, called as ``function(recipe, show_progress=...)`` (or
-    ``function(recipe)`` when `progress` is false) and returning the summary it also writes to
-    ``run_dir/<name>.run.json``. `writes[0]`... are checked before a complete stage is skipped.
-    `on_change` says what a changed configuration means for existing outputs: ``refuse`` (the stage
-    would mix two configurations: use a new run_dir) or ``rerun`` (the outputs are recomputed; a
-    cache keeps the expensive part). `before` lists stages that a standalone run of this stage runs
-    first when they are needed (each skips itself when complete).
+    `runner` is ``"module:function"``: the stage's body, called as ``function(run)`` with a `StageRun` once
+    `execute_stage` has decided the stage has work to do, and returning the summary stored in
+    ``<stage>.run.json``. `reads` and `writes` are keys of `purecover.rundir.FILES`: the pipeline's order
+    follows them, `writes` are checked before a complete stage is skipped, and `reads` are recorded as the
+    stage's inputs (`inputs` replaces that list when the stage reads files elsewhere). `scratch` are
+    resumable work areas (checkpoints, shards) that count as "this stage has started here".
+    `on_change` says what a changed configuration or input means for existing outputs: ``refuse`` (the
+    stage would mix two configurations: use a new run_dir) or ``rerun`` (the outputs are recomputed; a
+    cache keeps the expensive part). `before` lists stages that a standalone run of this stage runs first
+    when they are needed (each skips itself when complete).
+
+    Hooks (``"module:function"`` strings, imported only when used): `needed(recipe)` says why the stage has
+    nothing to do for a recipe (None when it is needed); `directory(recipe)` is the run directory the
+    stage writes (default ``run_dir``); `inputs(recipe)` maps input names to paths; `hash_extra(recipe)`
+    is mixed into the config hash; `launcher(recipe, recipe_file, quiet)` is the command that runs the
+    stage in a launcher (accelerate) or None to run it in-process; `command(parser)` adds the stage's own
+    command-line options and returns the handler ``(args, default) -> exit code`` of its subcommand;
+    `foreign(run_dir, config_hash)` says why outputs found without a manifest belong to another configuration
+    (None when that cannot be told: they are resumed).
     """
 
     name: str
@@ -49,28 +70,45 @@ class Stage:
     sections: tuple[str, ...]
     headline: tuple[str, ...] = ()
     pipeline: bool = True
-    progress: bool = True
     on_change: str = "refuse"
+    changed_reason: str = "recipe changed since the last run (cached work is reused)"
+    hashed: str | None = None  # what the config hash covers, in messages (default: its sections)
     before: tuple[str, ...] = ()
+    scratch: tuple[str, ...] = ()
     module: str | None = None  # `python -m` entry, for launchers (accelerate, torchrun)
-    hash_extra: str | None = None  # "module:function(recipe) -> str" mixed into the config hash
+    hash_extra: str | None = None
+    needed: str | None = None
+    directory: str | None = None
+    inputs: str | None = None
+    launcher: str | None = None
+    command: str | None = None
+    foreign: str | None = None
+    test_set: bool = False  # `purecover <stage> --test-set` runs it on eval.path's test set (run_dir/eval)
 
 
 def _student_evaluated(recipe: Recipe) -> bool:
     return "student" in [str(m).strip() for m in recipe.eval.methods]
 
 
-def not_needed(recipe: Recipe, stage: str) -> str | None:
-    """Why `stage` has nothing to do for this recipe (None when it is needed)."""
+def calibration_needed(recipe: Recipe) -> str | None:
+    """Why the calibrate stage has nothing to do (None when the attention estimator is calibrated)."""
     t = recipe.teacher
-    if stage == "calibrate":
-        if t.estimator != "attention":
-            return f"teacher.estimator is {t.estimator}"
-        if not t.calibrate:
-            return "teacher.calibrate is false"
-    if stage in ("train", "export", "select") and not _student_evaluated(recipe):
-        return "eval.methods has no student"
+    if t.estimator != "attention":
+        return f"teacher.estimator is {t.estimator}"
+    if not t.calibrate:
+        return "teacher.calibrate is false"
     return None
+
+
+def student_needed(recipe: Recipe) -> str | None:
+    """Why the student's stages (train, export, select) have nothing to do (None when eval.methods has it)."""
+    return None if _student_evaluated(recipe) else "eval.methods has no student"
+
+
+def not_needed(recipe: Recipe, stage: str) -> str | None:
+    """Why `stage` has nothing to do for this recipe (None when it is needed): its `Stage.needed` hook."""
+    hook = get_stage(stage).needed
+    return None if hook is None else load_hook(hook)(recipe)
 
 
 _ALL_SECTIONS = ("data", "teacher", "student", "export", "eval", "seed")
@@ -109,7 +147,7 @@ def _at_default(recipe: Recipe, dotted: str) -> bool:
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage(
         name="data",
-        runner="purecover.data.candidates:run_data_stage",
+        runner="purecover.data.candidates:write_candidates",
         help="retrieve top-K1 candidates per question -> run_dir/candidates.jsonl",
         description="Load the dataset (data.dataset, data.path), build the corpus (data.corpus: per_question, "
                     "shared or a corpus JSONL), retrieve data.k1 passages per question with data.retriever (bm25 "
@@ -117,21 +155,26 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "written; a complete run for the same data section is skipped.",
         reads=(), writes=("candidates",), sections=("data",),
         headline=("questions", "supporting_recall@", "questions_per_second"),
+        inputs="purecover.data.candidates:dataset_inputs", test_set=True,
     ),
     Stage(
         name="calibrate",
-        runner="purecover.teacher.job:run_calibrate_stage",
+        runner="purecover.teacher.job:write_bias",
         help="teacher position-bias calibration -> run_dir/bias.json",
         description="Run the teacher once over the prompt template with data.k1 content-free documents and a fixed "
                     "dummy reasoning trace; write the per-position attention bias to run_dir/bias.json (keys: "
                     "model and its weights, k1, template, layers, document lengths). Needed by `label` when "
                     "teacher.calibrate is true.",
         reads=("candidates",), writes=("bias",), sections=("teacher",),
-        headline=("k1", "doc_tokens", "seconds"), on_change="rerun",
+        headline=("k1", "doc_tokens", "seconds"), on_change="rerun", inputs="purecover.stages:no_inputs",
+        changed_reason="teacher (or its weights), data.k1, the reasoning prompt or the candidates' document lengths "
+                       "changed: the bias is recomputed",
+        hash_extra="purecover.teacher.calibration:bias_inputs_fingerprint", needed="purecover.stages:calibration_needed",
+        test_set=True,
     ),
     Stage(
         name="label",
-        runner="purecover.teacher.job:run_label_stage",
+        runner="purecover.teacher.job:write_labels",
         help="teacher labels: CoT, attention coverage, greedy subset -> run_dir/labels.jsonl",
         description="Read run_dir/candidates.jsonl; get reasoning steps (teacher.steps: model = the teacher's "
                     "reply, oracle = the dataset's decomposition), estimate step weights e and coverage W "
@@ -139,14 +182,14 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "subset with the coverage-minus-noise greedy. Resumable. For several processes/GPUs use "
                     "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, "
                     "rank 0 merges).",
-        reads=("candidates", "bias"), writes=("labels",), sections=("data", "teacher", "seed"),
+        reads=("candidates", "bias"), writes=("labels",), sections=("data", "teacher", "seed"), scratch=("label_shards",),
         headline=("questions", "mean_size", "size_histogram", "fallback_rate", "first_step_stop_rate", "error",
                   "questions_per_second_rank0", "warning"),
-        module="purecover.teacher",
+        module="purecover.teacher", test_set=True,
     ),
     Stage(
         name="train",
-        runner="purecover.train.run:run_train_stage",
+        runner="purecover.train.run:train_student",
         help="distil the student (LoRA) from labels.jsonl -> run_dir/checkpoints/",
         description="Train the student selector with L = L_CL + student.lm_weight * L_LM (exact "
                     "permutation-invariant LM loss for up to student.m_exact selected passages). student.training "
@@ -159,35 +202,40 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "accelerate launch --config_file configs/accelerate/<cfg>.yaml -m purecover.train RECIPE "
                     "[--set ...] yourself.",
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
+        scratch=("checkpoints",), needed="purecover.stages:student_needed", launcher="purecover.pipeline:launch_command",
+        foreign="purecover.train.run:foreign_student",
         headline=("train_questions", "calib_questions", "test_questions", "train_loss", "tau3", "test_subset_f1"),
         module="purecover.train",
     ),
     Stage(
         name="export",
-        runner="purecover.train.export:run_export_stage",
+        runner="purecover.train.export:write_selector",
         help="merge the LoRA student into its base -> run_dir/selector/ (safetensors, selector_config.json)",
         description="Merge the trained adapter of run_dir/checkpoints/final into the base model (export.merge: "
                     "true) and write a plain transformers model (safetensors shards), its tokenizer, "
                     "selector_config.json (identifiers, prompt template, k1, tau3, k_max, min_select) and a model "
                     "card to run_dir/selector/ (written to a temporary directory, then renamed into place).",
-        reads=("final",), writes=("selector_config",), sections=("data", "teacher", "student", "export", "seed"),
-        headline=("format", "tau3", "size_bytes"), progress=False,
+        reads=("final",), writes=("selector",), sections=("data", "teacher", "student", "export", "seed"),
+        headline=("format", "tau3", "size_bytes"), needed="purecover.stages:student_needed",
+        command="purecover.train.export_cli:export_command",
     ),
     Stage(
         name="select",
-        runner="purecover.select.job:run_select_stage",
+        runner="purecover.select.job:write_selections",
         help="run the exported selector over the evaluation questions -> selections.jsonl",
         description="Load run_dir/selector/ and score every candidate of the evaluation questions in one forward "
                     "pass per question: run_dir/candidates.jsonl -> run_dir/selections.jsonl, or with eval.path the "
                     "test set's run_dir/eval/candidates.jsonl -> run_dir/eval/selections.jsonl. Writes the selected "
                     "positions and doc ids, all identifier logits and probabilities. Resumable.",
-        reads=("candidates", "selector_config"), writes=("selections",), sections=("data",),
+        reads=("candidates", "selector"), writes=("selections",), sections=("data",),
         headline=("questions", "mean_selected", "questions_per_second"),
         hash_extra="purecover.select.job:selector_fingerprint", module="purecover.select",
+        needed="purecover.stages:student_needed", directory="purecover.stages:test_set_directory",
+        inputs="purecover.select.job:selection_inputs", hashed="selector or data", command="purecover.select.byo_cli:select_command",
     ),
     Stage(
         name="evaluate",
-        runner="purecover.eval.job:run_evaluate_stage",
+        runner="purecover.eval.job:evaluate_methods",
         help="RAG QA evaluation: methods x budgets -> run_dir/eval/ (metrics.json, report.md, plots)",
         description="For every method of eval.methods (retrieval, cross_encoder, mmr, xquad, ia_select, lancer_*, "
                     "teacher, student, none; teacher:DIR / student:DIR for another run's labels or selections; "
@@ -201,6 +249,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "predictions/<method>@<K>.jsonl, metrics.json, report.md and plots/*.png.",
         reads=("candidates", "labels", "selections"), writes=("metrics", "report"), sections=_ALL_SECTIONS,
         headline=("questions", "generated", "cached", "em@"), on_change="rerun", before=("select",),
+        inputs="purecover.eval.job:evaluation_inputs",
     ),
 )}
 
@@ -215,14 +264,15 @@ def get_stage(name: str) -> Stage:
         raise ValueError(f"unknown stage {name!r}; expected one of {', '.join(STAGES)}") from None
 
 
-def _load(target: str) -> Callable[..., Any]:
+def load_hook(target: str) -> Callable[..., Any]:
+    """The function a ``"module:function"`` string names (imports the module)."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
 def load_runner(name: str) -> Runner:
     """The runner function of stage `name` (imports its module)."""
-    return _load(get_stage(name).runner)
+    return load_hook(get_stage(name).runner)
 
 
 def config_hash(recipe: Recipe, name: str) -> str:
@@ -233,16 +283,115 @@ def config_hash(recipe: Recipe, name: str) -> str:
     base = section_fingerprint(recipe, *stage.sections, exclude=HASH_EXCLUDE + omitted)
     if stage.hash_extra is None:
         return base
-    extra = _load(stage.hash_extra)(recipe)
+    extra = load_hook(stage.hash_extra)(recipe)
     return hashlib.sha256(f"{base}:{extra}".encode()).hexdigest()[:16]
 
 
-def run_stage(name: str, recipe: Recipe, show_progress: bool = True, with_before: bool = True) -> dict[str, Any]:
-    """Run stage `name` (after its needed `before` stages when `with_before`); returns its summary."""
+def stage_directory(recipe: Recipe, name: str) -> RunDir:
+    """The run directory stage `name` writes for `recipe` (its `Stage.directory` hook; default run_dir)."""
+    hook = get_stage(name).directory
+    return RunDir(load_hook(hook)(recipe)) if hook else RunDir.of(recipe)
+
+
+def test_set_directory(recipe: Recipe) -> Path:
+    """run_dir, or with eval.path the test set's run directory (run_dir/eval), where selections for the
+    evaluation questions go."""
+    rd = RunDir.of(recipe)
+    return rd.path_of("eval") if recipe.eval.path else rd.path
+
+
+def no_inputs(recipe: Recipe) -> dict[str, Path]:
+    """For a stage whose `hash_extra` already covers what it reads: no input is recorded."""
+    return {}
+
+
+def stage_inputs(recipe: Recipe, name: str) -> dict[str, Any]:
+    """What each input of stage `name` holds now (name -> `describe_output`, None when absent): its
+    `Stage.inputs` hook, else its `reads` in its run directory."""
+    stage = get_stage(name)
+    if stage.inputs:
+        paths = load_hook(stage.inputs)(recipe)
+    else:
+        rd = stage_directory(recipe, name)
+        paths = {FILES[key]: rd.path_of(key) for key in stage.reads}
+    return {key: describe_input(Path(path)) for key, path in paths.items()}
+
+
+class StageBlockedError(RuntimeError):
+    """A stage's outputs were made with another configuration or from other inputs: it refuses to mix them."""
+
+
+@dataclasses.dataclass
+class StageRun:
+    """What a stage's body is given by `execute_stage`: the recipe, the run directory it writes, the config
+    hash its manifest records, whether it resumes, and whether this process writes manifests (rank 0 of a
+    launch). Callables appended to `after_complete` run (on every rank) once the manifest is complete."""
+
+    name: str
+    recipe: Recipe
+    run_dir: RunDir
+    config_hash: str
+    action: str  # run | resume | redo | rerun (forced)
+    show_progress: bool = True
+    is_main: bool = True
+    started: _dt.datetime = dataclasses.field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc))
+    after_complete: list[Callable[[dict[str, Any]], None]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageOutcome:
+    """What `execute_stage` did (`action`: skip | ran | resumed | redone | rerun) and the stage's summary."""
+
+    action: str
+    summary: dict[str, Any]
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, force: bool = False,
+                  with_before: bool = True, body: Callable[[StageRun], dict[str, Any]] | None = None,
+                  config_hash_value: str | None = None, directory: RunDir | None = None) -> StageOutcome:
+    """Run stage `name` under the one contract every stage follows.
+
+    Under the run directory's lock: compute the config hash; ask `RunDir.status`; refuse a blocked stage
+    (`StageBlockedError`); return the stored summary of a complete one (unless `force`: ``--from``); set
+    damaged outputs aside (``redo``); mark the stage running; run its body; mark it complete with what its
+    outputs and inputs hold. Manifests are written by rank 0 only (every rank of a launch runs the body).
+    `body`, `config_hash_value` and `directory` replace the registry's (a selection with another selector).
+    """
     stage = get_stage(name)
     if with_before:
         for prior in stage.before:
             if not_needed(recipe, prior) is None:
-                run_stage(prior, recipe, show_progress)
-    runner = load_runner(name)
-    return runner(recipe, show_progress=show_progress) if stage.progress else runner(recipe)
+                execute_stage(prior, recipe, show_progress)
+    rd = directory or stage_directory(recipe, name)
+    with rd.lock(name):
+        h = config_hash_value or config_hash(recipe, name)
+        status = rd.status(name, h, stage_inputs(recipe, name))
+        if status.action == "blocked":
+            raise StageBlockedError(f"stage {name}: {status.reason}")
+        if status.action == "skip" and not force:
+            log.info("%s: complete for this configuration (%s); nothing to do", name, rd.path)
+            return StageOutcome("skip", (rd.manifest(name) or {}).get("summary") or {})
+        main = _is_main_process()
+        if status.action == "redo" and main:
+            rd.set_aside(name)
+        action = "rerun" if status.action == "skip" else status.action
+        run = StageRun(name, recipe, rd, h, action, show_progress, main)
+        if main:
+            rd.begin(name, recipe, h, run.started)
+        summary = (body or load_runner(name))(run)
+        if main:
+            summary = rd.complete(name, recipe, h, summary, run.started, inputs=stage_inputs(recipe, name))
+        for hook in run.after_complete:
+            hook(summary)
+    done = {"run": "ran", "resume": "resumed", "redo": "redone", "rerun": "rerun"}[action]
+    return StageOutcome(done, summary)
+
+
+def run_stage(name: str, recipe: Recipe, show_progress: bool = True, with_before: bool = True,
+              force: bool = False) -> dict[str, Any]:
+    """Run stage `name` (after its needed `before` stages when `with_before`); returns its summary."""
+    return execute_stage(name, recipe, show_progress, force=force, with_before=with_before).summary

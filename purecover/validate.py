@@ -1,8 +1,10 @@
-"""The whole recipe is checked before any stage runs (DESIGN §8): what loading alone cannot check.
+"""The whole recipe is checked before any stage runs: what loading alone cannot check.
 
 `load_recipe` checks every key, type and range of the recipe's own sections. `validate_recipe`
 adds the checks that need another library's contract or span sections, whatever stage will run:
 
+* ``eval.methods``: every entry is a method the evaluate stage knows, or a well-formed
+  ``teacher:DIR`` / ``student:DIR`` / ``selections:PATH=name`` (`purecover.eval.methods`);
 * ``student.training``: every key is a `transformers.TrainingArguments` field, every value
   matches the field's annotation (and its declared choices), and TrainingArguments' own
   ``__post_init__`` accepts the whole set (built once, on the CPU, in a temporary directory,
@@ -21,11 +23,12 @@ from pathlib import Path
 from .config import ConfigError, EvalConfig, Recipe, load_recipe
 from .models.identifiers import SCHEMES, IdentifierScheme
 
-__all__ = ["check_identifier_capacity", "check_lancer_templates", "check_reasoning_prompt", "check_table_budget",
-           "load_validated_recipe", "validate_recipe"]
+__all__ = ["check_eval_methods", "check_identifier_capacity", "check_lancer_templates", "check_reasoning_prompt",
+           "check_table_budget", "load_validated_recipe", "validate_recipe"]
 
 def validate_recipe(recipe: Recipe) -> None:
     """Check the whole recipe beyond its own types and ranges; raise ConfigError naming the key."""
+    check_eval_methods(recipe.eval)
     check_table_budget(recipe.eval)
     check_lancer_templates(recipe)
     check_reasoning_prompt(recipe)
@@ -98,6 +101,16 @@ def check_reasoning_prompt(recipe: Recipe) -> None:
         load_reasoning_template(path)
     except TemplateError as exc:
         raise ConfigError(f"teacher.prompt_file: {exc}") from None
+
+
+def check_eval_methods(cfg: EvalConfig) -> None:
+    """``eval.methods`` parses: known method names (a misspelt one names the closest), no entry twice."""
+    from .eval.methods import parse_methods  # light: no torch
+
+    try:
+        parse_methods(cfg.methods)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def check_table_budget(cfg: EvalConfig) -> None:

@@ -97,3 +97,73 @@ def test_score_command_json(tmp_path, capsys):
     assert main(["score", str(preds), "--dataset", "hotpotqa", "--gold", str(gold), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"em": 0.5, "f1": 0.5, "acc": 0.5, "n": 2, "missing": 0}
+
+
+# --- Ctrl-C that a library re-raised as another error ---------------------------------------------------------
+
+def _raise_wrapped_interrupt_as_transformers_does():
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise ModuleNotFoundError("Could not import module 'TrainerCallback'. Are this object's requirements "
+                                  "defined correctly?") from exc
+
+
+def _raise_interrupt_as_context():
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        raise RuntimeError("cleanup failed") from None  # context kept (suppressed), cause hidden
+
+
+def _raise_interrupt_deep_in_the_chain():
+    try:
+        _raise_wrapped_interrupt_as_transformers_does()
+    except ModuleNotFoundError as exc:
+        raise OSError("stage failed") from exc
+
+
+def _raise_plain_interrupt():
+    raise KeyboardInterrupt
+
+
+def _with_pipeline_handler(monkeypatch, raiser) -> None:
+    import purecover.cli as cli
+
+    help_text, description, _ = cli._COMMANDS["pipeline"]
+
+    def handler(args):
+        raiser()
+
+    monkeypatch.setitem(cli._COMMANDS, "pipeline", (help_text, description, handler))
+
+
+@pytest.mark.parametrize("raiser", [_raise_wrapped_interrupt_as_transformers_does, _raise_interrupt_as_context,
+                                    _raise_interrupt_deep_in_the_chain, _raise_plain_interrupt],
+                         ids=["module-not-found-from-ctrl-c", "context", "deep", "plain"])
+def test_ctrl_c_wrapped_in_another_error_is_an_interruption(monkeypatch, capsys, raiser):
+    _with_pipeline_handler(monkeypatch, raiser)
+    assert main(["pipeline", DEMO, "-q"]) == 130
+    err = capsys.readouterr().err
+    assert "purecover pipeline: interrupted; rerun the same command to resume" in err
+    assert "unexpected error" not in err and "TrainerCallback" not in err
+
+
+def _raise_module_not_found():
+    raise ModuleNotFoundError("No module named 'nothing_here'")
+
+
+def _raise_chained_error():
+    try:
+        raise ValueError("inner")
+    except ValueError as exc:
+        raise RuntimeError("outer") from exc
+
+
+@pytest.mark.parametrize(("raiser", "expected"), [(_raise_module_not_found, "unexpected error: ModuleNotFoundError"),
+                                                  (_raise_chained_error, "error: outer")])
+def test_errors_without_a_ctrl_c_are_still_errors(monkeypatch, capsys, raiser, expected):
+    _with_pipeline_handler(monkeypatch, raiser)
+    assert main(["pipeline", DEMO, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert expected in err and "interrupted" not in err

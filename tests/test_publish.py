@@ -141,3 +141,96 @@ def test_export_push_to_hub_end_to_end(hub, tmp_path, tmp_path_factory, sample_d
     n = len(hub.commits)
     assert main(["export", str(recipe_file), "--push-to-hub", "me/selector"]) == 0
     assert "already pushed" in capsys.readouterr().out and len(hub.commits) == n
+
+
+# --------------------------------------------------------------------------- --to-disk DIR: what may be replaced
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under `folder` with its bytes (None for a folder)."""
+    return {p.relative_to(folder).as_posix(): (None if p.is_dir() else p.read_bytes()) for p in folder.rglob("*")}
+
+
+def _publish_to(run: Path, what: str, target: Path) -> int:
+    return main(["publish", str(run), "--what", what, "--to-disk", str(target)])
+
+
+def test_another_run_directory_is_refused_and_left_byte_identical(tmp_path, capsys):
+    run = _run(tmp_path)
+    other = tmp_path / "other_run"
+    (other / "checkpoints" / "final").mkdir(parents=True)
+    (other / "checkpoints" / "final" / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    (other / "selector").mkdir()
+    (other / "selector" / "selector_config.json").write_text('{"k1": 6}')
+    (other / "labels.jsonl").write_text(json.dumps(LABELS[0]) + "\n")
+    before = _snapshot(other)
+    assert _publish_to(run, "labels", other) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--to-disk {other} is not empty and not a purecover publish output" in err
+    assert "checkpoints/" in err and "selector/" in err
+    assert _snapshot(other) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other_run", "run"]  # nothing written beside it either
+
+
+def test_a_folder_with_a_user_file_is_refused(tmp_path, capsys):
+    run = _run(tmp_path)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "thesis.txt").write_text("chapter 1")
+    assert _publish_to(run, "labels", folder) == 1
+    assert "thesis.txt" in capsys.readouterr().err
+    assert _snapshot(folder) == {"thesis.txt": b"chapter 1"}
+    # A user's file added to an earlier publish output makes it the user's folder too.
+    ds = tmp_path / "ds"
+    assert _publish_to(run, "labels", ds) == 0
+    (ds / "notes.txt").write_text("mine")
+    assert _publish_to(run, "labels", ds) == 1
+    assert "files purecover did not write" in capsys.readouterr().err and (ds / "notes.txt").read_text() == "mine"
+
+
+def test_republishing_the_same_kind_replaces_the_earlier_publish(tmp_path):
+    import datasets
+
+    from purecover.publish import PUBLISH_MARKER
+
+    run = _run(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _publish_to(run, "labels", empty) == 0  # an empty folder may be used
+    assert datasets.load_from_disk(str(empty)).num_rows == 2
+    ds = tmp_path / "ds"
+    assert _publish_to(run, "labels", ds) == 0
+    marker = json.loads((ds / PUBLISH_MARKER).read_text())
+    assert marker["what"] == "labels" and marker["run_dir"] == str(run.resolve()) and marker["rows"] == 2
+    with (run / "labels.jsonl").open("a") as fh:
+        fh.write(json.dumps({"qid": "q3", "selected": [0], "status": "ok"}) + "\n")
+    assert _publish_to(run, "labels", ds) == 0
+    assert datasets.load_from_disk(str(ds))["qid"] == ["q1", "q2", "q3"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary or old copy left
+
+
+def test_publishing_another_kind_onto_an_earlier_publish_is_refused(tmp_path, capsys):
+    run = _run(tmp_path)
+    (run / "candidates.jsonl").write_text(json.dumps({"qid": "q1", "question": "?", "docs": []}) + "\n")
+    ds = tmp_path / "ds"
+    assert _publish_to(run, "labels", ds) == 0
+    before = _snapshot(ds)
+    capsys.readouterr()
+    assert _publish_to(run, "candidates", ds) == 1
+    err = capsys.readouterr().err
+    assert f"--to-disk {ds} holds the published labels of {run.resolve()}, not candidates" in err
+    assert _snapshot(ds) == before
+
+
+def test_a_file_or_a_link_as_target_is_refused(tmp_path, capsys):
+    run = _run(tmp_path)
+    file = tmp_path / "report.txt"
+    file.write_text("keep")
+    assert _publish_to(run, "labels", file) == 1
+    assert "is a file, not a folder" in capsys.readouterr().err and file.read_text() == "keep"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    assert _publish_to(run, "labels", link) == 1
+    assert "symbolic link" in capsys.readouterr().err and not any(elsewhere.iterdir()) and link.is_symlink()

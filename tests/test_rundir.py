@@ -1,13 +1,14 @@
-"""RunDir: file names, the running → complete manifest lifecycle, the output check, the config guard."""
+"""RunDir: file names, the running → complete manifest lifecycle, the output and input checks, the status."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
 from purecover.config import load_recipe
-from purecover.rundir import FILES, RunDir, describe_output
+from purecover.rundir import FILES, RunDir, describe_change, describe_output
 
 
 @pytest.fixture
@@ -31,10 +32,34 @@ def test_describe_output(tmp_path):
     (tmp_path / "b.json").write_text("{}")
     (tmp_path / "d" / "e").mkdir(parents=True)
     (tmp_path / "d" / "e" / "f").write_text("x")
-    assert describe_output(tmp_path / "a.jsonl") == {"lines": 2}
-    assert describe_output(tmp_path / "b.json") == {"bytes": 2}
-    assert describe_output(tmp_path / "d") == {"files": 1}
+    a = describe_output(tmp_path / "a.jsonl")
+    assert a["lines"] == 2 and a["sha256"].startswith("sha256:")
+    b = describe_output(tmp_path / "b.json")
+    assert b["bytes"] == 2 and b["sha256"] == "sha256:" + hashlib.sha256(b"{}").hexdigest()
+    assert describe_output(tmp_path / "d") == {"files": 1, "sizes": {"e/f": 1},
+                                               "digests": {"e/f": "sha256:" + hashlib.sha256(b"x").hexdigest()}}
     assert describe_output(tmp_path / "nothing") is None
+
+
+def test_a_reordered_jsonl_is_noticed_though_its_lines_are_the_same(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"qid": "a"}\n{"qid": "b"}\n')
+    before = describe_output(path)
+    path.write_text('{"qid": "b"}\n{"qid": "a"}\n')  # same size, same line count
+    assert describe_change("c.jsonl", before, describe_output(path)) == \
+        "c.jsonl was changed since it was recorded (content hash differs)"
+    # manifests written before content hashes existed are compared on what they recorded
+    assert describe_change("c.jsonl", {"lines": 2}, describe_output(path)) is None
+
+
+def test_a_file_missing_from_a_directory_is_named(tmp_path):
+    d = tmp_path / "final"
+    d.mkdir()
+    (d / "adapter_model.safetensors").write_bytes(b"w" * 10)
+    (d / "adapter_config.json").write_text("{}")
+    before = describe_output(d)
+    (d / "adapter_model.safetensors").unlink()
+    assert describe_change("final", before, describe_output(d)) == "final/adapter_model.safetensors is missing"
 
 
 def test_lifecycle_running_then_complete(run):
@@ -46,7 +71,7 @@ def test_lifecycle_running_then_complete(run):
     summary = rd.complete("data", recipe, "h1", {"questions": 2})
     manifest = rd.manifest("data")
     assert summary == {"questions": 2, "status": "complete"} == manifest["summary"]
-    assert manifest["outputs"] == {"candidates.jsonl": {"lines": 2}} and manifest["config_hash"] == "h1"
+    assert manifest["outputs"]["candidates.jsonl"]["lines"] == 2 and manifest["config_hash"] == "h1"
     assert manifest["recipe"]["run_dir"] == recipe.run_dir and "versions" in manifest
     assert rd.completed("data", "h1") == summary
     assert rd.completed("data", "h2") is None  # another configuration is never "complete"
@@ -64,16 +89,48 @@ def test_complete_is_not_trusted_when_outputs_changed(run):
     assert rd.output_problem("data") == "candidates.jsonl is missing"
 
 
-def test_guard_refuses_outputs_of_another_configuration(run):
+def test_status_refuses_outputs_of_another_configuration(run):
     recipe, rd = run
-    rd.guard("label", "h1", "delete them")  # nothing yet: nothing to check
+    assert rd.status("label", "h1").action == "run"  # nothing yet
     rd.begin("label", recipe, "h1")
-    rd.guard("label", "h2", "delete them")  # a manifest but no output yet
+    assert rd.status("label", "h2").action == "run"  # a manifest but no output yet: nothing to mix
     rd.path_of("labels").write_text('{"qid": "a"}\n')
-    rd.guard("label", "h1", "delete them")
-    with pytest.raises(RuntimeError, match=r"labels\.jsonl was made with a different data/teacher configuration "
-                                           r"\(hash h1, now h2\); delete them"):
-        rd.guard("label", "h2", "delete them")
+    assert rd.status("label", "h1").action == "resume"
+    blocked = rd.status("label", "h2")
+    assert blocked.action == "blocked"
+    assert blocked.reason.startswith("labels.jsonl was made with a different data/teacher configuration (hash h1, "
+                                     "now h2); use another run_dir or delete labels.jsonl")
+
+
+def test_status_after_complete_skips_redoes_and_refuses_changed_inputs(run):
+    recipe, rd = run
+    rd.path_of("labels").write_text('{"qid": "a"}\n')
+    cands = rd.path_of("candidates")
+    cands.write_text('{"qid": "a", "docs": [1, 2]}\n')
+    inputs = {"candidates.jsonl": describe_output(cands)}
+    rd.complete("label", recipe, "h", {}, inputs=inputs)
+    assert rd.status("label", "h", inputs).action == "skip"
+    cands.write_text('{"qid": "a", "docs": [2, 1]}\n')  # reordered after labelling
+    changed = rd.status("label", "h", {"candidates.jsonl": describe_output(cands)})
+    assert changed.action == "blocked" and "candidates.jsonl was changed" in changed.reason
+    assert rd.status("label", "h", {"candidates.jsonl": None}).action == "skip"  # missing: made again upstream
+    rd.path_of("labels").write_text('{"qid": "a", "edited": 1}\n')
+    assert rd.status("label", "h", inputs).action == "redo"
+    moved = rd.set_aside("label")
+    assert len(moved) == 1 and moved[0].name.startswith("labels.jsonl.damaged-")
+    assert moved[0].read_text() == '{"qid": "a", "edited": 1}\n' and not rd.path_of("labels").exists()
+
+
+def test_record_outputs_rerecords_a_complete_stage(run):
+    recipe, rd = run
+    sel = rd.path_of("selector")
+    sel.mkdir()
+    (sel / "README.md").write_text("card")
+    rd.complete("export", recipe, "h", {})
+    (sel / "README.md").write_text("a longer card")
+    assert rd.status("export", "h").action == "redo"
+    rd.record_outputs("export")
+    assert rd.status("export", "h").action == "skip"
 
 
 def test_manifest_writes_are_atomic_json(run):

@@ -113,7 +113,7 @@ def test_validation_leaves_accelerate_state_alone(monkeypatch):
 # --- student.lora, data.k1, eval.table_budget ----------------------------------------------------
 
 @pytest.mark.parametrize(("override", "pattern"), [
-    ("student.lora.r=0", r"student\.lora\.r: must be an integer >= 1, got 0"),
+    ("student.lora.r=0", r"student\.lora\.r: must be >= 1, got 0"),
     ("student.lora.alpha=0", r"student\.lora\.alpha: must be > 0, got 0"),
     ("student.lora.dropout=1.5", r"student\.lora\.dropout: must be in \[0, 1\), got 1\.5"),
     ("student.lora.dropout=-0.1", r"student\.lora\.dropout: must be in \[0, 1\), got -0\.1"),
@@ -146,6 +146,23 @@ def test_table_budget_must_be_evaluated():
     validate_recipe(load_recipe(None, ["eval.budgets=[1, 3]", "eval.table_budget=3"]))
 
 
+# --- eval.methods ---------------------------------------------------------------------------------
+
+def test_misspelt_eval_method_names_the_closest_one():
+    assert _error("eval.methods=[retreival, student]") == \
+        "eval.methods: unknown method 'retreival'; did you mean 'retrieval'?"
+
+
+@pytest.mark.parametrize("override", ["eval.methods=[student, student]", "eval.methods=[]",
+                                      "eval.methods=['mmr:runs/x']", "eval.methods=['selections:']"])
+def test_malformed_eval_methods(override):
+    assert _error(override).startswith("eval.methods")
+
+
+def test_well_formed_eval_methods_pass():
+    validate_recipe(load_recipe(None, ["eval.methods=[none, 'teacher:runs/a', 'selections:runs/b.trec=b', mmr]"]))
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_every_shipped_recipe_validates(path):
     validate_recipe(load_recipe(path))
@@ -172,6 +189,17 @@ def test_pipeline_dry_run_reports_a_recipe_error(tmp_path, capsys, strict):
     assert "plan:" not in out and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("command", [["config"], ["pipeline", "--dry-run"]])
+def test_a_misspelt_method_is_a_recipe_error(tmp_path, capsys, command):
+    code = main([command[0], DEMO, *command[1:], "--set", f"run_dir={tmp_path / 'run'}",
+                 "--set", "eval.methods=[retreival, student]"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (f"purecover: recipe error: {DEMO} + overrides: eval.methods: unknown method 'retreival'; "
+                   "did you mean 'retrieval'?\n")
+    assert not (tmp_path / "run").exists()
+
+
 def test_stage_command_validates_before_any_work(tmp_path, capsys):
     run_dir = tmp_path / "run"
     code = main(["data", DEMO, "-q", "--set", f"run_dir={run_dir}", "--set", "data.limit=2",
@@ -182,15 +210,26 @@ def test_stage_command_validates_before_any_work(tmp_path, capsys):
     assert not (run_dir / "candidates.jsonl").exists() and not run_dir.exists()
 
 
-def test_stage_main_validates_before_running(capsys, monkeypatch):
+def test_stage_main_validates_before_running(capsys, monkeypatch, tmp_path):
     from purecover import stages
     from purecover.utils.entry import stage_main
 
     calls = []
-    monkeypatch.setattr(stages, "load_runner", lambda name: lambda recipe, show_progress: calls.append(name) or {})
-    code = stage_main("train", "python -m purecover.train", None, [DEMO, "--set", "data.k1=30"])
+
+    def body(run):
+        calls.append((run.name, run.action))
+        (run.run_dir.path_of("final") / "weights").mkdir(parents=True, exist_ok=True)
+        return {}
+
+    monkeypatch.setattr(stages, "load_runner", lambda name: body)
+    monkeypatch.setattr(stages, "stage_inputs", lambda recipe, name: {})
+    run_dir = ["--set", f"run_dir={tmp_path / 'run'}"]
+    code = stage_main("train", "python -m purecover.train", None, [DEMO, "--set", "data.k1=30", *run_dir])
     assert code == 2 and calls == []
     err = capsys.readouterr().err
     assert err.startswith("python -m purecover.train: recipe error: ") and "data.k1: 30" in err
-    assert stage_main("train", "p", None, [DEMO, "-q"]) == 0
-    assert calls == ["train"]
+    assert stage_main("train", "p", None, [DEMO, "-q", *run_dir]) == 0
+    assert calls == [("train", "run")]
+    assert stage_main("train", "p", None, [DEMO, "-q", *run_dir]) == 0  # complete now: skipped
+    assert stage_main("train", "p", None, [DEMO, "-q", "--rerun", *run_dir]) == 0  # what `--from train` launches
+    assert calls == [("train", "run"), ("train", "rerun")]

@@ -17,7 +17,6 @@ already written (a truncated last line from a crash is cut off and redone).
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -29,10 +28,9 @@ from tqdm.auto import tqdm
 
 from ..config import Recipe
 from ..rundir import FILES, RunDir
-from ..stages import config_hash as stage_config_hash
-from ..utils.io import ResumableJsonl, atomic_write_json, ensure_output_dir, read_jsonl
+from ..stages import StageRun
+from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
 from ..utils.memory import peak_rss_mb
-from ..utils.rundir_lock import locked_stage
 from .corpus import Corpus, CorpusLike, Doc, content_doc_id, corpus_from_examples, question_docs
 from .corpus_store import open_corpus_store
 from .errors import InvalidRecord
@@ -44,7 +42,7 @@ from .retrieval.base import Hit
 log = logging.getLogger(__name__)
 
 __all__ = ["CANDIDATES_FILE", "build_record", "evaluation_recipe", "gold_doc_ids", "read_candidates", "run_data_stage",
-           "supporting_recall"]
+           "supporting_recall", "write_candidates"]
 
 CANDIDATES_FILE = FILES["candidates"]
 REPORT_FILE = FILES["data_report"]
@@ -167,25 +165,33 @@ def _split_key(recipe: Recipe) -> str:
     return "data.split"
 
 
-@locked_stage("data")
 def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json."""
+    from ..stages import run_stage
+
+    return run_stage("data", recipe, show_progress)
+
+
+def dataset_inputs(recipe: Recipe) -> dict[str, Path]:
+    """The data stage's inputs outside the run directory: the local dataset file or folder (data.path) and
+    the aliases file, recorded by content so that editing one in place is noticed."""
     cfg = recipe.data
-    started = _dt.datetime.now(_dt.timezone.utc)
+    found = {}
+    for key, value in (("data.path", cfg.path), ("data.aliases", cfg.aliases)):
+        if value and value != "demo" and Path(value).expanduser().exists():
+            found[key] = Path(value).expanduser()
+    return found
+
+
+def write_candidates(run: StageRun) -> dict[str, Any]:
+    """The data stage's body (`purecover.stages.execute_stage` runs it): retrieve and write candidates.jsonl."""
+    recipe, show_progress = run.recipe, run.show_progress
+    cfg = recipe.data
     run_dir = recipe.run_path
-    ensure_output_dir(run_dir)
-    rd = RunDir(run_dir)
-    config_hash = stage_config_hash(recipe, "data")
-    done = rd.completed("data", config_hash)
-    if done is not None:
-        log.info("data: complete for this configuration (%s); nothing to do", rd.path_of("candidates"))
-        return done
-    rd.guard("data", config_hash, "use another run_dir or delete the file to rebuild it")
     external = cfg.corpus not in ("per_question", "shared")
     if external and not Path(cfg.corpus).is_file():
         raise FileNotFoundError(f"data.corpus {cfg.corpus!r} is neither per_question, shared nor an existing file")
 
-    rd.begin("data", recipe, config_hash, started)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     source = ExampleSource(cfg.dataset, cfg.path, split=cfg.split, limit=cfg.limit, skip_invalid=cfg.skip_invalid,
@@ -274,7 +280,7 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]
         summary["hub"] = source.resolved.to_summary()
     if empty_queries:
         log.warning("%d questions had no indexed word: their candidates are in corpus order", empty_queries)
-    return rd.complete("data", recipe, config_hash, summary, started)
+    return summary
 
 
 def evaluation_recipe(recipe: Recipe) -> Recipe:

@@ -29,12 +29,8 @@ nothing that is cached; everything else is recomputed from the cache and rewritt
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
-import difflib
 import hashlib
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,13 +40,13 @@ from tqdm.auto import tqdm
 from ..config import Recipe, recipe_to_dict
 from ..data.candidates import read_candidates
 from ..rundir import FILES, RunDir
-from ..stages import config_hash as stage_config_hash
+from ..stages import StageRun
 from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl, write_jsonl_atomic
 from ..utils.provenance import package_versions
-from ..utils.rundir_lock import locked_stage
-from .baselines import BASELINE_NAMES, BaselineSelector, make_baseline
+from .baselines import BaselineSelector, make_baseline
 from .external import read_external_selections
 from .generation_cache import GenerationCache, prompt_key
+from .methods import EMBEDDING_METHODS, EXTERNAL, NO_RETRIEVAL, MethodSpec, parse_methods
 from .qa_metrics import score_prediction
 from .rag_prompt import render_qa_prompt
 from .selection_metrics import question_selection, summarize_selection
@@ -60,67 +56,10 @@ log = logging.getLogger(__name__)
 __all__ = ["EMBEDDING_METHODS", "EVAL_DIR", "MethodSpec", "parse_methods", "run_evaluate_stage"]
 
 EVAL_DIR = FILES["eval"]
-NO_RETRIEVAL = "none"
-EXTERNAL = "selections"  # selections:PATH=name, an external reranker's selections or TREC run file
 VLLM_CHUNK = 512  # prompts per vLLM generate call
 _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
                  "lancer_greedy_alpha")
 _OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
-EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")
-
-
-@dataclasses.dataclass(frozen=True)
-class MethodSpec:
-    """One entry of ``eval.methods``: the selector `kind`, its display `name`, and an optional `source`:
-    the run directory whose labels (teacher) or selections (student) it reads, or (kind ``selections``)
-    an external reranker's selections file (JSONL or TREC run, `purecover.eval.external`)."""
-
-    name: str
-    kind: str
-    source: Path | None = None
-
-    @property
-    def slug(self) -> str:
-        """A file-name-safe form of `name`."""
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip("_") or "method"
-
-
-def parse_methods(methods: Sequence[str]) -> list[MethodSpec]:
-    """Validate ``eval.methods``; unknown names are errors that suggest the closest valid one."""
-    valid = (*BASELINE_NAMES, NO_RETRIEVAL)
-    specs: list[MethodSpec] = []
-    for raw in methods:
-        name = str(raw).strip()
-        kind, _, source = name.partition(":")
-        if kind == EXTERNAL:
-            specs.append(_external_spec(name, source))
-            continue
-        if kind not in valid:
-            close = difflib.get_close_matches(kind, valid, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; expected one of {', '.join(valid)}"
-            raise ValueError(f"eval.methods: unknown method {name!r}{hint}")
-        if source and kind not in ("teacher", "student"):
-            raise ValueError(f"eval.methods: {name!r}: only teacher:DIR and student:DIR take a run directory "
-                             f"({EXTERNAL}:PATH=name takes a selections or TREC run file)")
-        specs.append(MethodSpec(name, kind, Path(source) if source else None))
-    if len({s.name for s in specs}) != len(specs):
-        raise ValueError(f"eval.methods lists a method twice: {list(methods)}")
-    if not specs:
-        raise ValueError("eval.methods is empty")
-    return specs
-
-
-def _external_spec(raw: str, rest: str) -> MethodSpec:
-    """``selections:PATH[=name]``: an external reranker's file, shown as `name` (default: the file stem).
-    The name follows the last ``=`` when it holds no ``/`` (else the whole rest is the path)."""
-    path, sep, name = rest.rpartition("=")
-    if not sep or not name.strip() or "/" in name:
-        path, name = rest, ""
-    path = path.strip()
-    if not path:
-        raise ValueError(f"eval.methods: {raw!r}: {EXTERNAL}:PATH=name needs the path of a selections JSONL or "
-                         "TREC run file, e.g. selections:runs/bm25.trec=bm25")
-    return MethodSpec(name.strip() or Path(path).stem, EXTERNAL, Path(path))
 
 
 def _check_budgets(budgets: Sequence[int]) -> list[int]:
@@ -355,13 +294,41 @@ def _aggregate(rows: Sequence[dict[str, Any]], selection_rows: Sequence[dict[str
     }
 
 
-@locked_stage("evaluate")
 def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json``."""
+    from ..stages import run_stage
+
+    return run_stage("evaluate", recipe, show_progress)
+
+
+def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
+    """What the evaluate stage reads, by name: the candidates, labels and selections of run_dir and of the test
+    set (run_dir/eval), and every other run's labels or selections and every selections file eval.methods
+    names. A complete evaluation is redone when one of them changed."""
+    rd = RunDir.of(recipe)
+    places = [rd] + ([RunDir(rd.path_of("eval"))] if recipe.eval.path else [])
+    found: dict[str, Path] = {}
+    for place in places:
+        for key in ("candidates", "labels", "selections"):
+            path = place.path_of(key)
+            found[str(path.relative_to(rd.path))] = path
+    for spec in parse_methods(recipe.eval.methods):
+        if spec.source is None:
+            continue
+        if spec.kind == "selections":
+            found[f"eval.methods[{spec.name}]"] = spec.source
+        else:
+            need = "labels.jsonl" if spec.kind == "teacher" else "selections.jsonl"
+            found[f"eval.methods[{spec.name}]"] = spec.source / need
+    return found
+
+
+def evaluate_methods(run: StageRun) -> dict[str, Any]:
+    """The evaluate stage's body: every method at every budget, answered and scored."""
     from .report import plot_metrics, render_report
     from .stats import annotate_results
 
-    started = _dt.datetime.now(_dt.timezone.utc)
+    recipe, show_progress = run.recipe, run.show_progress
     cfg = recipe.eval
     specs = parse_methods(cfg.methods)
     budgets = _check_budgets(cfg.budgets)
@@ -371,11 +338,6 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
     ensure_output_dir(eval_dir)
 
     questions, source, sample = _questions(recipe, eval_dir, show_progress)
-    config_hash = stage_config_hash(recipe, "evaluate")
-    # No config-change guard and no skip: the cache is keyed by prompt and generator, so it stays
-    # valid across configurations, and every other output is recomputed from it on each run.
-    rd.begin("evaluate", recipe, config_hash, started)
-
     chosen, fallbacks = _select_all(specs, budgets, questions, recipe, eval_dir, show_progress)
     # The teacher's LANCER ratings, when labelling rated the candidates: CRUX coverage of every method.
     ratings = {qid: rec["ratings"] for qid, rec in _labels(recipe, eval_dir, MethodSpec("teacher", "teacher")).items()
@@ -467,9 +429,12 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, 
         "metrics": str(rd.path_of("metrics")),
         "plots": [str(p) for p in plots],
     }
-    summary = rd.complete("evaluate", recipe, config_hash, summary, started)
-    from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
-    from .report import metrics_table
 
-    track_stage(recipe, "evaluate", summary, tables={"metrics": metrics_table(metrics)})
+    def track(summary: dict[str, Any]) -> None:
+        from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
+        from .report import metrics_table
+
+        track_stage(recipe, "evaluate", summary, tables={"metrics": metrics_table(metrics)})
+
+    run.after_complete.append(track)
     return summary

@@ -148,13 +148,15 @@ def _first(items: Sequence[str], k: int = 5) -> str:
 
 
 def score_predictions(dataset: str, predictions: Mapping[str, str], golds: Mapping[str, Sequence[str]],
-                      allow_missing: bool = False) -> dict[str, float | int]:
+                      allow_missing: bool = False, allow_missing_option: str = "allow_missing=True"
+                      ) -> dict[str, float | int]:
     """Mean EM/F1/Acc (fractions in 0..1) over the gold questions that have a prediction.
 
     Returns ``{"em", "f1", "acc", "n", "missing"}``: `n` questions scored, `missing` gold questions
     without a prediction. Missing predictions are an error (naming how many and the first qids)
-    unless `allow_missing`; predictions for qids absent from `golds` are always an error (they mean
-    the wrong gold file or split).
+    unless `allow_missing` (named in the message as `allow_missing_option`: the caller's spelling, e.g. the
+    command line's ``--allow-missing``); predictions for qids absent from `golds` are always an error (they
+    mean the wrong gold file or split).
     """
     extra = [q for q in predictions if q not in golds]
     if extra:
@@ -163,7 +165,7 @@ def score_predictions(dataset: str, predictions: Mapping[str, str], golds: Mappi
     missing = [q for q in golds if q not in predictions]
     if missing and not allow_missing:
         raise ValueError(f"{len(missing)} of {len(golds)} gold question(s) have no prediction "
-                         f"(first: {_first(missing)}); pass allow_missing to score the rest")
+                         f"(first: {_first(missing)}); pass {allow_missing_option} to score the rest")
     totals = {"em": 0.0, "f1": 0.0, "acc": 0.0}
     n = 0
     for qid, answers in golds.items():

@@ -51,7 +51,7 @@ def read_predictions(path: str | Path) -> dict[str, str]:
 
 
 def run_score(predictions_path: str | Path, dataset: str, gold_path: str | Path, allow_missing: bool = False,
-              aliases: str | Path | None = None) -> dict[str, Any]:
+              aliases: str | Path | None = None, allow_missing_option: str = "allow_missing=True") -> dict[str, Any]:
     """Score `predictions_path` against the gold answers of `gold_path`: ``{"em","f1","acc","n","missing"}``."""
     from ..data.loaders import ExampleSource
 
@@ -62,7 +62,8 @@ def run_score(predictions_path: str | Path, dataset: str, gold_path: str | Path,
              for ex in ExampleSource(dataset, gold_path, aliases_path=aliases, require_paragraphs=False)}
     if not golds:
         raise ValueError(f"gold file {str(gold_path)!r} has no questions")
-    return score_predictions(dataset, predictions, golds, allow_missing=allow_missing)
+    return score_predictions(dataset, predictions, golds, allow_missing=allow_missing,
+                             allow_missing_option=allow_missing_option)
 
 
 def add_score_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +89,7 @@ def main_score(args: argparse.Namespace) -> int:
 
     try:
         summary = run_score(args.predictions, args.dataset, args.gold, allow_missing=args.allow_missing,
-                            aliases=args.aliases)
+                            aliases=args.aliases, allow_missing_option="--allow-missing")
     except (ValueError, OSError, HubUnavailableError) as exc:
         print(f"purecover score: error: {exc}", file=sys.stderr)
         return 1

@@ -35,7 +35,6 @@ Two backends behind one interface (`SelectorBackend`):
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ from typing import Any, Protocol
 
 import torch
 
+from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selector_prompt import build_selector_prompt, prompt_template
@@ -52,6 +52,7 @@ from .selector_prompt import build_selector_prompt, prompt_template
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "MAX_QUESTION_TOKENS",
     "SCORE_SPACES",
     "SELECTOR_CONFIG",
     "VLLM_LOGPROBS_MODES",
@@ -65,7 +66,8 @@ __all__ = [
 ]
 
 SELECTOR_CONFIG = "selector_config.json"
-_REQUIRED_KEYS = ("base_model", "identifiers", "prompt_template", "k1", "tau3", "k_max", "min_select")
+MAX_QUESTION_TOKENS = 256  # longer questions are cut to this many tokens (see `Selector`)
+_CONFIG_HINT = "re-export the selector with `purecover export RECIPE`, or correct the value"
 # Score spaces: "logit" (first-token logits s_k, threshold tau3) and "logprob" (s_k - logsumexp over the
 # present identifiers, threshold tau3_logprob).
 SCORE_SPACES = ("logit", "logprob")
@@ -307,25 +309,16 @@ class VLLMSelectorBackend:
 
 
 def read_selector_config(path: str | Path) -> dict[str, Any]:
-    """``selector_config.json`` of a selector directory, with the required keys checked."""
+    """``selector_config.json`` of a selector directory, validated as a `SelectorConfig` (types, ranges,
+    finite thresholds). Keys that older exports lack get their defaults; unknown keys are kept.
+
+    A bad value raises one ValueError naming the file, the field and the problem.
+    """
     file = Path(path) / SELECTOR_CONFIG
     if not file.is_file():
         raise FileNotFoundError(f"{file} does not exist: not a selector directory (run `purecover export RECIPE`)")
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{file}: expected a JSON object")
-    missing = [k for k in _REQUIRED_KEYS if k not in config]
-    if missing:
-        raise ValueError(f"{file}: missing key(s) {', '.join(missing)}")
-    if not isinstance(config["k1"], int) or config["k1"] < 1:
-        raise ValueError(f"{file}: field 'k1' must be a positive integer, got {config['k1']!r}")
-    for key in ("tau3", "tau3_logprob"):
-        if key in config and (isinstance(config[key], bool) or not isinstance(config[key], (int, float))):
-            raise ValueError(f"{file}: field {key!r} must be a number, got {config[key]!r}")
-    return config
+    record = load_json_record(file, SelectorConfig, hint=_CONFIG_HINT)
+    return record.model_dump(mode="json")
 
 
 def _as_doc(doc: Any, position: int) -> dict[str, Any]:
@@ -338,31 +331,49 @@ def _as_doc(doc: Any, position: int) -> dict[str, Any]:
 
 
 class Selector:
-    """A trained selector bound to its tokenizer, identifier scheme and threshold (see module docstring)."""
+    """A trained selector bound to its tokenizer, identifier scheme and threshold (see module docstring).
 
-    def __init__(self, tokenizer: Any, config: Mapping[str, Any], backend: SelectorBackend) -> None:
+    `config`: the content of selector_config.json (validated as a `SelectorConfig`; a bad value is a
+    ValueError naming the field). Questions longer than `max_question_tokens` tokens are cut to that
+    many (the question appears twice in the prompt, so an unbounded one would make the prompt, the
+    time and the memory of the forward pass unbounded), like passages are cut to ``max_passage_tokens``.
+    The default, `MAX_QUESTION_TOKENS` = 256, is well above the questions the selector is trained on
+    (multi-hop QA questions are under ~100 tokens), so ordinary questions are rendered exactly as in
+    training; only pathological ones are cut. `questions_truncated` counts the questions cut so far.
+    """
+
+    def __init__(self, tokenizer: Any, config: Mapping[str, Any], backend: SelectorBackend, *,
+                 max_question_tokens: int = MAX_QUESTION_TOKENS) -> None:
+        record = validate_record(SelectorConfig, dict(config), "selector config", hint=_CONFIG_HINT)
+        if isinstance(max_question_tokens, bool) or not isinstance(max_question_tokens, int) \
+                or max_question_tokens < 1:
+            raise ValueError(f"max_question_tokens must be an integer >= 1, got {max_question_tokens!r}")
         self.tokenizer = tokenizer
-        self.config = dict(config)
+        self.config = record.model_dump(mode="json")
         self.backend = backend
-        self.k1: int = int(config["k1"])
-        self.tau3: float = float(config["tau3"])
+        self.k1: int = record.k1
+        self.tau3: float = record.tau3
         self.score_space: str = str(getattr(backend, "score_space", "logit"))
         if self.score_space not in SCORE_SPACES:
             raise ValueError(f"backend score space {self.score_space!r}; expected one of {SCORE_SPACES}")
-        if self.score_space == "logprob" and config.get("tau3_logprob") is None:
+        if self.score_space == "logprob" and record.tau3_logprob is None:
             raise ValueError(
                 "this backend reads log-probabilities (vLLM without logprobs_mode='processed_logits'), which need "
                 "the threshold 'tau3_logprob', but selector_config.json has none (exported by an older purecover). "
                 "Retrain with this purecover (train records tau3_logprob next to tau3) and re-export, or use a vLLM "
                 "that accepts logprobs_mode='processed_logits', or backend='hf'")
         # The threshold of the backend's score space: tau3 on logits, tau3_logprob on renormalised log-probs.
-        self.threshold: float = self.tau3 if self.score_space == "logit" else float(config["tau3_logprob"])
-        self.k_max: int | None = None if config.get("k_max") is None else int(config["k_max"])
-        self.min_select: int = int(config.get("min_select", 1))
-        self.max_passage_tokens: int = int(config.get("max_passage_tokens", 192))
-        self.scheme = IdentifierScheme.from_dict(config["identifiers"]).check(tokenizer, self.k1)
+        threshold = record.tau3 if self.score_space == "logit" else record.tau3_logprob
+        assert threshold is not None  # a log-prob backend without tau3_logprob is refused just above
+        self.threshold: float = threshold
+        self.k_max: int | None = record.k_max
+        self.min_select: int = record.min_select
+        self.max_passage_tokens: int = record.max_passage_tokens
+        self.max_question_tokens: int = max_question_tokens
+        self.questions_truncated: int = 0  # questions cut to max_question_tokens so far (see class docstring)
+        self.scheme = IdentifierScheme.from_dict(self.config["identifiers"]).check(tokenizer, self.k1)
         expected = prompt_template()
-        stored = config.get("prompt_template") or {}
+        stored = record.prompt_template
         if stored.get("hash") != expected["hash"]:
             raise ValueError(
                 f"the selector was trained with prompt template {stored.get('layout')!r} (hash {stored.get('hash')}), "
@@ -371,12 +382,14 @@ class Selector:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, backend: str = "hf", *, device: str = "auto", dtype: str = "auto",
-                        batch_size: int = 8, trust_remote_code: bool = False, **backend_kwargs: Any) -> Selector:
+                        batch_size: int = 8, trust_remote_code: bool = False,
+                        max_question_tokens: int = MAX_QUESTION_TOKENS, **backend_kwargs: Any) -> Selector:
         """Load a selector directory (``purecover export`` output) with the ``hf`` or ``vllm`` backend.
 
         hf: `device` (auto | cpu | cuda[:N]), `dtype` (auto | float32 | bfloat16 | float16), `batch_size`
         (prompts per forward pass), plus `device_map` / `attn_implementation`. vllm: `dtype` and any
         `vllm.LLM` argument (tensor_parallel_size, gpu_memory_utilization, max_model_len, ...).
+        `max_question_tokens`: questions are cut to this many tokens (class docstring).
         """
         from .loading import load_tokenizer
 
@@ -397,7 +410,16 @@ class Selector:
         else:
             impl = VLLMSelectorBackend(path, int(config["k1"]), dtype=dtype, trust_remote_code=trust_remote_code,
                                        **backend_kwargs)
-        return cls(tokenizer, config, impl)
+        return cls(tokenizer, config, impl, max_question_tokens=max_question_tokens)
+
+    def _cut_question(self, question: str, where: str) -> str:
+        """`question` cut to `max_question_tokens` tokens (counted in `questions_truncated`), else unchanged."""
+        ids = self.tokenizer(question, add_special_tokens=False)["input_ids"]
+        if len(ids) <= self.max_question_tokens:
+            return question
+        self.questions_truncated += 1
+        log.debug("%s: question of %d tokens cut to max_question_tokens=%d", where, len(ids), self.max_question_tokens)
+        return str(self.tokenizer.decode(ids[: self.max_question_tokens])).strip()
 
     def _prompt(self, question: str, docs: Sequence[Any], where: str) -> tuple[list[int], int]:
         if not isinstance(question, str):
@@ -410,7 +432,8 @@ class Selector:
             raise ValueError(f"{where}: {len(docs)} candidates, but this selector labels at most k1={self.k1} "
                              f"(its identifier scheme was trained for {self.k1}); pass the top {self.k1} candidates")
         rows = [_as_doc(d, i) for i, d in enumerate(docs)]
-        prompt = build_selector_prompt(self.tokenizer, question, rows, self.scheme, self.max_passage_tokens)
+        prompt = build_selector_prompt(self.tokenizer, self._cut_question(question, where), rows, self.scheme,
+                                       self.max_passage_tokens)
         return prompt.input_ids, len(rows)
 
     def select_batch(self, questions: Sequence[str], docs_lists: Sequence[Sequence[Any]], tau: float | None = None,

@@ -16,6 +16,14 @@ score order, ``logits``/``probabilities``/``doc_ids`` cover all candidates in in
 written by the stage's worker (`select_into`): resumable and kill-safe. ``OUT.run.json`` records the
 selector's fingerprint and the input's sha256; a rerun with another selector or input is refused.
 
+While it runs, the command holds an exclusive lock (``fcntl.flock``) on ``OUT.lock`` beside the output:
+a second ``purecover select ... --out OUT`` started meanwhile fails at once with one line naming the
+holder's pid (it does not wait: the first may run for hours, and two writers would interleave their
+records). The kernel releases the lock when the holder exits or is killed; the lock file stays.
+
+Questions longer than the selector's ``max_question_tokens`` (256 tokens) are cut to it, as passages
+are cut to ``max_passage_tokens``; the summary counts them (``questions_truncated``).
+
 ``--trec FILE`` writes a TREC run (``qid Q0 doc_id rank score run_name``, score = the logit), atomically:
 by default only the selected docs (the file *is* the selection, best first); with ``--trec-all`` every
 candidate, the selected first (in their order, which is the score order), then the rest by logit
@@ -24,23 +32,28 @@ candidate, the selected first (in their order, which is the score order), then t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
 import logging
+import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..data.doc_ids import candidate_doc_id
 from ..data.errors import DataFormatError
-from ..models.selector import Selector, read_selector_config
-from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
+from ..models.selector import MAX_QUESTION_TOKENS, Selector, read_selector_config
+from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl
 from ..utils.trec import check_trec_token, trec_run_lines
 from .job import BATCH_SIZE, _selector_fingerprint, select_into, summarize_selections
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_RUN_NAME", "read_select_input", "run_byo_select", "trec_ranking"]
+__all__ = ["DEFAULT_RUN_NAME", "OutputBusyError", "output_lock", "read_select_input", "run_byo_select",
+           "trec_ranking"]
 
 DEFAULT_RUN_NAME = "purecover"
 _DOC_ALIASES = ("passages", "contexts", "ctxs")
@@ -64,6 +77,27 @@ def read_select_input(path: str | Path, k1: int, *, trec: bool = False) -> list[
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--input {path} does not exist")
+    try:
+        return _read_select_input(path, k1, trec)
+    except UnicodeDecodeError:
+        lineno, column, byte = _first_non_utf8(path)
+        raise DataFormatError(str(path), str(lineno), None,
+                              f"not UTF-8 text (byte 0x{byte:02x} at column {column}): save the file as UTF-8 "
+                              "(e.g. `iconv -f latin1 -t utf-8 IN > OUT` for a Latin-1 file)") from None
+
+
+def _first_non_utf8(path: Path) -> tuple[int, int, int]:
+    """(1-based line, 1-based byte column, byte value) of the first byte of `path` that is not UTF-8."""
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return lineno, exc.start + 1, raw[exc.start]
+    return 0, 0, 0  # not reached: the caller saw a decoding error
+
+
+def _read_select_input(path: Path, k1: int, trec: bool) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for lineno, rec in read_jsonl(path):
@@ -153,17 +187,32 @@ def run_byo_select(selector_dir: str | Path, input_path: str | Path, out_path: s
         raise ValueError("--input, --out and --trec must be different files")
     config = read_selector_config(sel_dir)
     records = read_select_input(input_path, int(config["k1"]), trec=trec_file is not None)
+    with output_lock(out_path):
+        summary = _select_locked(sel_dir, input_path, out_path, records, config, started, trec_file=trec_file,
+                                 trec_all=trec_all, run_name=run_name, batch_size=batch_size, backend=backend,
+                                 device=device, dtype=dtype, show_progress=show_progress)
+    log.info("selected for %d questions -> %s", summary["questions"], out_path)
+    return summary
 
+
+def _select_locked(sel_dir: Path, input_path: Path, out_path: Path, records: list[dict[str, Any]],
+                   config: dict[str, Any], started: _dt.datetime, *, trec_file: Path | None, trec_all: bool,
+                   run_name: str, batch_size: int, backend: str, device: str, dtype: str,
+                   show_progress: bool) -> dict[str, Any]:
+    """The part of `run_byo_select` done under `output_lock`: guard, select, TREC file, summary."""
     sidecar = out_path.with_name(out_path.name + ".run.json")
     identity = {"selector": str(sel_dir), "selector_fingerprint": _selector_fingerprint(sel_dir),
                 "input": str(input_path), "input_sha256": _hash_file(input_path)}
     _guard(out_path, sidecar, identity)
+    _check_no_duplicates(out_path, sidecar)
     atomic_write_json(sidecar, {**identity, "status": "running", "started": started.isoformat(timespec="seconds")})
+    loaded: list[Selector] = []
 
     def load() -> Selector:
         kwargs: dict[str, Any] = {"device": device, "dtype": dtype, "batch_size": batch_size} if backend == "hf" \
             else {"dtype": dtype}
-        return Selector.from_pretrained(sel_dir, backend=backend, **kwargs)
+        loaded.append(Selector.from_pretrained(sel_dir, backend=backend, **kwargs))
+        return loaded[-1]
 
     progress = select_into(out_path, records, load, batch_size=batch_size, with_doc_ids=True,
                            show_progress=show_progress)
@@ -183,12 +232,89 @@ def run_byo_select(selector_dir: str | Path, input_path: str | Path, out_path: s
         "input": str(input_path),
         "trec": str(trec_file) if trec_file is not None else None,
         "trec_lines": trec_lines,
+        # Questions cut to max_question_tokens among those selected by this command (0 when all were done).
+        "questions_truncated": sum(sel.questions_truncated for sel in loaded),
+        "max_question_tokens": loaded[0].max_question_tokens if loaded else MAX_QUESTION_TOKENS,
     }
+    if summary["questions_truncated"]:
+        log.warning("%d question(s) longer than %d tokens were cut to that length for the selector",
+                    summary["questions_truncated"], summary["max_question_tokens"])
     atomic_write_json(sidecar, {**identity, "status": "complete", "started": started.isoformat(timespec="seconds"),
                                 "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                                 "summary": summary})
-    log.info("selected for %d questions -> %s", summary["questions"], out_path)
     return summary
+
+
+class OutputBusyError(RuntimeError):
+    """Another process is selecting into the same ``--out`` file."""
+
+
+@contextlib.contextmanager
+def output_lock(out_path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``OUT.lock`` (beside `out_path`) while the block runs.
+
+    Does not wait: when another process holds it, raises `OutputBusyError` naming that process (pid,
+    host, start, from the lock file). The lock file is created if needed, never followed through a
+    symbolic link, and left in place (removing it could let a third process lock a different file).
+    Without flock support (some network file systems) the block runs unlocked, with a warning.
+    """
+    import fcntl
+
+    lock = out_path.with_name(out_path.name + ".lock")
+    ensure_output_dir(lock.parent)
+    if lock.is_symlink():
+        raise OSError(f"lock file {lock} is a symbolic link: remove it (purecover never writes through links)")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+            except (OSError, ValueError):
+                holder = {}
+            holder = holder if isinstance(holder, dict) else {}
+            who = (f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}, since {holder.get('started', '?')}"
+                   if holder else "another process")
+            raise OutputBusyError(f"--out {out_path} is being written by another `purecover select` ({who}; lock "
+                                  f"{lock.name}): wait for it to finish, or choose another --out") from None
+        except OSError as exc:
+            log.warning("cannot lock %s (%s): selecting without the output lock", lock, exc)
+        info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode("utf-8"), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _check_no_duplicates(out_path: Path, sidecar: Path) -> None:
+    """Refuse an existing `out_path` holding one qid on two lines (e.g. two commands that wrote it at once,
+    before the output lock existed), with the remedy."""
+    if not out_path.is_file():
+        return
+    first: dict[str, int] = {}
+    duplicates: list[tuple[int, str]] = []
+    with out_path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                qid = json.loads(raw.decode("utf-8")).get("qid")
+            except (UnicodeDecodeError, ValueError, AttributeError):
+                continue  # a damaged line: the resumable writer repairs or reports it
+            if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+                continue
+            if str(qid) in first:
+                duplicates.append((lineno, str(qid)))
+            else:
+                first[str(qid)] = lineno
+    if duplicates:
+        line, qid = duplicates[0]
+        lines = ", ".join(str(n) for n, _ in duplicates[:5]) + (", ..." if len(duplicates) > 5 else "")
+        raise ValueError(
+            f"{out_path}:{line}: duplicate qid {qid!r} (first on line {first[qid]}); {len(duplicates)} duplicate "
+            f"line(s) ({lines}), as left by two commands writing this --out at once: delete {out_path} and "
+            f"{sidecar.name} to redo the selections, or delete the duplicate lines to keep the rest")
 
 
 def _guard(out_path: Path, sidecar: Path, identity: dict[str, str]) -> None:

@@ -8,13 +8,37 @@ runs `purecover.select.byo.run_byo_select` (imported only then).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BYO_FLAGS", "add_byo_arguments", "byo_requested", "byo_usage_error", "run_byo"]
+__all__ = ["BYO_FLAGS", "add_byo_arguments", "byo_requested", "byo_usage_error", "run_byo", "select_command"]
 
 _TRIPLE = ("selector", "input", "out")
 _EXTRAS = ("trec", "trec_all", "run_name", "batch_size", "backend", "device", "dtype")
 BYO_FLAGS = tuple("--" + name.replace("_", "-") for name in (*_TRIPLE, *_EXTRAS))
+
+
+def select_command(p: argparse.ArgumentParser) -> Callable[..., int]:
+    """The select stage's `purecover.stages.Stage.command` hook: add the bring-your-own options; the handler
+    runs the registered stage for RECIPE, or bring-your-own selection for --selector/--input/--out."""
+    add_byo_arguments(p)
+    return _select_or_byo
+
+
+def _select_or_byo(args: argparse.Namespace, default: Callable[[argparse.Namespace], int]) -> int:
+    import sys
+
+    if not byo_requested(args):
+        return default(args)
+    problem = byo_usage_error(args)
+    if problem:
+        print(f"usage: purecover select RECIPE [--set ...] | purecover select --selector DIR --input FILE --out FILE "
+              f"[--trec FILE] ...\npurecover select: error: {problem}", file=sys.stderr)
+        return 2
+    from ..utils.entry import print_summary
+
+    print_summary("select", run_byo(args))
+    return 0
 
 
 def add_byo_arguments(p: argparse.ArgumentParser) -> None:

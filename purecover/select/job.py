@@ -21,7 +21,6 @@ the file and line.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import logging
 import time
@@ -36,14 +35,14 @@ from ..data.candidates import evaluation_recipe, read_candidates, run_data_stage
 from ..data.doc_ids import candidate_doc_id
 from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
 from ..rundir import FILES, RunDir
+from ..stages import StageRun
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, read_jsonl
-from ..utils.rundir_lock import locked_stage
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage", "select_candidates", "select_into", "selection_record",
-           "selector_fingerprint", "summarize_selections"]
+__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage", "select_candidates", "select_into", "selection_inputs",
+           "selection_record", "selector_fingerprint", "summarize_selections", "write_selections"]
 
 SELECTIONS_FILE = FILES["selections"]
 BATCH_SIZE = 8
@@ -165,58 +164,72 @@ def summarize_selections(out_path: Path, questions: int, progress: dict[str, Any
     }
 
 
-@locked_stage("select")
 def run_select_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """The select stage: the recipe's exported selector over its evaluation questions (module docstring).
 
-    Skipped when complete for the same data/eval sections and the same selector.
+    Skipped when complete for the same data/eval sections, the same selector and the same candidates.
     """
-    config_hash = stage_config_hash(recipe, "select")
-    selector_dir = RunDir.of(recipe).path_of("selector")
+    from ..stages import run_stage
+
+    return run_stage("select", recipe, show_progress)
+
+
+def selection_inputs(recipe: Recipe) -> dict[str, Path]:
+    """The select stage's inputs: the evaluation questions' candidates (the selector is in its config hash, by
+    its config and weights: a refreshed model card is not a new selector)."""
+    from ..stages import test_set_directory
+
+    return {"candidates.jsonl": RunDir(test_set_directory(recipe)).path_of("candidates")}
+
+
+def write_selections(run: StageRun) -> dict[str, Any]:
+    """The select stage's body: the test set's data stage first when eval.path names one, then the
+    selections of run_dir/selector for the evaluation questions."""
+    recipe = run.recipe
     if recipe.eval.path:
-        eval_recipe = evaluation_recipe(recipe)
-        run_data_stage(eval_recipe, show_progress=show_progress)
-        return select_candidates(eval_recipe, selector_dir, show_progress, config_hash=config_hash)
-    return select_candidates(recipe, selector_dir, show_progress, config_hash=config_hash)
+        run_data_stage(evaluation_recipe(recipe), show_progress=run.show_progress)
+    return _select(run, RunDir.of(recipe).path_of("selector"), "hf", {})
 
 
-@locked_stage("select")
 def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
                       backend: str = "hf", config_hash: str | None = None, **backend_kwargs: Any) -> dict[str, Any]:
     """Write run_dir/selections.jsonl for run_dir/candidates.jsonl with the selector in run_dir/selector
-    (or `selector_dir`).
+    (or `selector_dir`), under the select stage's contract (`purecover.stages.execute_stage`).
 
     `backend` is ``hf`` (dtype ``student.dtype``, device auto) or ``vllm``; `backend_kwargs` go to
     `Selector.from_pretrained`. `config_hash` defaults to the hash of the recipe's data section and
     the selector's fingerprint. Returns the summary also written to ``select.run.json``.
     """
-    started = _dt.datetime.now(_dt.timezone.utc)
-    run_dir = recipe.run_path
-    rd = RunDir(run_dir)
+    from ..stages import execute_stage
+
+    rd = RunDir.of(recipe)
     sel_dir = Path(selector_dir) if selector_dir is not None else rd.path_of("selector")
     if not (sel_dir / SELECTOR_CONFIG).is_file():
         raise FileNotFoundError(f"{sel_dir / SELECTOR_CONFIG} does not exist: run `purecover export RECIPE` first")
     if config_hash is None:
         config_hash = hashlib.sha256(
             (stage_config_hash(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
-    done = rd.completed("select", config_hash)
-    if done is not None:
-        log.info("select: %s is complete for this selector and these questions; nothing to do",
-                 rd.path_of("selections"))
-        return done
+    return execute_stage("select", recipe, show_progress, with_before=False, directory=rd,
+                         config_hash_value=config_hash,
+                         body=lambda run: _select(run, sel_dir, backend, backend_kwargs)).summary
+
+
+def _select(run: StageRun, sel_dir: Path, backend: str, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Selections of the selector in `sel_dir` for the candidates of the run's directory."""
+    recipe = run.recipe
+    rd = run.run_dir
+    if not (sel_dir / SELECTOR_CONFIG).is_file():
+        raise FileNotFoundError(f"{sel_dir / SELECTOR_CONFIG} does not exist: run `purecover export RECIPE` first")
     config = read_selector_config(sel_dir)
     candidates = _load_candidates(rd.path_of("candidates"), int(config["k1"]))
     out_path = rd.path_of("selections")
-    rd.guard("select", config_hash, f"use another run_dir or delete {out_path} to redo the selections",
-             what="selector or data")
-    rd.begin("select", recipe, config_hash, started)
 
     def load() -> Selector:
         kwargs = {"dtype": recipe.student.dtype, **backend_kwargs} if backend == "hf" else backend_kwargs
         return Selector.from_pretrained(sel_dir, backend=backend, trust_remote_code=recipe.student.trust_remote_code,
                                         **kwargs)
 
-    progress = select_into(out_path, candidates, load, show_progress=show_progress)
+    progress = select_into(out_path, candidates, load, show_progress=run.show_progress)
     summary = summarize_selections(out_path, len(candidates), progress, backend, sel_dir, config)
     log.info("selected for %d questions (%s questions/s)", summary["written"], summary["questions_per_second"])
-    return rd.complete("select", recipe, config_hash, summary, started)
+    return summary

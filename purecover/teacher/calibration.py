@@ -405,6 +405,24 @@ def bias_is_current(bias_path: str | Path, *, k1: int, calibration_lengths: str 
             and stored_length_source(bias_path) == current)
 
 
+def bias_inputs_fingerprint(recipe: Any) -> str:
+    """What the calibrate stage's config hash adds to the teacher section (`purecover.stages`): the teacher
+    weights' identity, the reasoning prompt's wording and the document-length source (the candidates'
+    fingerprint when lengths come from them). No model or tokenizer is loaded; a missing candidates file
+    reads as ``missing`` (the stage itself then says how to make it)."""
+    from ..rundir import RunDir
+    from .prompts import ReasoningPrompt
+
+    t = recipe.teacher
+    try:
+        source: Any = length_source(recipe.data.k1, t.calibration_lengths, RunDir.of(recipe).path_of("candidates"))
+    except (OSError, ValueError):
+        source = "missing"
+    parts = {"weights": weights_fingerprint(t.model), "prompt": ReasoningPrompt.from_config(t).record(),
+             "lengths": source}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def key_string(keys: dict[str, Any]) -> str:
     """Compact printable form of the keys (stored as labels.jsonl's `bias_key`)."""
     return json.dumps(keys, sort_keys=True, separators=(",", ":"))

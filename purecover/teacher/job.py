@@ -19,7 +19,6 @@ at any moment and rerun produces exactly the records of an uninterrupted run.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import os
 import time
@@ -35,9 +34,8 @@ from tqdm.auto import tqdm
 from ..config import Recipe, TeacherConfig
 from ..data.candidates import read_candidates
 from ..rundir import FILES, RunDir
-from ..stages import config_hash as stage_config_hash
+from ..stages import StageRun
 from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl, write_jsonl_atomic
-from ..utils.rundir_lock import locked_stage
 from .calibration import calibration_keys, compute_position_bias, load_bias, save_bias
 from .capture import SegmentSpec, capture_segment_attention
 from .defaults import EstimationParams, resolve_params
@@ -93,8 +91,16 @@ def _fmt_nested(value: Any) -> Any:
 
 def _teacher_meta(cfg: TeacherConfig, params: EstimationParams) -> dict[str, Any]:
     """The recipe's teacher keys as given (null = default) plus `estimation`, the resolved values used."""
+    embedding = None
+    if params.w_source == "similarity":  # where the embedding model's files came from (bundled copies are verified)
+        from ..data.retrieval.dense import embedding_model_source
+
+        source = embedding_model_source(cfg.embedding_model)
+        embedding = {"id": source["id"], "source": source["source"],
+                     **({"weights_sha256": source["sha256"]["model.safetensors"]} if "sha256" in source else {})}
     return {"model": cfg.model, "backend": cfg.backend, "steps": cfg.steps, "estimator": cfg.estimator,
             "embedding_model": cfg.embedding_model if params.w_source == "similarity" else None,
+            "embedding_source": embedding,
             "layers": cfg.layers, "calibrate": cfg.calibrate, "cot_weighting": cfg.cot_weighting,
             "normalize": params.normalize, "tau1": cfg.tau1, "tau2": cfg.tau2, "embedding_tau": cfg.embedding_tau,
             "embedding_tau_e": cfg.embedding_tau_e, "lam": params.lam,
@@ -158,15 +164,21 @@ def _load_embedder(cfg: TeacherConfig) -> Any:
 # --------------------------------------------------------------------------- calibration stage
 
 
-@locked_stage("calibrate")
 def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json.
+    """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json."""
+    from ..stages import run_stage
+
+    return run_stage("calibrate", recipe, show_progress)
+
+
+def write_bias(run: StageRun) -> dict[str, Any]:
+    """The calibrate stage's body: the position bias of the teacher into run_dir/bias.json.
 
     The dummy documents' token lengths follow ``teacher.calibration_lengths`` (the candidates'
     per-position medians from run_dir/candidates.jsonl, or a fixed count).
     """
+    recipe = run.recipe
     cfg = recipe.teacher
-    started = _dt.datetime.now(_dt.timezone.utc)
     if cfg.estimator != "attention":
         raise ValueError("calibration applies to the attention estimator (teacher.estimator is "
                          f"{cfg.estimator!r}); nothing to calibrate")
@@ -187,7 +199,7 @@ def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str,
                "doc_tokens": lengths.summary(), "doc_tokens_measured": {"min": min(bias.doc_tokens),
                                                                        "max": max(bias.doc_tokens)},
                "doc_tokens_source": lengths.source, "keys": keys}
-    return rd.complete("calibrate", recipe, stage_config_hash(recipe, "calibrate"), summary, started)
+    return summary
 
 
 # --------------------------------------------------------------------------- label stage
@@ -482,24 +494,21 @@ def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[
     return records
 
 
-@locked_stage("label")
 def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
     """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring)."""
+    from ..stages import run_stage
+
+    return run_stage("label", recipe, show_progress)
+
+
+def write_labels(run: StageRun) -> dict[str, Any]:
+    """The label stage's body: this process's shard of the questions, merged into labels.jsonl by rank 0."""
+    recipe, show_progress = run.recipe, run.show_progress
     cfg = recipe.teacher
-    started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
     rd = RunDir(run_dir)
-    config_hash = stage_config_hash(recipe, "label")
-    done = rd.completed("label", config_hash)
-    if done is not None:  # every rank reads the same manifest, so all return here together
-        log.info("label: complete for this configuration (%s); nothing to do", rd.path_of("labels"))
-        return done
     rank, world, state = _distributed()
     candidates = load_candidates(rd.path_of("candidates"))
-    rd.guard("label", config_hash, f"use another run_dir or delete {SHARD_DIR}/ and {LABELS_FILE}",
-             outputs=[rd.path_of("label_shards"), rd.path_of("labels")])
-    if rank == 0:
-        rd.begin("label", recipe, config_hash, started)
     torch.manual_seed(recipe.seed)
     labeler = _Labeler(recipe, rank, world, show_progress)
     if cfg.estimator == "attention" and cfg.calibrate:
@@ -527,11 +536,14 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
             raise RuntimeError(f"every question failed; see the `reason` fields in {run_dir / LABELS_FILE}")
         if warning:
             log.warning(warning)
-        summary = rd.complete("label", recipe, config_hash, summary, started)
-        from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
 
-        track_stage(recipe, "label", summary, tables={"size_histogram": (
-            ["|S|", "questions"], [[int(size), n] for size, n in (summary.get("size_histogram") or {}).items()])})
-    if state is not None:
-        state.wait_for_everyone()
+        def track(summary: dict[str, Any]) -> None:
+            from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
+
+            track_stage(recipe, "label", summary, tables={"size_histogram": (
+                ["|S|", "questions"], [[int(size), n] for size, n in (summary.get("size_histogram") or {}).items()])})
+
+        run.after_complete.append(track)
+    if state is not None:  # every rank returns once rank 0 has marked the stage complete
+        run.after_complete.append(lambda _summary: state.wait_for_everyone())
     return summary

@@ -1,25 +1,33 @@
 """Checks of ``student.training`` against transformers' TrainingArguments, before anything runs.
 
 `check_training_section` checks every key (a TrainingArguments field, with a close-match hint) and
-every value (against the field's annotation and declared choices); `dry_training_arguments` builds
-TrainingArguments once on the CPU in a temporary directory so its own ``__post_init__`` checks run,
-without changing process state. Failures are `ConfigError`s naming ``student.training.<key>``.
-Used by the train stage and by `purecover.validate` (which runs before any stage).
+every value, with pydantic, against the type transformers declares for the field: the field's
+annotation, read from ``dataclasses.fields(TrainingArguments)``, with its enums and declared
+``choices`` turned into the strings they accept. Scalars are strict, as YAML gives them (``"3"`` is
+not an integer, ``1`` is not ``true``; an integer is fine for a float). `dry_training_arguments`
+builds TrainingArguments once on the CPU in a temporary directory so its own ``__post_init__``
+checks run, without changing process state. Failures are `ConfigError`s naming
+``student.training.<key>``. Used by the train stage and by `purecover.validate` (which runs before
+any stage).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import enum
 import functools
+import operator
 import os
 import tempfile
 import types
 import typing
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal, NamedTuple, Union
+
+from pydantic import ConfigDict, InstanceOf, TypeAdapter, ValidationError
 
 from ..config import ConfigError
 
@@ -30,22 +38,41 @@ __all__ = ["check_training_section", "dry_training_arguments"]
 # the training machine may have (a DeepSpeed JSON); the real TrainingArguments of the run sets them up.
 _DRY_OVERRIDES: dict[str, Any] = {"use_cpu": True, "tf32": None, "torch_compile": False,
                                   "torch_compile_backend": None, "torch_compile_mode": None, "deepspeed": None}
+_STRICT = ConfigDict(strict=True)
+
+
+class _FieldCheck(NamedTuple):
+    """How one TrainingArguments field is checked: the accepted type, its validator (None: anything goes)."""
+
+    accepted: Any
+    adapter: TypeAdapter[Any] | None
 
 
 @functools.cache
-def _training_fields() -> dict[str, tuple[Any, tuple[Any, ...]]]:
-    """TrainingArguments' init fields: name -> (resolved annotation, declared choices or ())."""
-    import dataclasses
-
+def _training_fields() -> dict[str, _FieldCheck]:
+    """TrainingArguments' init fields: name -> the type its values must have and a pydantic validator of it."""
     from transformers import TrainingArguments
 
     hints = typing.get_type_hints(TrainingArguments)
-    return {f.name: (hints.get(f.name, Any), tuple(f.metadata.get("choices") or ()))
-            for f in dataclasses.fields(TrainingArguments) if f.init}
+    out = {}
+    for f in dataclasses.fields(TrainingArguments):
+        if f.init:
+            accepted = _accepted(hints.get(f.name, Any), tuple(f.metadata.get("choices") or ()))
+            out[f.name] = _FieldCheck(accepted, _adapter(accepted))
+    return out
+
+
+def _adapter(accepted: Any) -> TypeAdapter[Any] | None:
+    if accepted is Any:
+        return None
+    try:
+        return TypeAdapter(accepted, config=_STRICT)
+    except Exception:  # a type pydantic cannot check: TrainingArguments' own checks decide
+        return None
 
 
 def check_training_section(training: Mapping[str, Any]) -> None:
-    """Every ``student.training`` key is a TrainingArguments field and every value fits its annotation."""
+    """Every ``student.training`` key is a TrainingArguments field and every value fits its type."""
     fields = _training_fields()
     for key, value in training.items():
         dotted = f"student.training.{key}"
@@ -53,73 +80,51 @@ def check_training_section(training: Mapping[str, Any]) -> None:
             close = difflib.get_close_matches(str(key), sorted(fields), n=1)
             hint = f"; did you mean 'student.training.{close[0]}'?" if close else ""
             raise ConfigError(f"unknown key {dotted!r} (not a TrainingArguments field){hint}")
-        annotation, choices = fields[key]
-        _check_value(dotted, value, annotation, choices)
-
-
-def _check_value(dotted: str, value: Any, annotation: Any, choices: tuple[Any, ...]) -> None:
-    if not _matches(value, annotation):
-        expected = _describe(annotation)
-    elif choices and isinstance(value, str) and value not in choices:
-        expected = "one of " + ", ".join(repr(c) for c in choices)
-    else:
-        return
-    valid = [*choices, *_strings_of(annotation)]
-    close = difflib.get_close_matches(value, [str(v) for v in valid], n=1) if isinstance(value, str) else []
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"{dotted}: expected {expected}, got {value!r}{hint}")
+        check = fields[key]
+        if check.adapter is None:
+            continue
+        try:
+            check.adapter.validate_python(value)
+        except ValidationError:
+            valid = _strings_of(check.accepted)
+            close = difflib.get_close_matches(value, valid, n=1) if isinstance(value, str) else []
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{dotted}: expected {_describe(check.accepted)}, got {value!r}{hint}") from None
 
 
 def _is_enum(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, enum.Enum)
 
 
-def _options(tp: Any) -> tuple[Any, ...]:
-    """Members of a union; `str` is dropped beside an enum (``SchedulerType | str`` takes its values as strings)."""
-    if typing.get_origin(tp) not in (Union, types.UnionType):
-        return (tp,)
-    args = typing.get_args(tp)
-    return tuple(a for a in args if a is not str) if any(_is_enum(a) for a in args) else args
+def _accepted(tp: Any, choices: tuple[Any, ...] = ()) -> Any:
+    """The type of the values a recipe may give for annotation `tp`: an enum becomes the Literal of its values
+    (``SchedulerType | str`` takes exactly those strings), a ``str`` with declared `choices` their Literal,
+    and a class pydantic does not know an isinstance check."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is str and choices:
+        return Literal[choices]
+    if tp is Any or tp in (bool, int, float, str, type(None), dict, list):
+        return tp
+    if _is_enum(tp):
+        return Literal[tuple(m.value for m in tp)]
+    if origin in (Union, types.UnionType):
+        options = [a for a in args if a is not str] if any(_is_enum(a) for a in args) else list(args)
+        return functools.reduce(operator.or_, [_accepted(a, choices) for a in options])
+    if origin is Literal:
+        return tp
+    if origin is list and args:
+        return list[_accepted(args[0])]
+    if origin is dict and args:
+        return dict[_accepted(args[0]), _accepted(args[1])]
+    if isinstance(tp, type):
+        return InstanceOf[tp]
+    return Any  # an annotation we cannot read: TrainingArguments' own checks decide
 
 
 def _strings_of(tp: Any) -> list[str]:
-    """The valid strings an annotation spells out (enum values, string literals), for did-you-mean hints."""
-    out: list[str] = []
-    for option in _options(tp):
-        if _is_enum(option):
-            out += [str(m.value) for m in option]
-        elif typing.get_origin(option) is Literal:
-            out += [a for a in typing.get_args(option) if isinstance(a, str)]
-    return out
-
-
-def _matches(value: Any, tp: Any) -> bool:
-    """Whether `value` (as YAML gives it) fits the annotation `tp`; ints fit float fields."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return True
-    if tp is type(None):
-        return value is None
-    if origin in (Union, types.UnionType):
-        return any(_matches(value, option) for option in _options(tp))
-    if origin is Literal:
-        return any(value == a and type(value) is type(a) for a in args)
-    if tp is list or origin is list:
-        return isinstance(value, list) and all(_matches(v, args[0]) for v in value if args)
-    if tp is dict or origin is dict:
-        return isinstance(value, dict) and (not args or all(
-            _matches(k, args[0]) and _matches(v, args[1]) for k, v in value.items()))
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if _is_enum(tp):
-        return isinstance(value, tp) or value in [m.value for m in tp]
-    if isinstance(tp, type):
-        return isinstance(value, tp)
-    return True  # an annotation we cannot read: TrainingArguments' own checks decide
+    """The strings a type spells out (its Literal values), for did-you-mean hints."""
+    options = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
+    return [a for o in options if typing.get_origin(o) is Literal for a in typing.get_args(o) if isinstance(a, str)]
 
 
 _NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", dict: "a mapping",
@@ -127,18 +132,18 @@ _NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a s
 
 
 def _describe(tp: Any) -> str:
-    """What an annotation accepts, in words: ``an integer``, ``one of 'linear', 'cosine'``, ``a string or null``."""
+    """What a type accepts, in words: ``an integer``, ``one of 'linear', 'cosine'``, ``a string or null``."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
-        return " or ".join(_describe(option) for option in _options(tp))
+        return " or ".join(_describe(option) for option in args)
     if origin is Literal:
-        return " or ".join(repr(a) for a in args)
+        return "one of " + ", ".join(repr(a) for a in args) if len(args) > 1 else repr(args[0])
     if origin is list:
         return f"a list (each item {_describe(args[0])})" if args else "a list"
     if origin is dict:
         return "a mapping"
-    if _is_enum(tp):
-        return "one of " + ", ".join(repr(m.value) for m in tp)
+    if origin is typing.Annotated:  # InstanceOf[cls]
+        return f"a {getattr(args[0], '__name__', args[0])}"
     return _NAMES.get(tp, getattr(tp, "__name__", str(tp)))
 
 

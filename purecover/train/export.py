@@ -23,7 +23,6 @@ Nothing is pickled: weights are safetensors only and training_args.bin is not co
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import os
@@ -38,13 +37,13 @@ from string import Template
 from typing import Any
 
 from .. import __version__
-from ..config import Recipe, recipe_to_dict
+from ..config import Recipe
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import SELECTOR_CONFIG
 from ..rundir import FILES, RunDir
+from ..stages import StageRun
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import atomic_write_json, atomic_write_text
-from ..utils.provenance import write_stage_manifest
 from ..utils.rundir_lock import locked_stage
 
 log = logging.getLogger(__name__)
@@ -415,9 +414,11 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, k1)  # fail now, not at inference
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.tmp-*"):
-        log.warning("removing %s left by an interrupted export", stale)
-        shutil.rmtree(stale, ignore_errors=True)
+    for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):  # ours: left by an export killed mid-way
+        for stale in out.parent.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                log.warning("removing %s left by an interrupted export", stale)
+                shutil.rmtree(stale, ignore_errors=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
@@ -437,7 +438,10 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             _save_model(model, tmp, max_shard_size)
             del model
         tokenizer.save_pretrained(str(tmp))
-        config: dict[str, Any] = {
+        # Built through the record that selector_config.json is read back into (models/selector.py).
+        from ..records import SelectorConfig, validate_record
+
+        config: dict[str, Any] = validate_record(SelectorConfig, {
             "base_model": base_model,
             "identifiers": scheme.to_dict(),
             "prompt_template": meta["prompt_template"],
@@ -448,9 +452,8 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             "min_select": int(meta["min_select"]),
             "purecover_version": __version__,
             "max_passage_tokens": int(meta["max_passage_tokens"]),
-        }
-        if is_adapter and not merge:
-            config["adapter"] = True
+            "adapter": bool(is_adapter and not merge),
+        }, str(ckpt / STUDENT_META), hint="retrain, or correct the value in the checkpoint's metadata").to_json_dict()
         atomic_write_json(tmp / SELECTOR_CONFIG, config)
         atomic_write_text(tmp / "README.md", _model_card(config, meta, Path(run_dir) if run_dir else None, merged,
                                                                 license=license))
@@ -463,30 +466,29 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     return out
 
 
-@locked_stage("export")
-def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
-                     out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Export run_dir/checkpoints/final (or `checkpoint_dir`) to run_dir/selector (or `out_dir`).
+def run_export_stage(recipe: Recipe) -> dict[str, Any]:
+    """Export run_dir/checkpoints/final to run_dir/selector (the export stage); returns its summary.
 
     Merges the adapter when ``export.merge`` is true; the export dtype is ``student.dtype``, with
-    ``auto`` meaning the dtype the base model is stored in. Writes ``export.run.json``.
+    ``auto`` meaning the dtype the base model is stored in. Writes ``export.run.json``. To export another
+    checkpoint elsewhere, call `export_selector`.
     """
-    started = _dt.datetime.now(_dt.timezone.utc)
+    from ..stages import run_stage
+
+    return run_stage("export", recipe)
+
+
+def write_selector(run: StageRun) -> dict[str, Any]:
+    """The export stage's body: run_dir/checkpoints/final merged and saved as run_dir/selector."""
+    recipe = run.recipe
     run_dir = recipe.run_path
     rd = RunDir(run_dir)
-    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else rd.path_of("final")
-    out = Path(out_dir) if out_dir is not None else rd.path_of("selector")
-    config_hash = stage_config_hash(recipe, "export")
-    default_paths = checkpoint_dir is None and out_dir is None
-    done = rd.completed("export", config_hash) if default_paths else None
-    if done is not None:
-        log.info("export: %s is complete for this configuration; nothing to do", out)
-        return done
+    ckpt, out = rd.path_of("final"), rd.path_of("selector")
     is_adapter = (ckpt / "adapter_config.json").is_file()
     t0 = time.perf_counter()
     export_selector(ckpt, out, merge=recipe.export.merge, dtype=recipe.student.dtype,
                     trust_remote_code=recipe.student.trust_remote_code,
-                    run_dir=run_dir if checkpoint_dir is None else None, license=recipe.export.license)
+                    run_dir=run_dir, license=recipe.export.license)
     config = json.loads((out / SELECTOR_CONFIG).read_text(encoding="utf-8"))
     files = sorted(p.name for p in out.iterdir() if p.is_file())
     summary = {
@@ -502,10 +504,7 @@ def run_export_stage(recipe: Recipe, checkpoint_dir: str | Path | None = None,
         "size_bytes": sum((out / f).stat().st_size for f in files),
         "seconds": round(time.perf_counter() - t0, 2),
     }
-    if not default_paths:  # an export elsewhere is not this run directory's export stage
-        write_stage_manifest(run_dir, "export", recipe_to_dict(recipe), config_hash, summary, started)
-        return summary
-    return rd.complete("export", recipe, config_hash, summary, started)
+    return summary
 
 
 PUSH_RECORD = "export.push.json"  # run_dir/export.push.json: the last push of run_dir/selector (utils.hub)
@@ -529,6 +528,7 @@ def refresh_model_card(recipe: Recipe) -> bool:
     if readme.is_file() and readme.read_text(encoding="utf-8") == card:
         return False
     atomic_write_text(readme, card)
+    rd.record_outputs("export")  # the card is part of the export: its manifest records the new size
     log.info("refreshed the model card %s", readme)
     return True
 

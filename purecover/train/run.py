@@ -8,20 +8,19 @@ optimizer, scheduler, RNG states: a rerun resumes from the last one) and ``final
 adapter or model, the tokenizer, and ``purecover_student.json`` with the identifier scheme, K1
 and the calibrated threshold τ3).
 
-Idempotent: ``purecover_student.json`` is written last, atomically, with the stage's config hash
-and summary; it marks ``final/`` complete. A rerun whose configuration matches returns that summary
-without loading anything (and completes ``train.run.json`` if a kill came between the two). A
-rerun with another configuration is refused before anything loads. A kill before the marker
-reruns from the last complete checkpoint.
+Run under the stage contract (`purecover.stages.execute_stage`): a complete ``train.run.json`` whose
+recorded ``final/`` files are all there is skipped without loading anything; a run with another
+configuration is refused before anything loads; a kill, or a ``final/`` file deleted since, resumes from
+the last *complete* checkpoint (`checkpoint_problem`: every file the Trainer writes is there), so a
+checkpoint that lost its optimizer state is passed over with a warning instead of resumed with a fresh
+optimizer.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,8 @@ from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
 from ..rundir import FILES, RunDir
-from ..stages import config_hash as stage_config_hash
+from ..stages import StageRun
 from ..utils.io import atomic_write_json, read_jsonl
-from ..utils.rundir_lock import locked_stage
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
@@ -43,7 +41,8 @@ from .trainer import SelectorTrainer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STUDENT_META", "build_training_arguments", "first_position_logits", "run_train_stage"]
+__all__ = ["STUDENT_META", "build_training_arguments", "checkpoint_problem", "first_position_logits", "foreign_student", "run_train_stage",
+           "train_student"]
 
 CHECKPOINTS = FILES["checkpoints"]
 FINAL = Path(FILES["final"]).name
@@ -134,9 +133,36 @@ def first_position_logits(model: Any, prompts: list[list[int]], identifier_ids: 
     return hf_identifier_logits(model, prompts, [identifier_ids[:n] for n in n_docs], batch_size=batch_size)
 
 
+def checkpoint_problem(d: Path) -> str | None:
+    """What a ``checkpoint-N`` folder lacks to be resumed exactly as saved (None when complete).
+
+    The Trainer writes, in order, the weights (``adapter_model.safetensors`` or ``model*.safetensors``),
+    the optimizer and scheduler state (``optimizer.pt``, ``scheduler.pt``; under DeepSpeed the engine's
+    ``global_step*/`` folder named by ``latest`` instead), the RNG state (``rng_state*.pth``) and last
+    ``trainer_state.json``. Resuming without the optimizer or scheduler state silently trains another
+    student, so each is required.
+    """
+    if not (d / "trainer_state.json").is_file():
+        return "no trainer_state.json (interrupted while saving)"
+    deepspeed = (d / "latest").is_file()
+    if deepspeed:
+        tag = (d / "latest").read_text(encoding="utf-8").strip()
+        if not tag or not (d / tag).is_dir():
+            return f"DeepSpeed state {tag or '(empty latest)'}/ is missing"
+    else:
+        if not any(d.glob("*.safetensors")):
+            return "no weights (*.safetensors)"
+        for name in ("optimizer.pt", "scheduler.pt"):
+            if not (d / name).is_file():
+                return f"no {name}"
+    if not any(d.glob("rng_state*.pth")):
+        return "no rng_state*.pth"
+    return None
+
+
 def _last_complete_checkpoint(output_dir: Path) -> str | None:
-    """The ``checkpoint-N`` to resume from: the newest holding ``trainer_state.json`` (the Trainer writes it
-    last; a kill during a save leaves a folder without it, which is skipped).
+    """The ``checkpoint-N`` to resume from: the newest complete one (`checkpoint_problem`); an incomplete one
+    is passed over with a warning.
 
     A checkpoint saved at ``max_steps`` is passed over for the one before it (or a fresh start): the
     Trainer resumed there takes one step past ``max_steps`` before it checks (transformers 5), whereas
@@ -151,11 +177,11 @@ def _last_complete_checkpoint(output_dir: Path) -> str | None:
         if d.is_dir() and suffix.isdigit():
             found.append((int(suffix), d))
     for _step, d in sorted(found, reverse=True):
-        state_file = d / "trainer_state.json"
-        if not state_file.is_file():
-            log.warning("skipping incomplete checkpoint %s (no trainer_state.json: interrupted while saving)", d)
+        problem = checkpoint_problem(d)
+        if problem is not None:
+            log.warning("not resuming from %s: %s; trying an earlier checkpoint", d, problem)
             continue
-        state = json.loads(state_file.read_text(encoding="utf-8"))
+        state = json.loads((d / "trainer_state.json").read_text(encoding="utf-8"))
         if 0 < int(state.get("max_steps") or 0) <= int(state.get("global_step") or 0):
             log.info("checkpoint %s is at max_steps: resuming from the one before it instead", d)
             continue
@@ -163,49 +189,36 @@ def _last_complete_checkpoint(output_dir: Path) -> str | None:
     return None
 
 
-def finished_summary(final: Path, config_hash: str) -> dict[str, Any] | None:
-    """The summary stored in a complete ``final/`` made with `config_hash`; None when not complete.
-
-    A complete ``final/`` of another configuration is an error (its weights would pass as this one's).
-    """
-    path = final / STUDENT_META
-    if not path.is_file():
+def foreign_student(rd: RunDir, config_hash: str) -> str | None:
+    """Why checkpoints found without train.run.json belong to another configuration: the hash recorded in
+    their ``final/purecover_student.json`` differs (None when there is none to compare)."""
+    path = rd.path_of("final") / STUDENT_META
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")).get("config_hash")
+    except (OSError, ValueError, AttributeError):
         return None
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    if "config_hash" not in meta:  # written before completion markers existed: treat as not complete
-        return None
-    if meta["config_hash"] != config_hash:
-        raise RuntimeError(f"{final} holds a student trained with another configuration (hash "
-                           f"{meta['config_hash']}, now {config_hash}); use another run_dir or delete "
-                           f"{final.parent}/")
-    return meta.get("summary")
+    if recorded and recorded != config_hash:
+        return (f"{rd.path_of('final')} holds a student trained with another configuration (hash {recorded}, "
+                f"now {config_hash})")
+    return None
 
 
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-@locked_stage("train")
 def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json.
+    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json."""
+    from ..stages import run_stage
 
-    Checks first, before loading anything: outputs of another configuration are refused; a
-    ``final/`` already complete for this configuration is returned as it is (module docstring).
-    """
+    return run_stage("train", recipe, show_progress)
+
+
+def train_student(run: StageRun) -> dict[str, Any]:
+    """The train stage's body (every rank of a launch runs it): LoRA distillation from the labels, resumed from
+    the last complete checkpoint, then τ3 on the calibration split; rank 0 writes final/."""
+    recipe, show_progress = run.recipe, run.show_progress
     cfg = recipe.student
-    started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path
     rd = RunDir(run_dir)
     candidates, labels = rd.path_of("candidates"), rd.path_of("labels")
-    config_hash = stage_config_hash(recipe, "train")
-    rd.guard("train", config_hash, f"use another run_dir or delete {rd.path_of('checkpoints')}/",
-             outputs=[rd.path_of("checkpoints")])
-    done = finished_summary(rd.path_of("final"), config_hash)
-    if done is not None:
-        if rd.completed("train", config_hash) is None and _is_main_process():  # killed after final/, before this
-            rd.complete("train", recipe, config_hash, done, started)
-        log.info("train: %s is already complete for this configuration; nothing to do", rd.path_of("final"))
-        return done
+    config_hash = run.config_hash
     model, tokenizer = _load_student(recipe)
     k1 = max(len(rec["docs"]) for _, rec in read_jsonl(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
@@ -223,8 +236,6 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
         pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
     )
     is_main = trainer.accelerator.is_main_process
-    if is_main:
-        rd.begin("train", recipe, config_hash, started)
     resume = cfg.training.get("resume_from_checkpoint")
     if resume is None:
         resume = _last_complete_checkpoint(Path(args.output_dir))
@@ -270,8 +281,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any
                                                                   "m_exact": cfg.m_exact,
                                                                   "lm_reduction": cfg.lm_reduction},
             "log_history": trainer.state.log_history,
-            "config_hash": config_hash, "summary": summary,  # written last: marks final/ complete
+            "config_hash": config_hash, "summary": summary,
         })
-        rd.complete("train", recipe, config_hash, summary, started)
         log.info("trained student: %s", json.dumps(summary))
     return summary

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable
 from typing import Any
 
 
-def recipe_main(prog: str, description: str | None, run: Callable[[Any, bool], Any],
-                argv: list[str] | None = None) -> int:
+def print_summary(stage: str, summary: dict[str, Any]) -> None:
+    """``purecover STAGE: done`` and the summary, one key per line."""
+    width = max(len(k) for k in summary)
+    print(f"purecover {stage}: done")
+    for key, value in summary.items():
+        shown = json.dumps(value) if not isinstance(value, str) else value
+        print(f"  {key:<{width}}  {shown}")
+
+
+def recipe_main(prog: str, description: str | None, run: Callable[..., Any],
+                argv: list[str] | None = None, flags: dict[str, str] | None = None) -> int:
     """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, call ``run(recipe, show_progress)``
-    and print what it returns.
+    and print what it returns. `flags` (``--name`` -> help) are extra switches passed to `run` as keywords.
 
     A recipe error (from validation or from `run`) is one line on stderr and exit code 2 (like `purecover`).
     """
@@ -24,11 +34,14 @@ def recipe_main(prog: str, description: str | None, run: Callable[[Any, bool], A
     parser.add_argument("recipe", nargs="?")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
     parser.add_argument("-q", "--quiet", action="store_true")
+    for flag, help_text in (flags or {}).items():
+        parser.add_argument(f"--{flag}", action="store_true", help=help_text)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         recipe = load_validated_recipe(args.recipe, args.overrides)
-        result = run(recipe, not args.quiet)
+        result = run(recipe, not args.quiet, **{f.replace("-", "_"): getattr(args, f.replace("-", "_"))
+                                                for f in (flags or {})})
     except ConfigError as exc:
         print(f"{prog}: recipe error: {exc}", file=sys.stderr)
         return 2
@@ -40,5 +53,6 @@ def stage_main(stage: str, prog: str, description: str | None, argv: list[str] |
     """`recipe_main` running registered `stage` (`purecover.stages.run_stage`) and printing its summary."""
     from ..stages import run_stage
 
-    return recipe_main(prog, description, lambda recipe, progress: run_stage(stage, recipe, show_progress=progress),
-                       argv)
+    return recipe_main(prog, description,
+                       lambda recipe, progress, rerun: run_stage(stage, recipe, show_progress=progress, force=rerun),
+                       argv, flags={"rerun": "run the stage even when it is complete (as `pipeline --from`)"})

@@ -8,6 +8,11 @@ done so the job can skip them.
 A full disk (ENOSPC, or EDQUOT for a quota) while writing raises `DiskFullError`, whose message
 names the file and says what is kept: an atomic write leaves the previous file as it was, a
 `ResumableJsonl` cuts the half-written record so the file holds only complete lines.
+
+Nothing is written through a symbolic link. An atomic write renames its temporary file over the
+path, which replaces a link there rather than following it; a file updated in place (a
+`ResumableJsonl`, the run-directory lock) is opened with `open_in_place`, which refuses a link
+at the path (`SymlinkError`), also one that appears between a check and the open.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,8 +30,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "atomic_write_json", "atomic_write_text", "disk_full_is_explained",
-           "ensure_output_dir", "iter_json_lines", "read_jsonl", "write_jsonl_atomic"]
+__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "SymlinkError", "atomic_write_json", "atomic_write_text",
+           "disk_full_is_explained", "ensure_output_dir", "iter_json_lines", "open_in_place", "read_jsonl",
+           "write_jsonl_atomic"]
 
 
 class DiskFullError(OSError):
@@ -50,6 +57,41 @@ def disk_full_is_explained(path: Path, kept: str) -> Iterator[None]:
         raise DiskFullError(exc.errno, message, str(path)) from exc
 
 
+class SymlinkError(OSError):
+    """A file to be written in place is a symbolic link; the message names it and says what to do."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(errno.ELOOP, f"{path} is a symbolic link; purecover never writes through links: "
+                                      "replace it with a regular file or remove it", str(path))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def open_in_place(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """`os.open` of a regular file to be written in place, never through a symbolic link.
+
+    A link at `path` (dangling or not) raises `SymlinkError`; ``O_NOFOLLOW`` makes the refusal hold
+    even when the link appears after any earlier check. Anything else that is not a regular file
+    (a device, a FIFO) is refused with an OSError naming `path`. Returns the descriptor (close-on-exec).
+    """
+    path = Path(path)
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    if not nofollow and path.is_symlink():  # no O_NOFOLLOW on this platform: the check is all there is
+        raise SymlinkError(path)
+    try:
+        fd = os.open(path, flags | nofollow | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        # Linux says ELOOP for a link under O_NOFOLLOW, FreeBSD EMLINK, NetBSD EFTYPE.
+        if exc.errno in (errno.ELOOP, errno.EMLINK, getattr(errno, "EFTYPE", errno.ELOOP)) and path.is_symlink():
+            raise SymlinkError(path) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{str(path)!r} exists but is not a regular file: remove it or choose another path")
+    return fd
+
+
 def _write_all(fd: int, data: bytes) -> None:
     """`os.write` until all of `data` is out (a regular file can take a short write just before ENOSPC)."""
     view = memoryview(data)
@@ -72,7 +114,10 @@ def ensure_output_dir(directory: Path) -> None:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename: readers see old or new, never half."""
+    """Write `text` to `path` through a temporary file and a rename: readers see old or new, never half.
+
+    A symbolic link at `path` is replaced by the new file; the file it pointed to is left as it was.
+    """
     path = Path(path)
     ensure_output_dir(path.parent)
     data = text.encode("utf-8")
@@ -150,16 +195,22 @@ class ResumableJsonl:
         ensure_output_dir(self.path.parent)
         if self.path.exists() and not self.path.is_file():
             raise OSError(f"output {str(self.path)!r} exists but is not a regular file")
-        self._scan()
-        self._fh = self.path.open("ab", buffering=0)
-        self._size = os.fstat(self._fh.fileno()).st_size  # end of the last complete record
+        # One descriptor, opened without following a link, serves the scan, the repair and the appends.
+        fd = open_in_place(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        try:
+            self._scan(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fh = os.fdopen(fd, "ab", buffering=0)
+        self._size = os.fstat(fd).st_size  # end of the last complete record
 
-    def _scan(self) -> None:
-        if not self.path.exists():
-            return
+    def _scan(self, fd: int) -> None:
         good_bytes = 0
-        with self.path.open("rb") as fh:
-            data = fh.read()
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        data = b"".join(chunks)
         lines = data.split(b"\n")
         # After the last "\n" comes either b"" (clean end) or a partial line.
         for i, raw in enumerate(lines):
@@ -181,12 +232,13 @@ class ResumableJsonl:
                     break
                 raise ValueError(f"{self.path}:{i + 1}: corrupt record in the middle of the file ({exc})") from None
             if value in self.done:
-                raise ValueError(f"{self.path}:{i + 1}: duplicate {self.key} {value!r}")
+                raise ValueError(f"{self.path}:{i + 1}: duplicate {self.key} {value!r} (two writers, or an edit): "
+                                 f"delete the duplicate line to keep the rest, or delete {self.path.name} to "
+                                 "write it again")
             self.done.add(value)
             good_bytes += len(raw) + 1
         if good_bytes != len(data):
-            with self.path.open("r+b") as fh:
-                fh.truncate(good_bytes)
+            os.ftruncate(fd, good_bytes)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record (must carry the key and not be done yet) and make it durable."""

@@ -38,9 +38,10 @@ def write_stage_manifest(
     summary: dict[str, Any] | None = None,
     started: _dt.datetime | None = None,
     outputs: dict[str, Any] | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``run_dir/<stage>.run.json``: stage, resolved recipe, config hash, versions, summary and,
-    once complete, what each output holds (`purecover.rundir.RunDir.complete`)."""
+    once complete, what each output and input holds (`purecover.rundir.RunDir.complete`)."""
     now = _dt.datetime.now(_dt.timezone.utc)
     path = Path(run_dir) / f"{stage}.run.json"
     atomic_write_json(
@@ -54,6 +55,7 @@ def write_stage_manifest(
             "versions": package_versions(),
             "summary": summary or {},
             **({"outputs": outputs} if outputs is not None else {}),
+            **({"inputs": inputs} if inputs is not None else {}),
             "recipe": recipe,
         },
     )

@@ -20,6 +20,8 @@ directory at once: the second gets one clear line naming the holder (stage, pid,
   holds); any other process is refused as before. The record is removed when the hand-over ends, so
   a leftover environment cannot reopen the run directory later.
 * POSIX only (``fcntl``); on a file system without flock support the lock is a no-op with a warning.
+* The lock file is never opened through a symbolic link: a link at ``run_dir/.purecover.lock`` is
+  refused (`purecover.utils.io.SymlinkError`) instead of overwriting the file it points to.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .io import ensure_output_dir
+from .io import ensure_output_dir, open_in_place
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +71,14 @@ def _launch_id() -> str | None:
 
 
 def _holder(path: Path) -> dict[str, Any]:
+    """The description the lock file records ({} when there is none, or the path is a link)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8") or "{}")
+        # O_NONBLOCK: a FIFO put there must not hang the reader (no effect on a regular file).
+        with os.fdopen(open_in_place(path, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8") as fh:
+            holder = json.loads(fh.read() or "{}")
     except (OSError, ValueError):
         return {}
+    return holder if isinstance(holder, dict) else {}
 
 
 def _busy(run_dir: Path, holder: dict[str, Any]) -> RunDirBusyError:
@@ -173,7 +179,8 @@ def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
         _wait_for_own_launch(run_dir, path, launch)
         yield
         return
-    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the lock's lifetime
+    # Held open for the lock's lifetime; never through a link (that would overwrite the file it points to).
+    handle = os.fdopen(open_in_place(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     try:
         try:
             acquired = _try_flock(handle)

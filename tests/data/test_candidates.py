@@ -91,6 +91,10 @@ def test_resume_after_crash_equals_uninterrupted_run(tmp_path):
     out = crashed.run_path / CANDIDATES_FILE
     lines = reference.split(b"\n")
     out.write_bytes(b"\n".join(lines[:7]) + b"\n" + lines[7][:25])  # 7 records and a torn 8th line
+    manifest_path = crashed.run_path / "data.run.json"
+    killed = json.loads(manifest_path.read_text())
+    killed["summary"] = {"status": "running"}  # what a kill mid-retrieval leaves
+    manifest_path.write_text(json.dumps(killed))
     summary = run_data_stage(crashed, show_progress=False)
     assert summary["repaired_lines"] == 1 and summary["already_done"] == 7
     assert summary["written"] == len(lines) - 1 - 7

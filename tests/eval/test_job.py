@@ -144,13 +144,18 @@ def test_identical_prompts_are_generated_once(evaluated):
 
 
 def test_rerun_generates_nothing_and_rewrites_the_same_outputs(evaluated):
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.stages import execute_stage
 
     recipe, first = evaluated
     pred_dir = recipe.run_path / "eval" / "predictions"
     before = {p.name: p.read_bytes() for p in pred_dir.glob("*.jsonl")}
-    again = run_evaluate_stage(recipe, show_progress=False)
-    assert again["generated"] == 0 and again["cached"] == first["prompts"]
+    manifest = (recipe.run_path / "evaluate.run.json").read_bytes()
+    skipped = execute_stage("evaluate", recipe, show_progress=False)
+    assert skipped.action == "skip" and skipped.summary == first  # complete, same inputs: nothing is redone
+    assert (recipe.run_path / "evaluate.run.json").read_bytes() == manifest
+    again = execute_stage("evaluate", recipe, show_progress=False, force=True)  # `--from evaluate`
+    assert again.action == "rerun"
+    assert again.summary["generated"] == 0 and again.summary["cached"] == first["prompts"]
     assert {p.name: p.read_bytes() for p in pred_dir.glob("*.jsonl")} == before
 
 

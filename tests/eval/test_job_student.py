@@ -114,14 +114,15 @@ def test_empty_heldout_split_is_a_clear_error(student_recipe):
 
 
 def test_evaluate_alone_names_the_missing_select_stage(student_recipe, tmp_path):
-    """`eval` never runs the select stage itself (import rules): without selections it says what to run."""
+    """`eval` never runs the select stage itself (import rules; the registry's `before` does, as `purecover
+    evaluate` does): its body without selections says what to run."""
     import shutil
 
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.stages import execute_stage
 
     run = tmp_path / "run"
     shutil.copytree(student_recipe.run_path, run, ignore=shutil.ignore_patterns("selections.jsonl", "select.run.json",
                                                                                  "eval", ".purecover.lock"))
     recipe = dataclasses.replace(student_recipe, run_dir=str(run))
     with pytest.raises(FileNotFoundError, match=r"selections\.jsonl is missing or incomplete: run `purecover select"):
-        run_evaluate_stage(recipe, show_progress=False)
+        execute_stage("evaluate", recipe, show_progress=False, with_before=False)

@@ -71,7 +71,8 @@ def test_missing_predictions_error_vs_allow_missing(tmp_path, gold, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "3 of 4 gold question(s) have no prediction (first: 'q2', 'q3', 'q4')" in captured.err
-    with pytest.raises(ValueError, match="have no prediction"):
+    assert "pass --allow-missing to score the rest" in captured.err  # the option as the command line spells it
+    with pytest.raises(ValueError, match="have no prediction.*pass allow_missing=True"):
         run_score(preds, "hotpotqa", gold)
     assert main_score(_parse([*argv, "--allow-missing"])) == 0
     assert json.loads(capsys.readouterr().out) == {"em": 1.0, "f1": 1.0, "acc": 1.0, "n": 1, "missing": 3}

@@ -383,3 +383,76 @@ def test_engine_supporting_only_logprobs_skips_processed_logits(selector, select
     backend = VLLMSelectorBackend(selector_dir, selector.k1)
     assert [k.get("logprobs_mode") for k in fake.llm_kwargs] == ["processed_logprobs"]
     assert backend.score_space == "logprob"
+
+
+# --------------------------------------------------------------------------- selector_config.json values
+
+
+def _config_dir(tmp_path, selector_dir, **changes):
+    """A copy of the selector's selector_config.json with `changes` (None: the key removed)."""
+    import json
+
+    config = json.loads((selector_dir / "selector_config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    folder = tmp_path / "selector"
+    folder.mkdir()
+    (folder / "selector_config.json").write_text(json.dumps(config))  # NaN / Infinity as Python's json writes them
+    return folder
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"tau3": math.nan}, "field tau3: must be a finite number (got nan)"),
+    ({"tau3": math.inf}, "field tau3: must be a finite number (got inf)"),
+    ({"tau3_logprob": -math.inf}, "field tau3_logprob: must be a finite number (got -inf)"),
+    ({"k_max": -1}, "field k_max: must be >= 1 (got -1)"),
+    ({"max_passage_tokens": 0}, "field max_passage_tokens: must be >= 1 (got 0)"),
+    ({"k_max": "x"}, "field k_max: must be an integer (got 'x')"),
+    ({"identifiers": 7}, "field identifiers: must be a JSON object (got an integer)"),
+    ({"min_select": -1}, "field min_select: must be >= 0 (got -1)"),
+    ({"k1": None}, "field k1: missing"),
+])
+def test_bad_selector_config_values_name_the_file_and_field(tmp_path, selector_dir, changes, message):
+    folder = _config_dir(tmp_path, selector_dir, **changes)
+    with pytest.raises(ValueError) as exc:
+        read_selector_config(folder)
+    text = str(exc.value)
+    assert text.startswith(f"{folder / 'selector_config.json'}: {message}") and "re-export" in text, text
+
+
+def test_a_bad_config_passed_to_the_selector_is_refused(selector):
+    with pytest.raises(ValueError, match=r"^selector config: field k_max: must be >= 1 \(got 0\)"):
+        Selector(selector.tokenizer, {**selector.config, "k_max": 0}, selector.backend)
+
+
+def test_an_export_without_the_optional_keys_still_reads(tmp_path, selector_dir, selector):
+    folder = _config_dir(tmp_path, selector_dir, tau3_logprob=None, max_passage_tokens=None, purecover_version=None,
+                         extra_from_a_newer_version={"x": 1})
+    config = read_selector_config(folder)
+    assert (config["tau3_logprob"], config["max_passage_tokens"], config["adapter"]) == (None, 192, False)
+    assert config["extra_from_a_newer_version"] == {"x": 1}
+    assert Selector(selector.tokenizer, config, selector.backend).max_passage_tokens == 192
+
+
+def test_a_long_question_is_cut_to_max_question_tokens(selector, candidates):
+    rec = candidates[0]
+    small = Selector(selector.tokenizer, selector.config, selector.backend, max_question_tokens=16)
+    short_ids, _ = small._prompt("Who?", rec["docs"], "q")
+    long_question = "Which river flows through the town where the bridge was built? " * 2000
+    long_ids, _ = small._prompt(long_question, rec["docs"], "q")
+    # The question is in the prompt twice: at most 2 x 16 tokens more than a one-word question (+ joins).
+    assert len(short_ids) < len(long_ids) <= len(short_ids) + 2 * 16 + 4
+    assert small.questions_truncated == 1
+    result = small.select(long_question, rec["docs"])
+    assert len(result.logits) == len(rec["docs"]) and small.questions_truncated == 2
+    # With the default budget (256) an ordinary question is rendered exactly as in training.
+    assert selector.max_question_tokens == 256
+    before = selector.questions_truncated
+    assert selector._prompt(rec["question"], rec["docs"], "q")[0] == build_selector_prompt(
+        selector.tokenizer, rec["question"], rec["docs"], selector.scheme, selector.max_passage_tokens).input_ids
+    assert selector.questions_truncated == before
+    with pytest.raises(ValueError, match="max_question_tokens must be an integer >= 1"):
+        Selector(selector.tokenizer, selector.config, selector.backend, max_question_tokens=0)

