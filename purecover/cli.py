@@ -95,7 +95,7 @@ def _run_registered(args: argparse.Namespace) -> int:
 
 
 def _test_set_recipe(recipe: Recipe) -> Recipe:
-    """``--test-set``: the recipe whose run_dir is run_dir/eval and whose data section is the test set, exactly as
+    """``--test-set``: the recipe whose run_dir is the test set's (run_dir/test) and whose data section is the test set, exactly as
     the evaluate stage builds it (`purecover.data.candidates.evaluation_recipe`: eval.path, split, sample, ...)."""
     from .data.candidates import evaluation_recipe
 
@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         stage = STAGES.get(name)
         if stage is not None and stage.test_set:
             p.add_argument("--test-set", action="store_true",
-                           help="run on the test set of eval.path in run_dir/eval (its candidates, bias and teacher "
+                           help="run on the test set of eval.path in run_dir/test (its candidates, bias and teacher "
                                 "labels, which evaluate reads), drawn exactly as evaluate draws it")
         if stage is not None and stage.command is not None:  # the stage's own options (light modules: no torch)
             handler = functools.partial(load_hook(stage.command)(p), default=_run_registered)

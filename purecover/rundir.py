@@ -49,7 +49,8 @@ FILES: dict[str, str] = {
     "selector": "selector",
     "selector_config": "selector/selector_config.json",
     "selections": "selections.jsonl",
-    "eval": "eval",
+    "test": "test",  # the test set of eval.path: its own run directory (candidates, bias, labels, selections)
+    "eval": "eval",  # the evaluate stage's outputs
     "metrics": "eval/metrics.json",
     "report": "eval/report.md",
     "tune": "tune",
@@ -159,6 +160,15 @@ class RunDir:
             return self.path / FILES[key]
         except KeyError:
             raise KeyError(f"unknown run-directory file {key!r}; known: {', '.join(FILES)}") from None
+
+    def test_set(self) -> RunDir:
+        """The run directory of the test set of ``eval.path`` (``run_dir/test``), apart from evaluate's outputs
+        (``run_dir/eval``). A run made before the test set had its own directory kept it in ``run_dir/eval``:
+        that one is used while ``run_dir/test`` does not exist, so its candidates and labels are not redone."""
+        legacy = self.path_of("eval")
+        if not self.path_of("test").exists() and (legacy / "data.run.json").is_file():
+            return RunDir(legacy)
+        return RunDir(self.path_of("test"))
 
     def manifest_path(self, stage: str) -> Path:
         return self.path / f"{stage}.run.json"

@@ -83,7 +83,7 @@ class Stage:
     launcher: str | None = None
     command: str | None = None
     foreign: str | None = None
-    test_set: bool = False  # `purecover <stage> --test-set` runs it on eval.path's test set (run_dir/eval)
+    test_set: bool = False  # `purecover <stage> --test-set` runs it on eval.path's test set (run_dir/test)
 
 
 def _student_evaluated(recipe: Recipe) -> bool:
@@ -225,7 +225,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         help="run the exported selector over the evaluation questions -> selections.jsonl",
         description="Load run_dir/selector/ and score every candidate of the evaluation questions in one forward "
                     "pass per question: run_dir/candidates.jsonl -> run_dir/selections.jsonl, or with eval.path the "
-                    "test set's run_dir/eval/candidates.jsonl -> run_dir/eval/selections.jsonl. Writes the selected "
+                    "test set's run_dir/test/candidates.jsonl -> run_dir/test/selections.jsonl. Writes the selected "
                     "positions and doc ids, all identifier logits and probabilities. Resumable.",
         reads=("candidates", "selector"), writes=("selections",), sections=("data",),
         headline=("questions", "mean_selected", "questions_per_second"),
@@ -294,10 +294,10 @@ def stage_directory(recipe: Recipe, name: str) -> RunDir:
 
 
 def test_set_directory(recipe: Recipe) -> Path:
-    """run_dir, or with eval.path the test set's run directory (run_dir/eval), where selections for the
-    evaluation questions go."""
+    """run_dir, or with eval.path the test set's run directory (`RunDir.test_set`: run_dir/test), where
+    selections for the evaluation questions go."""
     rd = RunDir.of(recipe)
-    return rd.path_of("eval") if recipe.eval.path else rd.path
+    return rd.test_set().path if recipe.eval.path else rd.path
 
 
 def no_inputs(recipe: Recipe) -> dict[str, Path]:

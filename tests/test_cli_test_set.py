@@ -33,14 +33,14 @@ def test_data_and_label_on_the_test_set(tmp_path, capsys):
     assert main(["label", *_args(run), "--test-set", "-q"]) == 0
     capsys.readouterr()
     test = evaluation_recipe(load_recipe(None, [f"run_dir={run}", *SETS]))
-    cands = [rec["qid"] for _, rec in read_jsonl(run / "eval" / "candidates.jsonl")]
-    labels = [rec["qid"] for _, rec in read_jsonl(run / "eval" / "labels.jsonl")]
+    cands = [rec["qid"] for _, rec in read_jsonl(run / "test" / "candidates.jsonl")]
+    labels = [rec["qid"] for _, rec in read_jsonl(run / "test" / "labels.jsonl")]
     assert len(cands) == 5 and labels == cands  # the 5 sampled test questions, labelled
     assert not (run / "candidates.jsonl").exists()  # the training questions are untouched
     # The evaluate stage's own test-set data stage is complete for this configuration: it skips it.
-    manifest = json.loads((run / "eval" / "data.run.json").read_text())
+    manifest = json.loads((run / "test" / "data.run.json").read_text())
     assert manifest["config_hash"] == config_hash(test, "data") and manifest["summary"]["status"] == "complete"
-    label_manifest = json.loads((run / "eval" / "label.run.json").read_text())
+    label_manifest = json.loads((run / "test" / "label.run.json").read_text())
     assert label_manifest["config_hash"] == config_hash(test, "label")
 
 

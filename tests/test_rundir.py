@@ -140,3 +140,14 @@ def test_manifest_writes_are_atomic_json(run):
     assert json.loads(text)["stage"] == "export" and not list(rd.path.glob(".export.run.json.*"))
     rd.manifest_path("export").write_text("{not json")
     assert rd.manifest("export") is None
+
+
+def test_the_test_set_has_its_own_directory_apart_from_evaluates_outputs(run):
+    _, rd = run
+    assert rd.test_set().path == rd.path / "test" != rd.path_of("eval")
+    # a run made before the test set had its own directory: its test set in run_dir/eval is still used
+    (rd.path / "eval").mkdir()
+    (rd.path / "eval" / "data.run.json").write_text("{}")
+    assert rd.test_set().path == rd.path / "eval"
+    (rd.path / "test").mkdir()  # once run_dir/test exists, it is the test set
+    assert rd.test_set().path == rd.path / "test"

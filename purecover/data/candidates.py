@@ -284,7 +284,8 @@ def write_candidates(run: StageRun) -> dict[str, Any]:
 
 
 def evaluation_recipe(recipe: Recipe) -> Recipe:
-    """The recipe whose data stage builds the test set of ``eval.path`` into ``run_dir/eval`` (same retrieval):
+    """The recipe whose data stage builds the test set of ``eval.path`` into its own run directory
+    (`purecover.rundir.RunDir.test_set`: ``run_dir/test``), with the same retrieval:
     ``eval.split``, ``eval.limit`` and the seeded sample ``eval.sample``/``eval.seed`` (drawn before retrieval)."""
     import dataclasses
 
@@ -295,4 +296,4 @@ def evaluation_recipe(recipe: Recipe) -> Recipe:
         recipe.data.hub_config if cfg.path == recipe.data.path else None)
     data = dataclasses.replace(recipe.data, path=cfg.path, split=cfg.split, hub_config=hub_config, limit=cfg.limit,
                                sample=cfg.sample, sample_seed=cfg.seed)
-    return dataclasses.replace(recipe, run_dir=str(RunDir.of(recipe).path_of("eval")), data=data)
+    return dataclasses.replace(recipe, run_dir=str(RunDir.of(recipe).test_set().path), data=data)

@@ -4,8 +4,8 @@
     purecover select --selector DIR --input ANY.jsonl --out FILE [--trec FILE]   (bring your own data: `.byo`)
 
 The stage (`run_select_stage`) selects for the evaluation questions: run_dir/candidates.jsonl →
-run_dir/selections.jsonl, or, with ``eval.path``, the test set's run_dir/eval/candidates.jsonl (built
-by the data stage with the recipe's retrieval) → run_dir/eval/selections.jsonl. `select_candidates`
+run_dir/selections.jsonl, or, with ``eval.path``, the test set's run_dir/test/candidates.jsonl (built
+by the data stage with the recipe's retrieval) → run_dir/test/selections.jsonl. `select_candidates`
 does the work for any candidates file and selector directory; `select_into` is the worker that both
 it and bring-your-own selection (`purecover.select.byo`) run.
 

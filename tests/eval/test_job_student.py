@@ -89,7 +89,7 @@ def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
                              methods=["retrieval", "student"], budgets=[2])
     recipe = dataclasses.replace(student_recipe, eval=ev)
     summary = run_stage("evaluate", recipe, show_progress=False)
-    eval_dir = recipe.run_path / "eval"
+    eval_dir = recipe.run_path / "test"  # the test set has its own run directory
     cands = [r for _, r in read_jsonl(eval_dir / "candidates.jsonl")]
     assert summary["questions"] == len(cands) == 3
     assert all(len(r["docs"]) == recipe.data.k1 for r in cands)

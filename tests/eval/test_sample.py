@@ -12,7 +12,7 @@ import pytest
 from purecover.config import load_recipe
 from purecover.data.candidates import evaluation_recipe, run_data_stage
 from purecover.data.splits import in_heldout, question_split, sample_questions
-from purecover.eval.job import _questions
+from purecover.eval.questions import evaluation_questions as _questions
 
 
 def _items(n: int) -> list[dict[str, str]]:
@@ -57,7 +57,7 @@ def test_questions_apply_limit_then_sample_and_record_it(tmp_path):
     _write_candidates(tmp_path, 60)
     recipe = load_recipe(None, [f"run_dir={tmp_path}", "eval.questions=all", "eval.limit=40", "eval.sample=10",
                                 "eval.seed=7"])
-    records, source, sample = _questions(recipe, tmp_path / "eval", show_progress=False)
+    records, source, sample = _questions(recipe, tmp_path / "test", show_progress=False)
     assert len(records) == 10 and all(int(r["qid"][1:]) < 40 for r in records)  # drawn from the first 40
     assert _qids(records) == _qids(sample_questions([{"qid": f"q{i:03d}"} for i in range(40)], 10, 7))
     assert sample == {"size": 10, "seed": 7, "population": 40,
@@ -65,15 +65,15 @@ def test_questions_apply_limit_then_sample_and_record_it(tmp_path):
     assert source.startswith("a random sample of 10 (eval.seed 7) of 40 questions: ")  # report.md's header line
 
     heldout = load_recipe(None, [f"run_dir={tmp_path}", "student.eval_fraction=0.5", "eval.sample=5"])
-    records, _, sample = _questions(heldout, tmp_path / "eval", show_progress=False)
+    records, _, sample = _questions(heldout, tmp_path / "test", show_progress=False)
     assert all(question_split(r["qid"], 0.5, 0.5, 0) == "test" for r in records) and len(records) == 5
     assert sample["population"] == sum(question_split(f"q{i:03d}", 0.5, 0.5, 0) == "test" for i in range(60))
 
     none = load_recipe(None, [f"run_dir={tmp_path}", "eval.questions=all"])
-    assert _questions(none, tmp_path / "eval", show_progress=False)[2] is None
+    assert _questions(none, tmp_path / "test", show_progress=False)[2] is None
     too_many = load_recipe(None, [f"run_dir={tmp_path}", "eval.questions=all", "eval.sample=61"])
     with pytest.raises(ValueError, match=r"eval\.sample: cannot sample 61 questions from the 60 of .*candidates"):
-        _questions(too_many, tmp_path / "eval", show_progress=False)
+        _questions(too_many, tmp_path / "test", show_progress=False)
 
 
 def test_test_set_is_sampled_before_retrieval(tmp_path):
@@ -81,10 +81,10 @@ def test_test_set_is_sampled_before_retrieval(tmp_path):
                                 "eval.sample=5", "eval.seed=1", "data.limit=3"])
     data = evaluation_recipe(recipe).data
     assert (data.path, data.limit, data.sample, data.sample_seed) == ("demo", None, 5, 1)
-    records, source, sample = _questions(recipe, tmp_path / "eval", show_progress=False)
-    written = [json.loads(line) for line in (tmp_path / "eval" / "candidates.jsonl").read_text().splitlines()]
+    records, source, sample = _questions(recipe, tmp_path / "test", show_progress=False)
+    written = [json.loads(line) for line in (tmp_path / "test" / "candidates.jsonl").read_text().splitlines()]
     assert len(written) == 5 and _qids(written) == _qids(records)  # only the sample was retrieved
-    summary = json.loads((tmp_path / "eval" / "data.run.json").read_text())["summary"]
+    summary = json.loads((tmp_path / "test" / "data.run.json").read_text())["summary"]
     assert summary["questions"] == 5 and summary["sampled_from"] > 5 and summary["sample_seed"] == 1
     assert sample == {"size": 5, "seed": 1, "population": summary["sampled_from"],
                       "population_source": "demo (split dev)"}

@@ -1,0 +1,128 @@
+"""What every method of ``eval.methods`` selects for every question at every budget.
+
+Baselines select from the candidates (`purecover.eval.baselines`); ``teacher`` and the LANCER methods read
+the teacher's labels, ``student`` the select stage's selections, ``selections:PATH`` an external
+reranker's file. The labels and selections of the test set live in its own run directory
+(`purecover.rundir.RunDir.test_set`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..config import Recipe
+from ..rundir import RunDir
+from ..utils.io import read_jsonl
+from .baselines import BaselineSelector, make_baseline
+from .external import read_external_selections
+from .methods import EMBEDDING_METHODS, EXTERNAL, NO_RETRIEVAL, MethodSpec
+
+__all__ = ["method_labels", "select_for_methods"]
+
+_NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
+                 "lancer_greedy_alpha")
+_OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
+
+
+def _read_by_qid(path: Path) -> dict[str, dict[str, Any]]:
+    return {str(rec["qid"]): rec for _, rec in read_jsonl(path)} if path.is_file() else {}
+
+
+def method_labels(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
+    if spec.source is not None:
+        path = spec.source / "labels.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
+        return _read_by_qid(path)
+    return {**_read_by_qid(RunDir.of(recipe).path_of("labels")), **_read_by_qid(RunDir(test_dir).path_of("labels"))}
+
+
+def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
+    if spec.source is not None:
+        path = spec.source / "selections.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
+        return _read_by_qid(path)
+    # The select stage writes them (`purecover evaluate` and the pipeline run it first).
+    rd = RunDir(test_dir if recipe.eval.path else recipe.run_path)
+    path = rd.path_of("selections")
+    manifest = rd.manifest("select") or {}
+    if not path.is_file() or (manifest.get("summary") or {}).get("status") != "complete":
+        raise FileNotFoundError(f"method {spec.name}: {path} is missing or incomplete: run `purecover select RECIPE` "
+                                "first (`purecover evaluate` and `purecover pipeline` run it for you)")
+    return _read_by_qid(path)
+
+
+def _require(records: dict[str, dict[str, Any]], questions: Sequence[dict[str, Any]], spec: MethodSpec,
+             what: str, remedy: str) -> None:
+    missing = [q["qid"] for q in questions if q["qid"] not in records]
+    if missing:
+        raise ValueError(f"method {spec.name}: {len(missing)} of {len(questions)} evaluation questions have no "
+                         f"{what} (first: {', '.join(missing[:3])}); {remedy}")
+
+
+def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineSelector | None:
+    if spec.kind == NO_RETRIEVAL:
+        return None
+    kwargs: dict[str, Any] = {}
+    if spec.kind in EMBEDDING_METHODS:
+        kwargs["embedder"] = embedder
+    if spec.kind in ("xquad", "ia_select"):
+        kwargs["subtopics"] = recipe.eval.subtopics
+    if spec.kind == "cross_encoder":
+        kwargs["model_name"] = recipe.eval.cross_encoder
+    if spec.kind == EXTERNAL:  # stored selections cut to K: the student's baseline reads them
+        return make_baseline("student")
+    return make_baseline(spec.kind, **kwargs)
+
+
+def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: Sequence[dict[str, Any]],
+                       recipe: Recipe, test_dir: Path, show_progress: bool
+                       ) -> tuple[dict[tuple[str, int], list[list[int]]], dict[str, int]]:
+    """Selected positions per (method name, K), one list per question; and fallback counts per method."""
+    embedder = None
+    if any(s.kind in EMBEDDING_METHODS for s in specs):
+        from ..data.retrieval.dense import load_sentence_transformer
+
+        embedder = load_sentence_transformer(recipe.eval.embedding_model)
+    chosen: dict[tuple[str, int], list[list[int]]] = {}
+    fallbacks: dict[str, int] = {}
+    labels_by_source: dict[Path | None, dict[str, dict[str, Any]]] = {}  # each labels file is read once
+    for spec in specs:
+        labels: dict[str, dict[str, Any]] = {}
+        selections: dict[str, dict[str, Any]] = {}
+        if spec.kind in _NEEDS_LABELS or spec.kind in _OPTIONAL_LABELS:
+            if spec.source not in labels_by_source:
+                labels_by_source[spec.source] = method_labels(recipe, test_dir, spec)
+            labels = labels_by_source[spec.source]
+            if spec.kind in _NEEDS_LABELS:
+                _require(labels, questions, spec, "teacher label",
+                         "run `purecover label RECIPE` on them (with eval.path: `purecover calibrate RECIPE "
+                         "--test-set` when calibrating, then `purecover label RECIPE --test-set`) or drop the method")
+        if spec.kind == "student":
+            selections = _selections(recipe, test_dir, spec)
+            _require(selections, questions, spec, "student selection", "run `purecover select` on them")
+        if spec.kind == EXTERNAL:  # positions resolved against these questions' candidates
+            assert spec.source is not None
+            selections = read_external_selections(spec.source, questions, spec.name)
+            _require(selections, questions, spec, f"selection in {spec.source}",
+                     "add them to the file (e.g. `purecover select --selector DIR --input ... --out ...`)")
+        selector = _make_selector(spec, recipe, embedder)
+        if hasattr(selector, "prepare"):
+            selector.prepare(questions)  # one batched embedding call instead of one per question
+        for k in budgets:
+            rows = []
+            for q in tqdm(questions, desc=f"select {spec.name}@{k}", unit="q", disable=not show_progress,
+                          leave=False):
+                if selector is None or not q["docs"]:
+                    rows.append([])
+                    continue
+                rows.append(selector.select(q, labels.get(q["qid"]), selections.get(q["qid"]), k))
+            chosen[(spec.name, k)] = rows
+            if k == budgets[0]:  # count questions once, not once per budget
+                fallbacks[spec.name] = int(getattr(selector, "fallback_count", 0) or 0)
+    return chosen, fallbacks
