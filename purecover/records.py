@@ -1,26 +1,36 @@
 """Typed records of the files purecover writes into a run directory, checked when they are read back.
 
-Each record is a pydantic model: the writer builds the file through the model (``model_dump``) and
+Each record is a pydantic model: the writer builds the file through the model (``to_json_dict``) and
 the reader validates the file into the same model, so both agree on names, types and ranges. Every
 field carries a description (the source of the generated file-format docs).
 
-`load_json_record` and `validate_record` turn pydantic's error list into ONE `RecordError` (a
-`ValueError`) naming the file, the field as a dotted path (list items as ``[i]``) and the problem,
-e.g. ``selector/selector_config.json: field tau3: must be a finite number (got nan)``.
+* whole JSON files: `SelectorConfig` (selector/selector_config.json), `BiasFile` (bias.json),
+  `StageManifest` (``<stage>.run.json``);
+* JSONL lines: `CandidateRecord` (candidates.jsonl), `LabelRecord` (labels.jsonl), `SelectionRecord`
+  (selections.jsonl).
+
+`load_json_record`, `validate_record` and `validate_line` turn pydantic's error list into ONE
+`RecordError` (a `ValueError`) naming the file (and line), the field as a dotted path (list items as
+``[i]``) and the problem, e.g. ``selector/selector_config.json: field tau3: must be a finite number
+(got nan)`` or ``run/candidates.jsonl:3: field 'docs[0].text': missing``.
 
 Records are strict (``"3"`` is not an integer, ``true`` is not a number) and keep unknown keys, so a
-file written by a newer purecover with extra keys still reads.
+file written by a newer purecover with extra keys still reads. A record's ``to_json_dict`` gives the
+exact dict the writer has always written (same keys in the same order): files stay byte-for-byte what
+earlier versions wrote for the same inputs, which resumed runs rely on.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["IdentifiersRecord", "RecordError", "SelectorConfig", "load_json_record", "validate_record"]
+__all__ = ["BiasDocTokens", "BiasFile", "CandidateDoc", "CandidateRecord", "IdentifiersRecord", "LabelRecord",
+           "LineRecordError", "RecordError", "SelectionRecord", "SelectorConfig", "StageManifest", "load_json_record",
+           "validate_line", "validate_record"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -32,8 +42,25 @@ class RecordError(ValueError):
 
     def __init__(self, source: str, field: str | None, problem: str, hint: str | None = None) -> None:
         self.source, self.field, self.problem, self.hint = source, field, problem, hint
-        what = f"field {field}: " if field else ""
-        super().__init__(f"{source}: {what}{problem}" + (f"; {hint}" if hint else ""))
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        what = f"field {self.field}: " if self.field else ""
+        return f"{self.source}: {what}{self.problem}" + (f"; {self.hint}" if self.hint else "")
+
+
+class LineRecordError(RecordError):
+    """A JSONL line that does not match its record; ``str(err)`` reads ``PATH:LINE: field 'F': problem[; hint]``
+    (the style of every JSONL reader's errors)."""
+
+    def __init__(self, path: str | Path, lineno: int, field: str | None, problem: str,
+                 hint: str | None = None) -> None:
+        self.path, self.lineno = Path(path), lineno
+        super().__init__(f"{path}:{lineno}", field, problem, hint)
+
+    def _message(self) -> str:
+        what = f"field {self.field!r}: " if self.field else ""
+        return f"{self.source}: {what}{self.problem}" + (f"; {self.hint}" if self.hint else "")
 
 
 # --------------------------------------------------------------------------- error messages
@@ -87,13 +114,14 @@ def _problem(error: Any) -> str:
     return message + got
 
 
-def _record_error(source: str, exc: ValidationError, hint: str | None) -> RecordError:
+def _first_problem(exc: ValidationError, where: str) -> tuple[str | None, str]:
+    """(dotted field, problem) of the first error, with a count of the others found in `where`."""
     errors = exc.errors(include_url=False)
     first = errors[0]
     problem = _problem(first)
     if len(errors) > 1:
-        problem += f" (and {len(errors) - 1} more problem(s) in this file)"
-    return RecordError(source, _dotted(tuple(first["loc"])), problem, hint)
+        problem += f" (and {len(errors) - 1} more problem(s) in {where})"
+    return _dotted(tuple(first["loc"])), problem
 
 
 def validate_record(model: type[M], data: Any, source: str, *, hint: str | None = None) -> M:
@@ -107,7 +135,21 @@ def validate_record(model: type[M], data: Any, source: str, *, hint: str | None 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise _record_error(source, exc, hint) from None
+        field, problem = _first_problem(exc, "this file")
+        raise RecordError(source, field, problem, hint) from None
+
+
+def validate_line(model: type[M], data: Any, path: str | Path, lineno: int, *, hint: str | None = None) -> M:
+    """One JSONL line's value (`data`) as a `model`; a mismatch raises one `LineRecordError` naming
+    ``path:lineno`` and the field."""
+    if not isinstance(data, dict):
+        raise LineRecordError(path, lineno, None, "expected a JSON object, got "
+                              f"{_JSON_TYPES.get(type(data), type(data).__name__)}", hint)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        field, problem = _first_problem(exc, "this record")
+        raise LineRecordError(path, lineno, field, problem, hint) from None
 
 
 def load_json_record(path: str | Path, model: type[M], *, source: str | None = None, hint: str | None = None) -> M:
@@ -191,3 +233,204 @@ class SelectorConfig(BaseModel):
         if not data.get("adapter"):
             data.pop("adapter", None)
         return data
+
+
+class _Written(BaseModel):
+    """A record purecover writes: `to_json_dict` is exactly the dict it has always written."""
+
+    model_config = _STRICT
+
+    # Fields written only when given (absent from the file otherwise, rather than written as null).
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The file's content: every field in declaration order (then any unknown key kept from a file read
+        back), the `WRITTEN_WHEN_SET` ones only when given."""
+        return self.model_dump(exclude={k for k in self.WRITTEN_WHEN_SET if k not in self.model_fields_set})
+
+
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Stored = Annotated[float | None, Field(description="6 significant digits; null for a non-finite value.")]
+
+
+# --------------------------------------------------------------------------- candidates.jsonl
+
+
+class CandidateDoc(_Written):
+    """One retrieved passage of a candidates.jsonl record."""
+
+    doc_id: str | None = Field(default=None, description="The passage's id: its corpus id, or a content hash of "
+                                                         "title and text for the dataset's own paragraphs. Absent "
+                                                         "in hand-made files, where the 1-based position names it.")
+    title: str | None = Field(default=None, description="The passage's title ('' or null when it has none).")
+    text: str = Field(description="The passage's text.")
+    score: float | None = Field(default=None, description="The retriever's score, rounded to 6 decimals; "
+                                                          "the docs are in decreasing score order.")
+
+
+class CandidateRecord(_Written):
+    """One question of candidates.jsonl (written by the data stage; read by label, train, select, evaluate).
+
+    Only ``qid``, ``question``, ``answers`` and each doc's ``text`` are needed to read a file: hand-made
+    candidates may leave the other keys out.
+    """
+
+    qid: str = Field(description="The question's id, unique in the file.")
+    dataset: str | None = Field(default=None, description="The dataset the question comes from, e.g. 'hotpotqa'.")
+    question: str = Field(description="The question text.")
+    answers: list[str] = Field(description="Gold answers: the answer first, then its aliases.")
+    docs: list[CandidateDoc] = Field(description="The top-K1 retrieved passages, best first.")
+    gold_doc_ids: list[str] = Field(default_factory=list, description="Ids of every gold (supporting) passage in the "
+                                                                      "corpus, retrieved or not.")
+    gold_titles: list[str] = Field(default_factory=list, description="Titles of the gold supporting paragraphs.")
+    oracle_steps: list[str] = Field(default_factory=list, description="A gold reasoning decomposition (used by "
+                                                                      "teacher.steps: oracle); empty when none.")
+    meta: dict[str, Any] = Field(default_factory=dict, description="Dataset-specific extras (type, level, ...).")
+
+
+# --------------------------------------------------------------------------- labels.jsonl
+
+LabelStatus = Literal["ok", "fallback", "error"]
+
+
+class LabelRecord(_Written):
+    """One question of labels.jsonl: the teacher's selection and what it was computed from (label stage;
+    read by train, evaluate, tune and label-report).
+
+    A question that could not be labelled is a record too (`failed`: status ``error``, empty selection,
+    the exception in ``reason``), never a missing line. The optional fields at the end are written only
+    when they apply (attention or embedding estimator, teacher-written steps, LANCER).
+    """
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset(
+        {"attention", "similarity", "reply", "ratings", "subquestions"})
+
+    qid: str = Field(description="The question's id (as in candidates.jsonl).")
+    selected: list[NonNegativeInt] = Field(description="Selected candidate positions (0-based), in pick order.")
+    selected_doc_ids: list[str | None] = Field(description="The doc_id of each selected candidate (null when the "
+                                                           "candidate has none).")
+    gains: list[Stored] = Field(description="Each pick's marginal gain (greedy), or its score (teacher.selection "
+                                            "avg | max).")
+    objective: Stored = Field(description="The coverage-minus-noise objective of the selection.")
+    steps: list[str] = Field(description="The reasoning steps the coverage is computed over.")
+    answer: str = Field(description="The answer that ends the reasoning ('' when none).")
+    e: list[Stored] = Field(description="Step weights (with LANCER: then one weight per sub-question).")
+    W: list[list[Stored]] = Field(description="Coverage of each step (columns) by each candidate (rows).")
+    bias_key: str | None = Field(description="The calibration keys of the position bias used (compact JSON); "
+                                             "null without calibration.")
+    status: LabelStatus = Field(description="ok; fallback (a fallback was needed, see fallback_reasons); error "
+                                            "(the question could not be labelled).")
+    reason: str | None = Field(description="What went wrong or was worked around, '; '-separated; null when nothing.")
+    fallback_reasons: list[str] = Field(default_factory=list, description="Codes of the fallbacks used: "
+                                                                          "reply_parse, no_oracle_steps, min_select.")
+    stop: str | None = Field(default=None, description="Why the selection ended: first_step, budget, candidates, "
+                                                       "threshold or ranking; null for an error record.")
+    teacher: dict[str, Any] = Field(description="The teacher configuration the label was made with, and the "
+                                                "resolved estimation parameters.")
+    attention: dict[str, Any] | None = Field(default=None, description="The captured segment attention (attention "
+                                                                       "estimator), at stored precision.")
+    similarity: dict[str, Any] | None = Field(default=None, description="The cosine similarities (embedding "
+                                                                        "estimator), at stored precision.")
+    reply: str | None = Field(default=None, description="The teacher's reply (teacher.steps: model).")
+    ratings: list[list[int | float]] | None = Field(default=None, description="LANCER ratings 0-5, one row per "
+                                                                              "candidate, one column per "
+                                                                              "sub-question.")
+    subquestions: list[str] | None = Field(default=None, description="LANCER's sub-questions.")
+
+    @model_validator(mode="after")
+    def _one_id_and_gain_per_pick(self) -> LabelRecord:
+        if not len(self.selected) == len(self.selected_doc_ids) == len(self.gains):
+            raise ValueError(f"selected, selected_doc_ids and gains differ in length ({len(self.selected)}, "
+                             f"{len(self.selected_doc_ids)}, {len(self.gains)})")
+        return self
+
+    @classmethod
+    def failed(cls, qid: str, error: BaseException | str, *, bias_key: str | None,
+               teacher: dict[str, Any]) -> LabelRecord:
+        """The record of a question that could not be labelled: an empty selection, status ``error`` and
+        ``reason`` naming the exception (``Type: message``)."""
+        reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        return cls(qid=qid, selected=[], selected_doc_ids=[], gains=[], objective=None, steps=[], answer="", e=[],
+                   W=[], bias_key=bias_key, status="error", reason=reason, fallback_reasons=[], stop=None,
+                   teacher=teacher)
+
+
+# --------------------------------------------------------------------------- selections.jsonl
+
+
+class SelectionRecord(_Written):
+    """One question of selections.jsonl (select stage, and bring-your-own ``purecover select``; read by
+    evaluate)."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"doc_ids"})
+
+    qid: str = Field(description="The question's id (as in the candidates).")
+    selected: list[NonNegativeInt] = Field(description="Kept candidate positions (0-based), best first.")
+    selected_doc_ids: list[str] = Field(description="The doc ids of the kept candidates (a candidate without one "
+                                                    "is named by its 1-based position).")
+    logits: list[float] = Field(description="The score of every candidate, in candidate order (see score_space); "
+                                            "empty for a question without candidates.")
+    probabilities: list[float] = Field(description="Softmax of the scores over the candidates, in candidate order.")
+    score_space: Literal["logit", "logprob"] = Field(
+        default="logit", description="What logits holds: first-token identifier logits, or log-probabilities "
+                                     "renormalised over the identifiers (vLLM log-prob modes); absent in files "
+                                     "written before it existed.")
+    doc_ids: list[str] | None = Field(default=None, description="The doc ids of all candidates in candidate order "
+                                                                "(bring-your-own selection only).")
+
+
+# --------------------------------------------------------------------------- bias.json
+
+
+class BiasDocTokens(_Written):
+    """The dummy documents' token lengths of a calibration."""
+
+    target: list[int] = Field(description="The length each dummy document was cut to, per position.")
+    measured: list[int] = Field(description="Its length inside the built teacher sequence, per position.")
+    source: dict[str, Any] = Field(description="Where the target lengths come from: the setting, and for "
+                                               "'candidates' the file, record count and fingerprint.")
+
+
+class BiasFile(_Written):
+    """run_dir/bias.json: the teacher's per-position attention bias (calibrate stage; read by label).
+
+    Only ``keys`` and ``bias`` are needed to read a file; the rest is absent in files of early versions.
+    """
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset(
+        {"n_dummy_steps", "prompt", "doc_tokens", "created", "versions"})
+
+    keys: dict[str, Any] = Field(description="What the bias is valid for (model, weights fingerprint, k1, "
+                                             "template, layers, doc_tokens); labelling checks each against the run.")
+    bias: list[float] = Field(min_length=1, description="Bias(k): mean attention per token pair from the dummy "
+                                                        "steps to dummy document k, one value per position.")
+    n_dummy_steps: int | None = Field(default=None, ge=1, description="How many dummy reasoning steps were used.")
+    prompt: dict[str, str | None] | None = Field(default=None, description="The reasoning prompt's wording (file "
+                                                                           "name and hashes) it was computed with.")
+    doc_tokens: BiasDocTokens | None = Field(default=None, description="The dummy documents' token lengths.")
+    created: str | None = Field(default=None, description="When it was computed (UTC, ISO 8601).")
+    versions: dict[str, str] | None = Field(default=None, description="Versions of Python and the packages used.")
+
+
+# --------------------------------------------------------------------------- <stage>.run.json
+
+
+class StageManifest(_Written):
+    """run_dir/``<stage>.run.json``: a stage's state (``summary.status``: running or complete), what made
+    its outputs and, once complete, what its outputs and inputs held."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"outputs", "inputs"})
+
+    stage: str = Field(description="The stage's name (data, calibrate, label, ...).")
+    config_hash: str = Field(description="The hash of the recipe sections the stage depends on (and its extras).")
+    started: str = Field(description="When the stage started (UTC, ISO 8601, seconds).")
+    finished: str = Field(description="When this file was written (UTC, ISO 8601, seconds).")
+    command: list[str] = Field(description="The command line of the process that wrote it.")
+    versions: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
+    summary: dict[str, Any] = Field(description="The stage's summary; status is running, then complete.")
+    outputs: dict[str, dict[str, Any] | None] | None = Field(
+        default=None, description="Once complete: what each output held (lines, bytes or files, and hashes), by "
+                                  "its path relative to the run directory; null for a missing one.")
+    inputs: dict[str, dict[str, Any] | None] | None = Field(
+        default=None, description="Once complete: what each input held when the stage ran, by name.")
+    recipe: dict[str, Any] = Field(description="The resolved recipe the stage ran with.")

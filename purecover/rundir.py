@@ -197,13 +197,23 @@ class RunDir:
     # ------------------------------------------------------------------ manifests
 
     def manifest(self, stage: str) -> dict[str, Any] | None:
-        """The parsed ``<stage>.run.json`` (None when absent or unreadable)."""
+        """The parsed ``<stage>.run.json``, checked as a `purecover.records.StageManifest`. None when absent;
+        None too, with a warning naming the file (and the field), when it is unreadable or not a manifest."""
+        from .records import RecordError, StageManifest, validate_record
+
         path = self.manifest_path(stage)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            validate_record(StageManifest, data, str(path))
+        except FileNotFoundError:
             return None
-        return data if isinstance(data, dict) else None
+        except RecordError as exc:
+            log.warning("%s; ignoring this manifest", exc)
+            return None
+        except (OSError, ValueError) as exc:  # not readable, not UTF-8 or not JSON
+            log.warning("%s: unreadable (%s); ignoring this manifest", path, exc)
+            return None
+        return data
 
     def begin(self, stage: str, recipe: Recipe, config_hash: str, started: _dt.datetime | None = None) -> None:
         """Mark `stage` running (before it writes any output)."""

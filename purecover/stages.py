@@ -159,7 +159,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     ),
     Stage(
         name="calibrate",
-        runner="purecover.teacher.job:write_bias",
+        runner="purecover.teacher.calibrate_stage:write_bias",
         help="teacher position-bias calibration -> run_dir/bias.json",
         description="Run the teacher once over the prompt template with data.k1 content-free documents and a fixed "
                     "dummy reasoning trace; write the per-position attention bias to run_dir/bias.json (keys: "

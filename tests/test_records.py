@@ -1,15 +1,29 @@
-"""Typed run-file records (purecover/records.py): one clear error per bad file, naming file, field and problem."""
+"""Typed run-file records (purecover/records.py): files written as before, byte for byte, and one clear error per
+bad file or line, naming file (and line), field and problem."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
 from purecover.models.identifiers import IdentifierScheme
 from purecover.models.selector_prompt import prompt_template
-from purecover.records import RecordError, SelectorConfig, load_json_record, validate_record
+from purecover.records import (
+    BiasFile,
+    CandidateRecord,
+    LabelRecord,
+    LineRecordError,
+    RecordError,
+    SelectionRecord,
+    SelectorConfig,
+    StageManifest,
+    load_json_record,
+    validate_line,
+    validate_record,
+)
 
 GOOD = {
     "base_model": "org/base", "identifiers": IdentifierScheme().to_dict(), "prompt_template": prompt_template(),
@@ -84,7 +98,147 @@ def test_unreadable_files_name_the_file(tmp_path, raw, message):
         load_json_record(path, SelectorConfig)
 
 
-def test_every_field_is_described():
-    for model in (SelectorConfig, SelectorConfig.model_fields["identifiers"].annotation):
-        for name, field in model.model_fields.items():
-            assert field.description and len(field.description) > 10, f"{model.__name__}.{name}"
+# --------------------------------------------------------------------------- run-file records
+
+ALL_RECORDS = (SelectorConfig, CandidateRecord, LabelRecord, SelectionRecord, BiasFile, StageManifest)
+
+LABEL_KEYS = ["qid", "selected", "selected_doc_ids", "gains", "objective", "steps", "answer", "e", "W", "bias_key",
+              "status", "reason", "fallback_reasons", "stop", "teacher"]
+LABEL = {"qid": "q1", "selected": [2, 0], "selected_doc_ids": ["d2", None], "gains": [0.5, 1e-05], "objective": 0.50001,
+         "steps": ["s"], "answer": "a", "e": [1.0], "W": [[0.1], [None], [0.9]], "bias_key": None, "status": "ok",
+         "reason": None, "fallback_reasons": [], "stop": "threshold", "teacher": {"model": "m", "lam": 0.5}}
+
+
+def _nested_models(model):
+    from pydantic import BaseModel
+
+    yield model
+    for field in model.model_fields.values():
+        for arg in (field.annotation, *getattr(field.annotation, "__args__", ())):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                yield from _nested_models(arg)
+            for inner in getattr(arg, "__args__", ()):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    yield from _nested_models(inner)
+
+
+def test_every_record_field_is_described():
+    for record in ALL_RECORDS:
+        for model in _nested_models(record):
+            for name, field in model.model_fields.items():
+                assert field.description and len(field.description) > 10, f"{model.__name__}.{name}"
+
+
+def test_label_records_keep_their_key_order_and_write_optional_keys_only_when_given():
+    record = LabelRecord(**LABEL)
+    assert list(record.to_json_dict()) == LABEL_KEYS
+    assert json.dumps(record.to_json_dict()) == json.dumps(LABEL)  # same bytes as the dict literal it replaces
+    extras = {"attention": {"matrix": [[0.5]]}, "similarity": {"step_doc": [[0.1]]}, "reply": "", "ratings": [[3, 4]],
+              "subquestions": ["a", "b"]}
+    full = LabelRecord(**LABEL, subquestions=extras["subquestions"], reply="", attention=extras["attention"],
+                       ratings=extras["ratings"], similarity=extras["similarity"]).to_json_dict()
+    assert list(full) == [*LABEL_KEYS, "attention", "similarity", "reply", "ratings", "subquestions"]
+    assert json.dumps(full["ratings"]) == "[[3, 4]]"  # int ratings stay ints
+    read = validate_line(LabelRecord, json.loads(json.dumps(full)), "labels.jsonl", 1)
+    assert json.dumps(read.to_json_dict()) == json.dumps(full)
+
+
+def test_an_error_label_has_the_same_keys_and_names_the_exception():
+    record = LabelRecord.failed("q9", ValueError("no candidate documents"), bias_key="k", teacher={"model": "m"})
+    data = record.to_json_dict()
+    assert list(data) == LABEL_KEYS
+    assert data == {"qid": "q9", "selected": [], "selected_doc_ids": [], "gains": [], "objective": None, "steps": [],
+                    "answer": "", "e": [], "W": [], "bias_key": "k", "status": "error",
+                    "reason": "ValueError: no candidate documents", "fallback_reasons": [], "stop": None,
+                    "teacher": {"model": "m"}}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"status": "great"}, "field 'status': must be 'ok', 'fallback' or 'error' (got 'great')"),
+    ({"selected": [-1, 0]}, "field 'selected[0]': must be >= 0 (got -1)"),
+    ({"gains": [0.5]}, "selected, selected_doc_ids and gains differ in length (2, 2, 1)"),
+    ({"W": [[0.1], ["x"]]}, "field 'W[1][0]': must be a number (got 'x')"),
+    ({"teacher": None}, "field 'teacher': must be a JSON object (got null)"),
+])
+def test_a_bad_label_line_names_file_line_and_field(changes, message):
+    with pytest.raises(LineRecordError) as exc:
+        validate_line(LabelRecord, {**LABEL, **changes}, "run/labels.jsonl", 7)
+    assert str(exc.value) == f"run/labels.jsonl:7: {message}"
+    assert (exc.value.lineno, str(exc.value.path)) == (7, "run/labels.jsonl")
+
+
+def test_labels_of_earlier_versions_still_read():
+    old = {k: v for k, v in LABEL.items() if k not in ("fallback_reasons", "stop")}
+    record = validate_line(LabelRecord, old, "labels.jsonl", 1)
+    assert record.fallback_reasons == [] and record.stop is None
+
+
+CANDIDATE = {"qid": "q1", "dataset": "hotpotqa", "question": "Who?", "answers": ["Ada"],
+             "docs": [{"doc_id": "d1", "title": "T", "text": "x", "score": 1.25}], "gold_doc_ids": ["d1"],
+             "gold_titles": ["T"], "oracle_steps": [], "meta": {"type": "bridge"}}
+
+
+def test_candidate_records_round_trip_and_minimal_ones_read():
+    record = validate_line(CandidateRecord, CANDIDATE, "candidates.jsonl", 1)
+    assert json.dumps(record.to_json_dict()) == json.dumps(CANDIDATE)
+    minimal = validate_line(CandidateRecord, {"qid": "a", "question": "q", "answers": [], "docs": [{"text": "t"}]},
+                            "candidates.jsonl", 1)
+    assert minimal.docs[0].doc_id is None and minimal.gold_doc_ids == [] and minimal.dataset is None
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"docs": [{"title": "t"}]}, "field 'docs[0].text': missing"),
+    ({"docs": ["text"]}, "field 'docs[0]': must be a JSON object (got a string)"),
+    ({"question": None}, "field 'question': must be a string (got None)"),
+    ({"answers": "Ada"}, "field 'answers': must be a list (got a string)"),
+])
+def test_a_bad_candidate_line_names_file_line_and_field(changes, message):
+    with pytest.raises(LineRecordError, match=rf"^c\.jsonl:3: {re.escape(message)}$"):
+        validate_line(CandidateRecord, {**CANDIDATE, **changes}, "c.jsonl", 3)
+
+
+def test_a_line_that_is_not_an_object_names_its_line():
+    with pytest.raises(LineRecordError, match=r"^c\.jsonl:2: expected a JSON object, got a list$"):
+        validate_line(CandidateRecord, [1], "c.jsonl", 2)
+
+
+def test_selection_records_write_doc_ids_only_when_given():
+    base = {"qid": "q", "selected": [1], "selected_doc_ids": ["d2"], "logits": [0.5, 2.0], "probabilities": [0.2, 0.8],
+            "score_space": "logit"}
+    assert json.dumps(SelectionRecord(**base).to_json_dict()) == json.dumps(base)
+    with_ids = SelectionRecord(**base, doc_ids=["d1", "d2"]).to_json_dict()
+    assert list(with_ids)[-1] == "doc_ids"
+    old = validate_line(SelectionRecord, {k: v for k, v in base.items() if k != "score_space"}, "s.jsonl", 1)
+    assert old.score_space == "logit"
+
+
+def test_bias_and_manifest_optional_keys_are_written_only_when_given(tmp_path):
+    minimal = {"keys": {"k1": 3}, "bias": [0.0, 0.5, 0.25]}
+    assert load_json_record(_write(tmp_path, minimal), BiasFile).to_json_dict() == minimal
+    with pytest.raises(RecordError, match=r"field bias: must have at least 1 item"):
+        validate_record(BiasFile, {"keys": {}, "bias": []}, "bias.json")
+    manifest = {"stage": "data", "config_hash": "h", "started": "t0", "finished": "t1", "command": ["purecover"],
+                "versions": {"python": "3.11"}, "summary": {"status": "running"}, "recipe": {"seed": 0}}
+    assert list(StageManifest(**manifest).to_json_dict()) == list(manifest)
+    complete = StageManifest(**manifest, inputs={"x": None}, outputs={"candidates.jsonl": {"lines": 2}}).to_json_dict()
+    assert list(complete) == [*list(manifest)[:7], "outputs", "inputs", "recipe"]
+
+
+def test_an_invalid_manifest_reads_as_none_with_a_warning_naming_file_and_field(tmp_path, caplog):
+    from purecover.rundir import RunDir
+
+    rd = RunDir(tmp_path)
+    assert rd.manifest("data") is None and not caplog.records  # absent: no warning
+    good = {"stage": "data", "config_hash": "h", "started": "t0", "finished": "t1", "command": [], "versions": {},
+            "summary": {"status": "complete"}, "recipe": {}}
+    rd.manifest_path("data").write_text(json.dumps(good))
+    assert rd.manifest("data") == good
+    rd.manifest_path("data").write_text(json.dumps({**good, "summary": "done"}))
+    with caplog.at_level("WARNING", logger="purecover.rundir"):
+        assert rd.manifest("data") is None
+    assert f"{rd.manifest_path('data')}: field summary: must be a JSON object (got a string)" in caplog.text
+    caplog.clear()
+    rd.manifest_path("data").write_text("{not json")
+    with caplog.at_level("WARNING", logger="purecover.rundir"):
+        assert rd.manifest("data") is None
+    assert f"{rd.manifest_path('data')}: unreadable" in caplog.text

@@ -27,6 +27,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import Recipe
+from ..records import CandidateDoc, CandidateRecord, LineRecordError, validate_line
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
@@ -50,7 +51,8 @@ _BATCH = 32
 
 
 def read_candidates(path: str | Path, max_docs: int | None = None, max_docs_hint: str = "") -> list[dict[str, Any]]:
-    """The records of a candidates.jsonl, checked for what later stages need (errors name line and field).
+    """The records of a candidates.jsonl, each checked as a `CandidateRecord` (errors name file, line and
+    field: ``PATH:LINE: field 'docs[0].text': missing``), returned as read.
 
     `max_docs`: reject records with more candidates (e.g. more than a selector was trained for).
     """
@@ -60,20 +62,13 @@ def read_candidates(path: str | Path, max_docs: int | None = None, max_docs_hint
     records: list[dict[str, Any]] = []
     seen: set[str] = set()
     for lineno, rec in read_jsonl(path):
-        def bad(field: str, problem: str, lineno: int = lineno) -> ValueError:
-            return ValueError(f"{path}:{lineno}: field {field!r}: {problem}")
-
-        for name, kind in (("qid", str), ("question", str), ("docs", list), ("answers", list)):
-            if not isinstance(rec.get(name), kind):
-                raise bad(name, f"missing or not a {kind.__name__}")
-        for i, d in enumerate(rec["docs"]):
-            if not isinstance(d, dict) or not isinstance(d.get("text"), str):
-                raise bad(f"docs[{i}].text", "missing or not a string")
-        if max_docs is not None and len(rec["docs"]) > max_docs:
-            raise bad("docs", f"{len(rec['docs'])} candidates, more than {max_docs}{max_docs_hint}")
-        if rec["qid"] in seen:
-            raise bad("qid", f"duplicate {rec['qid']!r}")
-        seen.add(rec["qid"])
+        record = validate_line(CandidateRecord, rec, path, lineno)
+        if max_docs is not None and len(record.docs) > max_docs:
+            raise LineRecordError(path, lineno, "docs",
+                                  f"{len(record.docs)} candidates, more than {max_docs}{max_docs_hint}")
+        if record.qid in seen:
+            raise LineRecordError(path, lineno, "qid", f"duplicate {record.qid!r}")
+        seen.add(record.qid)
         records.append(rec)
     if not records:
         raise ValueError(f"{path} has no records")
@@ -98,19 +93,19 @@ def gold_doc_ids(example: Example, corpus: CorpusLike | None) -> list[str]:
 
 
 def build_record(example: Example, docs: list[tuple[Doc, float]], gold: list[str]) -> dict[str, Any]:
-    """The candidates.jsonl record of one question (docs in retrieval order, best first)."""
-    return {
-        "qid": example.qid,
-        "dataset": example.dataset,
-        "question": example.question,
-        "answers": example.answers,
-        "docs": [{"doc_id": d.doc_id, "title": d.title, "text": d.text, "score": round(float(s), 6)}
-                 for d, s in docs],
-        "gold_doc_ids": gold,
-        "gold_titles": example.supporting_titles,
-        "oracle_steps": example.oracle_steps,
-        "meta": example.meta,
-    }
+    """The candidates.jsonl line of one question (docs in retrieval order, best first), built as a
+    `CandidateRecord` (`CandidateRecord.to_json_dict`: the dict written)."""
+    return CandidateRecord(
+        qid=example.qid,
+        dataset=example.dataset,
+        question=example.question,
+        answers=example.answers,
+        docs=[CandidateDoc(doc_id=d.doc_id, title=d.title, text=d.text, score=round(float(s), 6)) for d, s in docs],
+        gold_doc_ids=gold,
+        gold_titles=example.supporting_titles,
+        oracle_steps=example.oracle_steps,
+        meta=example.meta,
+    ).to_json_dict()
 
 
 def supporting_recall(records: Iterable[dict[str, Any]]) -> float | None:
@@ -160,7 +155,8 @@ def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
 def _split_key(recipe: Recipe) -> str:
     """The recipe key to name in split errors: ``eval.split`` when building eval.path's test set."""
     e = recipe.eval
-    if e.path and recipe.data.path == e.path and recipe.data.split == e.split and recipe.run_path.name == "eval":
+    building_test_set = recipe.run_path == RunDir(recipe.run_path.parent).test_set().path
+    if e.path and recipe.data.path == e.path and recipe.data.split == e.split and building_test_set:
         return "eval.split"
     return "data.split"
 

@@ -34,6 +34,7 @@ from ..config import Recipe
 from ..data.candidates import evaluation_recipe, read_candidates, run_data_stage
 from ..data.doc_ids import candidate_doc_id
 from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
+from ..records import SelectionRecord, validate_line
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..stages import config_hash as stage_config_hash
@@ -83,14 +84,13 @@ def selection_record(qid: str, result: SelectionResult, docs: Sequence[Any], wit
     """One selections.jsonl record: ``{qid, selected, selected_doc_ids, logits, probabilities, score_space}``
     (+ ``doc_ids`` of all candidates in candidate order with `with_doc_ids`); doc ids by `candidate_doc_id`.
     `score_space` says what `logits` holds: ``logit`` (first-token logits) or ``logprob`` (a vLLM log-prob mode,
-    renormalised over the identifiers)."""
+    renormalised over the identifiers). Built as a `SelectionRecord`; returns the line's dict (`to_json_dict`)."""
     ids = [candidate_doc_id(d, i) for i, d in enumerate(docs)]
     rec = result.to_record(qid)
-    out = {"qid": rec["qid"], "selected": rec["selected"], "selected_doc_ids": [ids[k] for k in result.indices],
-           "logits": rec["logits"], "probabilities": rec["probabilities"], "score_space": rec["score_space"]}
-    if with_doc_ids:
-        out["doc_ids"] = ids
-    return out
+    return SelectionRecord(qid=rec["qid"], selected=rec["selected"],
+                           selected_doc_ids=[ids[k] for k in result.indices], logits=rec["logits"],
+                           probabilities=rec["probabilities"], score_space=rec["score_space"],
+                           **({"doc_ids": ids} if with_doc_ids else {})).to_json_dict()
 
 
 def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector: Callable[[], Selector], *,
@@ -138,11 +138,12 @@ def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector
 def summarize_selections(out_path: Path, questions: int, progress: dict[str, Any], backend: str, sel_dir: Path,
                          config: dict[str, Any]) -> dict[str, Any]:
     """The summary of a finished selection into `out_path` (`progress` from `select_into`); checks
-    that the file holds one record per question."""
+    that the file holds one `SelectionRecord` per question (errors name line and field)."""
     sizes, empty = [], 0
-    for _, rec in read_jsonl(out_path):
-        sizes.append(len(rec["selected"]))
-        empty += not rec["logits"]
+    for lineno, rec in read_jsonl(out_path):
+        record = validate_line(SelectionRecord, rec, out_path, lineno)
+        sizes.append(len(record.selected))
+        empty += not record.logits
     if len(sizes) != questions:
         raise RuntimeError(f"{out_path} has {len(sizes)} records for {questions} questions")
     written, elapsed = progress["written"], progress["elapsed"]

@@ -1,9 +1,10 @@
-"""Position-bias calibration (DESIGN §3.2) and the bias.json contract.
+"""Position-bias calibration and the bias.json contract (`purecover.records.BiasFile`).
 
 Bias(k) is the mean attention from the steps of a fixed, content-free reasoning trace to the
 k-th of K1 content-free documents, in one teacher pass over the same prompt template. The
 bias is a per-token mean, so its scale depends on document length: the dummy documents are
-cut to the candidates' token lengths (`document_token_lengths`, DESIGN §3.3). It is computed
+cut to the candidates' token lengths (`document_token_lengths`: the bias is compared with attention over
+documents of those lengths). It is computed
 once per (model, K1, template, layers, document lengths) and stored in ``bias.json`` with
 those keys; labelling with a bias file whose keys differ is an error naming the key.
 
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..records import BiasDocTokens, BiasFile, RecordError, load_json_record
 from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import package_versions
 from .prompts import (
@@ -55,6 +57,7 @@ __all__ = [
     "dummy_document",
     "length_source",
     "load_bias",
+    "read_bias_file",
     "read_length_records",
     "save_bias",
     "stored_length_source",
@@ -76,6 +79,7 @@ DUMMY_STEPS = (
 )
 DUMMY_ANSWER = "N/A"
 _MISSING_HINT = "run `purecover data` first, or set teacher.calibration_lengths to a token count"
+_RECALIBRATE = "rerun `purecover calibrate` for this configuration"
 
 
 class BiasMismatchError(ValueError):
@@ -333,32 +337,39 @@ def save_bias(path: str | Path, bias: PositionBias, keys: dict[str, Any], length
               prompt: ReasoningPrompt | None = None) -> None:
     """Write bias.json: keys, Bias(k), the dummy lengths (target, measured, their source) and the reasoning
     prompt's wording (`ReasoningPrompt.record`, which `bias_is_current` compares without a tokenizer)."""
-    atomic_write_json(path, {
-        "keys": keys, "bias": [float(x) for x in bias.bias], "n_dummy_steps": len(DUMMY_STEPS),
-        "prompt": (prompt or ReasoningPrompt.default()).record(),
-        "doc_tokens": {"target": list(lengths.target), "measured": list(bias.doc_tokens), "source": lengths.source},
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
-    })
+    record = BiasFile(
+        keys=keys, bias=[float(x) for x in bias.bias], n_dummy_steps=len(DUMMY_STEPS),
+        prompt=(prompt or ReasoningPrompt.default()).record(),
+        doc_tokens=BiasDocTokens(target=list(lengths.target), measured=list(bias.doc_tokens), source=lengths.source),
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), versions=package_versions(),
+    )
+    atomic_write_json(path, record.to_json_dict())
+
+
+def read_bias_file(path: str | Path) -> BiasFile | None:
+    """bias.json as a `BiasFile`; None when it is absent, unreadable or not a valid bias file (for the
+    checks that only decide whether to recalibrate)."""
+    try:
+        return load_json_record(path, BiasFile)
+    except (OSError, RecordError):
+        return None
 
 
 def stored_length_source(path: str | Path) -> dict[str, Any] | None:
     """The length source recorded in a bias.json (None when unreadable or absent)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    source = (data.get("doc_tokens") or {}).get("source") if isinstance(data, dict) else None
-    return source if isinstance(source, dict) else None
+    record = read_bias_file(path)
+    return record.doc_tokens.source if record is not None and record.doc_tokens is not None else None
 
 
 def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, str]:
-    """The bias vector and its key string; raises BiasMismatchError naming the first differing key."""
+    """The bias vector and its key string; raises BiasMismatchError naming the first differing key (and
+    a `RecordError` naming the field when the file is not a valid bias.json)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: run `purecover calibrate RECIPE` first "
                                 "(or set teacher.calibrate=false)")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    keys = data.get("keys", {})
+    record = load_json_record(path, BiasFile, hint=_RECALIBRATE)
+    keys = record.keys
     for name, value in expected.items():
         if name == "model" and "weights" in expected:
             continue  # display only: the weights fingerprint decides
@@ -367,9 +378,9 @@ def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, s
         if keys.get(name) != value:
             raise BiasMismatchError(
                 f"{path}: calibration key {name!r} differs: the file has {keys.get(name)!r}, this run needs "
-                f"{value!r}; rerun `purecover calibrate` for this configuration"
+                f"{value!r}; {_RECALIBRATE}"
             )
-    bias = np.asarray(data["bias"], dtype=np.float64)
+    bias = np.asarray(record.bias, dtype=np.float64)
     if bias.shape[0] != expected["k1"]:
         raise BiasMismatchError(f"{path}: {bias.shape[0]} bias values for k1={expected['k1']}")
     return bias, key_string(keys)
@@ -393,16 +404,18 @@ def bias_is_current(bias_path: str | Path, *, k1: int, calibration_lengths: str 
     For the pipeline's planning step: False (recalibrate) when any differs, when the file is
     missing or unreadable, or when it predates the ``weights`` or ``prompt`` key.
     """
+    record = read_bias_file(bias_path)
+    if record is None:
+        return False
     try:
-        data = json.loads(Path(bias_path).read_text(encoding="utf-8"))
-        keys = data.get("keys", {})
         current = length_source(k1, calibration_lengths, candidates_path)
         weights = weights_fingerprint(model)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         return False
-    return (keys.get("k1") == k1 and keys.get("weights") == weights
-            and data.get("prompt") == (prompt or ReasoningPrompt.default()).record()
-            and stored_length_source(bias_path) == current)
+    stored_source = record.doc_tokens.source if record.doc_tokens is not None else None
+    return (record.keys.get("k1") == k1 and record.keys.get("weights") == weights
+            and record.prompt == (prompt or ReasoningPrompt.default()).record()
+            and stored_source == current)
 
 
 def bias_inputs_fingerprint(recipe: Any) -> str:

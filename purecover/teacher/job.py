@@ -1,29 +1,29 @@
-"""The labelling job: candidates.jsonl → labels.jsonl (DESIGN §3, §4), and the calibration stage.
+"""The label stage: candidates.jsonl → labels.jsonl.
 
 Per question: reasoning steps and answer (the teacher's reply, or oracle steps from the data
 stage with the gold answer), step weights e and coverage W (attention capture + calibration,
 or the embedding estimator), optional LANCER ratings fused with weight β, and the
 coverage-minus-noise greedy's pick order and gains (or, with ``teacher.selection: avg | max``, the
 "w/o optimisation" ablation: the top-budget documents by score, with the scores in ``gains`` and
-``teacher.selection`` in every record).
+``teacher.selection`` in every record). Each record is a `purecover.records.LabelRecord`.
 
 Processes and files. The job runs in one process or under `accelerate launch` / `torchrun`
 (``python -m purecover.teacher RECIPE``): rank r of w takes questions r, r+w, r+2w, ... and
 writes ``run_dir/label_shards/*.{r}-of-{w}.jsonl``; when every rank is done, rank 0 merges
-the shards into ``labels.jsonl`` in candidates order (atomic write). Work happens in two
-passes: first generation for the whole shard (teacher replies, LANCER sub-questions and
-ratings; with vLLM the engine is then freed), then capture and selection. Both passes cut the
-shard into fixed batches by position and redo a partly written batch whole, so a run killed
-at any moment and rerun produces exactly the records of an uninterrupted run.
+the shards into ``labels.jsonl`` in candidates order (atomic write; `purecover.teacher.shards`).
+Work happens in two passes: first generation for the whole shard (teacher replies, LANCER
+sub-questions and ratings; with vLLM the engine is then freed), then capture and selection. Both
+passes cut the shard into fixed batches by position and redo a partly written batch whole, so a
+run killed at any moment and rerun produces exactly the records of an uninterrupted run.
+
+The calibrate stage (bias.json) is `purecover.teacher.calibrate_stage`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,178 +31,32 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..config import Recipe, TeacherConfig
+from ..config import Recipe
 from ..data.candidates import read_candidates
-from ..rundir import FILES, RunDir
+from ..records import LabelRecord
+from ..rundir import RunDir
 from ..stages import StageRun
-from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl, write_jsonl_atomic
-from .calibration import calibration_keys, compute_position_bias, load_bias, save_bias
+from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl
+from .calibration import calibration_keys, load_bias
 from .capture import SegmentSpec, capture_segment_attention
-from .defaults import EstimationParams, resolve_params
+from .defaults import resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
 from .estimation import SegmentAttention, SimilarityScores, estimate
+from .label_record import lancer_templates, stored, stored_array, stored_nested, teacher_meta
+from .loading import TeacherResources
 from .parsing import ParsedReply, parse_reply
 from .prompts import ReasoningPrompt, build_reasoning_prompt, build_teacher_sequence
 from .selection import fuse, solve, stop_reason
+from .shards import LABELS_FILE, SHARD_DIR, batches, distributed, merge_label_shards, shard_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LABELS_FILE", "load_candidates", "run_calibrate_stage", "run_label_stage"]
-
-LABELS_FILE = FILES["labels"]
-SHARD_DIR = FILES["label_shards"]
-
-
-# --------------------------------------------------------------------------- inputs
+__all__ = ["LABELS_FILE", "SHARD_DIR", "load_candidates", "run_label_stage", "write_labels"]
 
 
 def load_candidates(path: str | Path) -> list[dict[str, Any]]:
     """Read candidates.jsonl and check the fields labelling needs (errors name line and field)."""
     return read_candidates(path)
-
-
-def _batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _distributed() -> tuple[int, int, Any]:
-    """(rank, world size, accelerate state or None). One process unless launched by accelerate/torchrun."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from accelerate import PartialState
-
-        cpu = not torch.cuda.is_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true")
-        state = PartialState(cpu=cpu)
-        if state.num_processes <= 1:
-            raise RuntimeError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but accelerate set up no process group")
-        return state.process_index, state.num_processes, state
-    return 0, 1, None
-
-
-def _fmt(x: float) -> float | None:
-    """6 significant digits; non-finite values become None (JSON null)."""
-    x = float(x)
-    return float(f"{x:.6g}") if np.isfinite(x) else None
-
-
-def _fmt_nested(value: Any) -> Any:
-    return [_fmt_nested(v) for v in value] if isinstance(value, list) else _fmt(value)
-
-
-def _teacher_meta(cfg: TeacherConfig, params: EstimationParams) -> dict[str, Any]:
-    """The recipe's teacher keys as given (null = default) plus `estimation`, the resolved values used."""
-    embedding = None
-    if params.w_source == "similarity":  # where the embedding model's files came from (bundled copies are verified)
-        from ..data.retrieval.dense import embedding_model_source
-
-        source = embedding_model_source(cfg.embedding_model)
-        embedding = {"id": source["id"], "source": source["source"],
-                     **({"weights_sha256": source["sha256"]["model.safetensors"]} if "sha256" in source else {})}
-    return {"model": cfg.model, "backend": cfg.backend, "steps": cfg.steps, "estimator": cfg.estimator,
-            "embedding_model": cfg.embedding_model if params.w_source == "similarity" else None,
-            "embedding_source": embedding,
-            "layers": cfg.layers, "calibrate": cfg.calibrate, "cot_weighting": cfg.cot_weighting,
-            "normalize": params.normalize, "tau1": cfg.tau1, "tau2": cfg.tau2, "embedding_tau": cfg.embedding_tau,
-            "embedding_tau_e": cfg.embedding_tau_e, "lam": params.lam,
-            "budget": cfg.budget, "tau_stop": cfg.tau_stop, "min_select": cfg.min_select, "selection": cfg.selection,
-            "lancer": {"enabled": cfg.lancer.enabled, "beta": cfg.lancer.beta,
-                       "n_subquestions": cfg.lancer.n_subquestions, "expected_rating": cfg.lancer.expected_rating},
-            "estimation": params.to_dict()}
-
-
-def _lancer_templates(cfg: TeacherConfig, meta: dict[str, Any]) -> tuple[str | None, str | None]:
-    """LANCER's (rating, sub-question) template texts, read once per run; their sha256 goes into `meta`."""
-    import hashlib
-
-    from .lancer import load_template
-
-    texts: list[str | None] = []
-    for kind, path in (("rating", cfg.lancer.rating_template), ("subquestion", cfg.lancer.subquestion_template)):
-        text = load_template(path, kind) if (cfg.lancer.enabled and path) else None
-        texts.append(text)
-        if text is not None:
-            meta["lancer"][f"{kind}_template_sha256"] = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return texts[0], texts[1]
-
-
-def _rounded(values: np.ndarray) -> np.ndarray:
-    """`values` at the precision labels.jsonl stores (6 significant digits; non-finite -> NaN), so that
-    re-solving from the file (`purecover tune`) reproduces the labels exactly."""
-    out = np.array(_fmt_nested(np.asarray(values, dtype=np.float64).tolist()), dtype=np.float64)
-    return out.reshape(np.shape(values))
-
-
-# --------------------------------------------------------------------------- models
-
-
-@dataclass
-class _Resources:
-    tokenizer: Any = None
-    model: Any = None
-    embedder: Any = None
-
-
-def _load_tokenizer(cfg: TeacherConfig) -> Any:
-    from ..models.loading import load_tokenizer
-
-    return load_tokenizer(cfg.model, trust_remote_code=cfg.trust_remote_code)
-
-
-def _load_model(cfg: TeacherConfig) -> Any:
-    from ..models.loading import load_causal_lm
-
-    return load_causal_lm(cfg.model, dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map,
-                          trust_remote_code=cfg.trust_remote_code)
-
-
-def _load_embedder(cfg: TeacherConfig) -> Any:
-    from ..data.retrieval.dense import load_sentence_transformer
-
-    return load_sentence_transformer(cfg.embedding_model)
-
-
-# --------------------------------------------------------------------------- calibration stage
-
-
-def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json."""
-    from ..stages import run_stage
-
-    return run_stage("calibrate", recipe, show_progress)
-
-
-def write_bias(run: StageRun) -> dict[str, Any]:
-    """The calibrate stage's body: the position bias of the teacher into run_dir/bias.json.
-
-    The dummy documents' token lengths follow ``teacher.calibration_lengths`` (the candidates'
-    per-position medians from run_dir/candidates.jsonl, or a fixed count).
-    """
-    recipe = run.recipe
-    cfg = recipe.teacher
-    if cfg.estimator != "attention":
-        raise ValueError("calibration applies to the attention estimator (teacher.estimator is "
-                         f"{cfg.estimator!r}); nothing to calibrate")
-    rd = RunDir.of(recipe)
-    torch.manual_seed(recipe.seed)
-    tokenizer = _load_tokenizer(cfg)
-    prompt = ReasoningPrompt.from_config(cfg)
-    keys, lengths = calibration_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers, cfg.calibration_lengths,
-                                     rd.path_of("candidates"), prompt=prompt)
-    model = _load_model(cfg)
-    t0 = time.perf_counter()
-    bias = compute_position_bias(model, tokenizer, lengths.target, cfg.layers,
-                                 max_chunk_bytes=cfg.capture_chunk_mb << 20, prompt=prompt)
-    path = rd.path_of("bias")
-    save_bias(path, bias, keys, lengths, prompt)
-    summary = {"status": "complete", "bias_file": str(path), "k1": recipe.data.k1, "seconds": round(time.perf_counter() - t0, 2),
-               "bias_mean": _fmt(bias.bias.mean()), "bias_first_last": [_fmt(bias.bias[0]), _fmt(bias.bias[-1])],
-               "doc_tokens": lengths.summary(), "doc_tokens_measured": {"min": min(bias.doc_tokens),
-                                                                       "max": max(bias.doc_tokens)},
-               "doc_tokens_source": lengths.source, "keys": keys}
-    return summary
-
-
-# --------------------------------------------------------------------------- label stage
 
 
 class _Labeler:
@@ -213,30 +67,25 @@ class _Labeler:
         self.cfg = recipe.teacher
         self.rank, self.world = rank, world
         self.show_progress = show_progress
-        self.dir = recipe.run_path / SHARD_DIR
-        ensure_output_dir(self.dir)
-        self.res = _Resources()
+        ensure_output_dir(recipe.run_path / SHARD_DIR)
+        self.res = TeacherResources(self.cfg)
         self.bias: np.ndarray | None = None
         self.bias_key: str | None = None
         self.params = resolve_params(self.cfg)
-        self.meta = _teacher_meta(self.cfg, self.params)
-        self.lancer_templates = _lancer_templates(self.cfg, self.meta)
+        self.meta = teacher_meta(self.cfg, self.params)
+        self.lancer_templates = lancer_templates(self.cfg, self.meta)
         self.prompt = ReasoningPrompt.from_config(self.cfg)  # the reasoning prompt's wording, read once
         self.meta["prompt"] = self.prompt.record()
 
     def shard_file(self, kind: str) -> Path:
-        return self.dir / f"{kind}.{self.rank}-of-{self.world}.jsonl"
+        return shard_path(self.recipe.run_path, kind, self.rank, self.world)
 
     # ---- resources
     def tokenizer(self) -> Any:
-        if self.res.tokenizer is None:
-            self.res.tokenizer = _load_tokenizer(self.cfg)
-        return self.res.tokenizer
+        return self.res.tokenizer()
 
     def model(self) -> Any:
-        if self.res.model is None:
-            self.res.model = _load_model(self.cfg)
-        return self.res.model
+        return self.res.model()
 
     def _generator(self) -> Any:
         from ..models.generation import make_generator
@@ -262,7 +111,7 @@ class _Labeler:
             if todo_r or todo_l:
                 generator = self._generator()
             bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
-            for batch in _batches(shard, self.cfg.batch_size):
+            for batch in batches(shard, self.cfg.batch_size):
                 if need_replies and any(r["qid"] not in rfile.done for r in batch):
                     prompts = [build_reasoning_prompt(self.tokenizer(), r["question"], r["docs"], self.prompt)[0]
                                for r in batch]
@@ -331,7 +180,7 @@ class _Labeler:
         device = next(model.parameters()).device
         mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=self.cfg.layers,
                                          max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
-        return [SegmentAttention.from_matrix(_rounded(m.numpy()), len(rec["docs"]), len(p.steps))
+        return [SegmentAttention.from_matrix(stored_array(m.numpy()), len(rec["docs"]), len(p.steps))
                 for rec, p, m in zip(batch, parsed, mats)]
 
     def similarities(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]) -> list[SimilarityScores]:
@@ -345,22 +194,21 @@ class _Labeler:
         from ..data.passage import doc_passage_text
         from ..data.retrieval.dense import encode_texts
 
-        if self.res.embedder is None:
-            self.res.embedder = _load_embedder(self.cfg)
+        embedder = self.res.embedder()
         out = []
         for rec, p in zip(batch, parsed):
             steps, answer = list(p.steps), p.answer.strip()
             docs = [doc_passage_text(d) for d in rec["docs"]]
             texts = [t for t in [*steps, *docs, answer] if t]
-            emb = dict(zip(texts, encode_texts(self.res.embedder, texts)))
+            emb = dict(zip(texts, encode_texts(embedder, texts)))
             step_emb = np.stack([emb[t] for t in steps])
             doc_emb = np.stack([emb[t] if t else np.zeros_like(step_emb[0]) for t in docs])
             sim = SimilarityScores.from_embeddings(step_emb, doc_emb, emb[answer] if answer else None)
-            out.append(SimilarityScores(_rounded(sim.step_doc), _rounded(sim.answer_step)))
+            out.append(SimilarityScores(stored_array(sim.step_doc), stored_array(sim.answer_step)))
         return out
 
     def label_batch(self, batch: Sequence[dict[str, Any]], replies: dict[str, str],
-                    lancer: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                    lancer: dict[str, dict[str, Any]]) -> list[LabelRecord]:
         params = self.params
         parsed = [self.steps_for(r, replies) for r in batch]
         none: list[Any] = [None] * len(batch)
@@ -385,49 +233,49 @@ class _Labeler:
                 codes.append("min_select")
                 reasons.append("no document had a positive gain: kept the best one (min_select)")
             e, W = pairs[i]
-            lan = lancer.get(rec["qid"])
-            record = {
-                "qid": rec["qid"],
-                "selected": selected,
-                "selected_doc_ids": [rec["docs"][k].get("doc_id") for k in selected],
-                "gains": [_fmt(g) for g in gains],
-                "objective": _fmt(float(result.objective[i])),
-                "steps": p.steps,
-                "answer": p.answer,
-                "e": [_fmt(x) for x in e],
-                "W": [[_fmt(x) for x in row] for row in W],
-                "bias_key": self.bias_key,
-                "status": "fallback" if codes else "ok",
-                "reason": "; ".join(reasons) or None,
-                "fallback_reasons": codes,
-                "stop": stop_reason(gains, len(rec["docs"]), params),
-                "teacher": self.meta,
-            }
+            reason = "; ".join(reasons) or None
+            optional: dict[str, Any] = {}  # LabelRecord's fields written only when they apply
             if attns[i] is not None:
-                record["attention"] = {k: _fmt_nested(v) for k, v in attns[i].to_dict().items()}
+                optional["attention"] = {k: stored_nested(v) for k, v in attns[i].to_dict().items()}
             if sims[i] is not None:
-                record["similarity"] = {k: _fmt_nested(v) for k, v in sims[i].to_dict().items()}
+                optional["similarity"] = {k: stored_nested(v) for k, v in sims[i].to_dict().items()}
             if self.cfg.steps == "model":
-                record["reply"] = replies.get(rec["qid"], "")
+                optional["reply"] = replies.get(rec["qid"], "")
+            lan = lancer.get(rec["qid"])
             if lan is not None:
-                record["ratings"] = lan["ratings"]
-                record["subquestions"] = lan["subquestions"]
+                optional["ratings"] = lan["ratings"]
+                optional["subquestions"] = lan["subquestions"]
                 if lan.get("subquestion_reason"):
-                    record["reason"] = "; ".join(x for x in [record["reason"], lan["subquestion_reason"]] if x)
-            records.append(record)
+                    reason = "; ".join(x for x in [reason, lan["subquestion_reason"]] if x)
+            records.append(LabelRecord(
+                qid=rec["qid"],
+                selected=selected,
+                selected_doc_ids=[rec["docs"][k].get("doc_id") for k in selected],
+                gains=[stored(g) for g in gains],
+                objective=stored(float(result.objective[i])),
+                steps=p.steps,
+                answer=p.answer,
+                e=[stored(x) for x in e],
+                W=[[stored(x) for x in row] for row in W],
+                bias_key=self.bias_key,
+                status="fallback" if codes else "ok",
+                reason=reason,
+                fallback_reasons=codes,
+                stop=stop_reason(gains, len(rec["docs"]), params),
+                teacher=self.meta,
+                **optional,
+            ))
         return records
 
-    def error_record(self, rec: dict[str, Any], exc: BaseException) -> dict[str, Any]:
-        return {"qid": rec["qid"], "selected": [], "selected_doc_ids": [], "gains": [], "objective": None,
-                "steps": [], "answer": "", "e": [], "W": [], "bias_key": self.bias_key, "status": "error",
-                "reason": f"{type(exc).__name__}: {exc}", "fallback_reasons": [], "stop": None, "teacher": self.meta}
+    def error_record(self, rec: dict[str, Any], exc: BaseException) -> LabelRecord:
+        return LabelRecord.failed(rec["qid"], exc, bias_key=self.bias_key, teacher=self.meta)
 
     def label(self, shard: list[dict[str, Any]], replies: dict[str, str], lancer: dict[str, dict[str, Any]]) -> int:
         written = 0
         live = _LiveCounts()
         with ResumableJsonl(self.shard_file("labels")) as out:
             bar = tqdm(total=len(shard), desc=f"label [{self.rank}]", unit="q", disable=not self.show_progress)
-            for batch in _batches(shard, self.cfg.batch_size):
+            for batch in batches(shard, self.cfg.batch_size):
                 if all(r["qid"] in out.done for r in batch):
                     bar.update(len(batch))
                     continue
@@ -446,8 +294,8 @@ class _Labeler:
                             log.error("question %s failed: %s", rec["qid"], single)
                             records.append(self.error_record(rec, single))
                 for r in records:
-                    if r["qid"] not in out.done:
-                        out.write(r)
+                    if r.qid not in out.done:
+                        out.write(r.to_json_dict())
                         written += 1
                         live.add(r)
                 bar.set_postfix(live.postfix(), refresh=False)
@@ -462,36 +310,17 @@ class _LiveCounts:
     def __init__(self) -> None:
         self.n = self.size = self.fallback = self.first_step = 0
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: LabelRecord) -> None:
         self.n += 1
-        self.size += len(record["selected"])
-        self.fallback += record["status"] == "fallback"
-        self.first_step += record.get("stop") == "first_step"
+        self.size += len(record.selected)
+        self.fallback += record.status == "fallback"
+        self.first_step += record.stop == "first_step"
 
     def postfix(self) -> dict[str, str]:
         if not self.n:
             return {}
         return {"|S|": f"{self.size / self.n:.2f}", "fallback": f"{self.fallback / self.n:.0%}",
                 "first-step stop": f"{self.first_step / self.n:.0%}"}
-
-
-def _merge(run_dir: Path, candidates: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
-    """Join the shards into labels.jsonl in candidates order; every qid exactly once."""
-    by_qid: dict[str, dict[str, Any]] = {}
-    for rank in range(world):
-        path = run_dir / SHARD_DIR / f"labels.{rank}-of-{world}.jsonl"
-        if not path.exists():
-            raise RuntimeError(f"shard {path} is missing: rank {rank} did not finish")
-        for lineno, rec in read_jsonl(path):
-            if rec["qid"] in by_qid:
-                raise RuntimeError(f"{path}:{lineno}: qid {rec['qid']!r} labelled twice")
-            by_qid[rec["qid"]] = rec
-    missing = [c["qid"] for c in candidates if c["qid"] not in by_qid]
-    if missing:
-        raise RuntimeError(f"{len(missing)} questions have no label (first: {missing[0]!r}); rerun to finish them")
-    records = [by_qid[c["qid"]] for c in candidates]
-    write_jsonl_atomic(run_dir / LABELS_FILE, records)
-    return records
 
 
 def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
@@ -507,7 +336,7 @@ def write_labels(run: StageRun) -> dict[str, Any]:
     cfg = recipe.teacher
     run_dir = recipe.run_path
     rd = RunDir(run_dir)
-    rank, world, state = _distributed()
+    rank, world, state = distributed()
     candidates = load_candidates(rd.path_of("candidates"))
     torch.manual_seed(recipe.seed)
     labeler = _Labeler(recipe, rank, world, show_progress)
@@ -524,7 +353,7 @@ def write_labels(run: StageRun) -> dict[str, Any]:
         state.wait_for_everyone()
     summary: dict[str, Any] = {"rank": rank, "world": world, "shard_questions": len(shard), "written": written}
     if rank == 0:
-        diag = label_diagnostics(_merge(run_dir, candidates, world), cfg.budget)
+        diag = label_diagnostics(merge_label_shards(run_dir, candidates, world), cfg.budget)
         warning = fallback_warning(diag, cfg.fallback_warn)
         summary = {
             "status": "complete", "processes": world, **diag,

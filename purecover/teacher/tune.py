@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Recipe, parse_override, recipe_to_dict
+from ..records import LabelRecord, validate_line
 from ..rundir import FILES, RunDir
 from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
 from ..utils.provenance import package_versions
@@ -134,26 +135,27 @@ class TuneQuestion:
 
 
 def load_questions(labels_path: Path, candidates_path: Path) -> list[TuneQuestion]:
-    """Questions of labels.jsonl (error records skipped) joined with their candidates, in candidates order."""
-    labels = {}
+    """Questions of labels.jsonl (each line checked as a `LabelRecord`; error records skipped) joined with their
+    candidates, in candidates order."""
+    labels: dict[str, LabelRecord] = {}
     for lineno, rec in read_jsonl(labels_path):
-        if rec.get("status") == "error":
+        label = validate_line(LabelRecord, rec, labels_path, lineno)
+        if label.status == "error":
             continue
-        if "attention" not in rec and "similarity" not in rec:
-            raise ValueError(f"{labels_path}:{lineno}: record {rec.get('qid')!r} has no stored scores "
+        if label.attention is None and label.similarity is None:
+            raise ValueError(f"{labels_path}:{lineno}: record {label.qid!r} has no stored scores "
                              "(`attention` / `similarity`); relabel with this version of purecover")
-        labels[rec["qid"]] = rec
+        labels[label.qid] = label
     out = []
     for _, cand in read_jsonl(candidates_path):
-        rec = labels.get(cand["qid"])
-        if rec is None:
+        found = labels.get(cand["qid"])
+        if found is None:
             continue
-        codes = rec.get("fallback_reasons") or []
         out.append(TuneQuestion(
             qid=cand["qid"], doc_ids=[d["doc_id"] for d in cand["docs"]], gold=set(cand.get("gold_doc_ids") or []),
-            attention=SegmentAttention.from_dict(rec["attention"]) if "attention" in rec else None,
-            similarity=SimilarityScores.from_dict(rec["similarity"]) if "similarity" in rec else None,
-            ratings=rec.get("ratings"), parse_fallback=any(c != "min_select" for c in codes)))
+            attention=SegmentAttention.from_dict(found.attention) if found.attention is not None else None,
+            similarity=SimilarityScores.from_dict(found.similarity) if found.similarity is not None else None,
+            ratings=found.ratings, parse_fallback=any(c != "min_select" for c in found.fallback_reasons)))
     return out
 
 

@@ -152,16 +152,17 @@ def _describe(tp: Any) -> str:
 
 @functools.cache
 def _dry_arguments_class() -> type:
-    """TrainingArguments whose device is the CPU without setting up accelerate's process state.
+    """SelectorTrainingArguments whose device is the CPU without setting up accelerate's process state.
 
     The real ``device`` resets `AcceleratorState` and creates a `PartialState` (a process-wide
     singleton): created here with ``cpu=True`` it would pin the later stages of this process to the
     CPU, and under ``accelerate launch`` start a gloo process group before the real one.
     """
     import torch
-    from transformers import TrainingArguments
 
-    class DryTrainingArguments(TrainingArguments):
+    from .selector_arguments import SelectorTrainingArguments
+
+    class DryTrainingArguments(SelectorTrainingArguments):
         @property
         def device(self) -> torch.device:
             return torch.device("cpu")
@@ -179,7 +180,7 @@ def _without_env(*names: str) -> Iterator[None]:
 
 
 def dry_training_arguments(kwargs: Mapping[str, Any]) -> Any:
-    """Construct TrainingArguments from `kwargs` so that its own ``__post_init__`` checks run.
+    """SelectorTrainingArguments built from `kwargs` so that TrainingArguments' own ``__post_init__`` checks run.
 
     On the CPU, with output_dir in a temporary directory and `_DRY_OVERRIDES` applied, no process-wide
     state changes (see `_dry_arguments_class`; accelerate's DeepSpeed variable is hidden meanwhile).

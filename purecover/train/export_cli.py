@@ -30,7 +30,7 @@ def _export_then_push(args: argparse.Namespace, default: Handler) -> int:
     if code or not args.push_to_hub:
         return code
     from ..config import load_recipe
-    from .export import push_export
+    from .push import push_export
 
     recipe = load_recipe(args.recipe, args.overrides)  # validated by the stage run above
     pushed = push_export(recipe, args.push_to_hub, private=args.private, revision=args.revision,

@@ -35,7 +35,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .prefix_tree import reply_attention_applies, reply_attention_for, score_tree
+from .prefix_tree import score_tree
+from .reply_attention import reply_attention_applies, reply_attention_for
 
 __all__ = ["LM_REDUCTIONS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss", "has_active_dropout",
            "score_orderings", "selector_loss"]
@@ -176,7 +177,7 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
                         n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int, cl_weight: float,
                         lm_reduction: str = "token_mean") -> LossOutput | None:
     """Each prompt is encoded once, with gradient; orderings are scored on its cache (read detached, not
-    modified) and the best reply continues from the cache itself (with `prefix_tree.reply_attention` where it
+    modified) and the best reply continues from the cache itself (with `reply_attention.reply_attention` where it
     applies: sdpa or eager attention without soft-capping or sinks). With active dropout (`has_active_dropout`) the
     orderings are scored on a second, eval-mode encoding of the prompt instead (one no-grad prompt
     forward more), so the choice is dropout-free. None when the model gives no cache (gradient

@@ -34,22 +34,25 @@ modified. Fallback (attention dropout, soft-capping or sinks, a sliding window s
 prompt + reply, a model whose attention does not go through the interface, detected by counting
 the calls): the dense method, a 4-D additive mask (tree tokens × (prompt + tree); with the
 sliding window applied where it binds) over a detached copy of the cache.
+
+The switch of attention implementation is shared with the best reply's training forward, whose kernel lives
+in `purecover.train.reply_attention` (which also lists the transformers internals both rely on).
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["REPLY_ATTENTION", "TREE_ATTENTION", "TreeLayout", "reply_attention", "reply_attention_for", "score_tree",
-           "tree_attention", "tree_layout"]
+from .reply_attention import attention_implementation
+
+__all__ = ["TREE_ATTENTION", "TreeLayout", "score_tree", "tree_attention", "tree_layout"]
 
 TREE_ATTENTION = "purecover_prefix_tree"
 
@@ -287,27 +290,6 @@ def _register() -> None:
         AttentionInterface.register(TREE_ATTENTION, tree_attention)
 
 
-@contextlib.contextmanager
-def _attention_implementation(model: Any, name: str) -> Iterator[None]:
-    """Switch every config of `model` (and its submodules, e.g. under PEFT) to the attention implementation
-    `name` for the duration (restored on exit, also on error)."""
-    from transformers import PretrainedConfig
-
-    configs: dict[int, Any] = {}
-    for module in model.modules():
-        config = getattr(module, "config", None)
-        if isinstance(config, PretrainedConfig) and hasattr(config, "_attn_implementation_internal"):
-            configs.setdefault(id(config), config)
-    saved = {key: config._attn_implementation_internal for key, config in configs.items()}
-    try:
-        for config in configs.values():
-            config._attn_implementation_internal = name
-        yield
-    finally:
-        for key, config in configs.items():
-            config._attn_implementation_internal = saved[key]
-
-
 def _n_layers(cache: Any) -> int:
     return len(cache.layers) if hasattr(cache, "layers") else len(cache.key_cache)
 
@@ -321,7 +303,7 @@ def _forward_fast(model: Any, cache: Any, t_len: int, layout: TreeLayout, toks: 
                        max_position=t_len + int(layout.node_offset.max()),
                        groups=(layout.group_reps.to(device), layout.group.to(device)))
     position_ids = (layout.node_offset + t_len).to(device)[None]
-    with _attention_implementation(model, TREE_ATTENTION):
+    with attention_implementation(model, TREE_ATTENTION):
         token = _STATE.set(state)
         try:
             logits = model(input_ids=toks[None], position_ids=position_ids, use_cache=False).logits[0]
@@ -387,72 +369,6 @@ def _additive(visible: torch.Tensor, dtype: torch.dtype, device: torch.device) -
     """(1, 1, n, T+n) additive mask: 0 where visible, the dtype's minimum elsewhere."""
     visible = visible.to(device)
     return torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill(~visible, torch.finfo(dtype).min)[None, None]
-
-
-# ------------------------------------------------------------------------------- the training reply forward
-
-REPLY_ATTENTION = "purecover_reply"
-
-
-def _reply_mask(*args: Any, **kwargs: Any) -> Any:
-    """The sdpa boolean mask (True: visible), always materialised (never None for `is_causal`)."""
-    from transformers.masking_utils import sdpa_mask
-
-    kwargs["allow_is_causal_skip"] = False
-    return sdpa_mask(*args, **kwargs)
-
-
-def reply_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                    **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """AttentionInterface function for a few query tokens after a long cached prompt (the best reply's training
-    forward): plain matmul attention under the model's boolean mask (causal, sliding window, as the model
-    builds it), the query heads of a key/value group stacked so that the prompt's keys and values are neither
-    repeated per head nor, in the backward, summed back; attention dropout as in eager attention."""
-    b, h, n, d = query.shape
-    kv, length = key.shape[1], key.shape[2]
-    g = h // kv
-    scale = float(scaling) if scaling is not None else 1.0 / math.sqrt(d)
-    scores = torch.matmul(query.reshape(b, kv, g * n, d), key.transpose(-1, -2)).mul_(scale).view(b, kv, g, n, length)
-    if attention_mask is None:  # bottom-right causal: the queries are the last n positions
-        visible = torch.arange(length, device=query.device)[None, :] <= torch.arange(length - n, length,
-                                                                                   device=query.device)[:, None]
-    else:
-        visible = attention_mask[:, :, None, -n:, -length:]  # (b or 1, 1, 1, n, length), bool
-    scores = scores.masked_fill(~visible, float("-inf"))
-    probs = scores.float().softmax(-1).to(query.dtype)
-    if dropout:
-        probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
-    out = torch.matmul(probs.view(b, kv, g * n, length), value).view(b, h, n, d)
-    return out.transpose(1, 2).contiguous(), None
-
-
-def reply_attention_applies(model: Any) -> bool:
-    """Whether `reply_attention` computes the model's attention: its attention goes through the interface
-    with the standard masks (sdpa or eager), without soft-capping or attention sinks."""
-    config = getattr(model, "config", None)
-    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager"):
-        return False
-    if getattr(config, "attn_logit_softcapping", None) is not None:
-        return False
-    return not any(getattr(m, "sinks", None) is not None for m in model.modules())
-
-
-@contextlib.contextmanager
-def reply_attention_for(model: Any, applies: bool | None = None) -> Iterator[bool]:
-    """Run the enclosed forward(s) of `model` with `reply_attention` where it applies (`applies`: the result of
-    `reply_attention_applies(model)`, if known); yields whether it does."""
-    if not (reply_attention_applies(model) if applies is None else applies):
-        yield False
-        return
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
-
-    if REPLY_ATTENTION not in AttentionInterface._global_mapping:
-        AttentionInterface.register(REPLY_ATTENTION, reply_attention)
-        AttentionMaskInterface.register(REPLY_ATTENTION, _reply_mask)
-    with _attention_implementation(model, REPLY_ATTENTION):
-        yield True
 
 
 @torch.no_grad()

@@ -36,6 +36,7 @@ from ..utils.io import atomic_write_json, read_jsonl
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
+from .selector_arguments import SelectorTrainingArguments, loss_settings
 from .threshold import calibrate_thresholds, subset_f1_both_spaces
 from .trainer import SelectorTrainer
 
@@ -66,15 +67,14 @@ _DEFAULT_TRAINING: dict[str, Any] = {
 }
 
 
-def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = False) -> Any:
-    """TrainingArguments from the defaults above, overridden by ``student.training``.
+def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = False) -> SelectorTrainingArguments:
+    """The run's SelectorTrainingArguments: the defaults above, overridden by ``student.training``, and the
+    loss settings of ``student`` (lm_weight, cl_weight, m_exact, lm_reduction).
 
     Keys and values are checked by `purecover.train.arguments.check_training_section`. ``dry_run``: only
     build them on the CPU in a temporary directory, changing no process state (the recipe check
     that `purecover.validate.validate_recipe` runs before any stage).
     """
-    from transformers import TrainingArguments
-
     from .arguments import check_training_section, dry_training_arguments
 
     user = dict(recipe.student.training)
@@ -83,7 +83,7 @@ def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = Fal
         raise ConfigError("student.training.output_dir is fixed to run_dir/checkpoints; change run_dir instead")
     kwargs = {**_DEFAULT_TRAINING, "seed": recipe.seed, "data_seed": recipe.seed,
               "eval_strategy": "epoch" if has_eval else "no", **user,
-              "output_dir": str(recipe.run_path / CHECKPOINTS)}
+              "output_dir": str(recipe.run_path / CHECKPOINTS), **loss_settings(recipe.student)}
     kwargs.pop("resume_from_checkpoint", None)
     if dry_run:
         return dry_training_arguments(kwargs)
@@ -92,7 +92,7 @@ def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = Fal
     kwargs.update(training_tracking(recipe, user))  # tracking.report_to unless student.training.report_to
     if not torch.cuda.is_available():
         kwargs.setdefault("use_cpu", True)
-    return TrainingArguments(**kwargs)
+    return SelectorTrainingArguments(**kwargs)
 
 
 def _load_student(recipe: Recipe) -> tuple[Any, Any]:
@@ -231,9 +231,7 @@ def train_student(run: StageRun) -> dict[str, Any]:
     trainer = SelectorTrainer(
         model=model, args=args, train_dataset=SelectorDataset(train),
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
-        processing_class=tokenizer, reply_format=fmt, lm_weight=cfg.lm_weight, cl_weight=cfg.cl_weight, m_exact=cfg.m_exact,
-        lm_reduction=cfg.lm_reduction,
-        pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
+        processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
     )
     is_main = trainer.accelerator.is_main_process
     resume = cfg.training.get("resume_from_checkpoint")

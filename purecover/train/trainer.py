@@ -20,6 +20,7 @@ import torch
 from transformers import Trainer
 
 from .losses import ReplyFormat, selector_loss
+from .selector_arguments import SelectorTrainingArguments
 
 __all__ = ["SelectorTrainer", "subset_f1"]
 
@@ -37,24 +38,30 @@ def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
 
 
 class SelectorTrainer(Trainer):
-    """Trainer with L = cl_weight · L_CL + lm_weight · L_LM; batches come from `SelectorCollator`."""
+    """Trainer with L = cl_weight · L_CL + lm_weight · L_LM; batches come from `SelectorCollator`.
 
-    def __init__(self, *args: Any, reply_format: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
-                 pad_id: int = 0, lm_reduction: str = "token_mean", cl_weight: float = 1.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    The loss settings (lm_weight, cl_weight, m_exact, lm_reduction) are read from `args`, which must be
+    `SelectorTrainingArguments`.
+    """
+
+    args: SelectorTrainingArguments
+
+    def __init__(self, model: Any = None, args: SelectorTrainingArguments | None = None, *rest: Any,
+                 reply_format: ReplyFormat, pad_id: int = 0, **kwargs: Any) -> None:
+        if not isinstance(args, SelectorTrainingArguments):
+            raise TypeError("SelectorTrainer takes its loss settings from SelectorTrainingArguments; got "
+                            f"args of type {type(args).__name__}")
+        super().__init__(model, args, *rest, **kwargs)
         self.reply_format = reply_format
-        self.lm_weight = lm_weight
-        self.cl_weight = cl_weight
-        self.lm_reduction = lm_reduction
-        self.m_exact = m_exact
         self.pad_id = pad_id
         self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
+        args = self.args
         out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
-                            lm_weight=self.lm_weight, cl_weight=self.cl_weight, m_exact=self.m_exact, pad_id=self.pad_id,
-                            lm_reduction=self.lm_reduction)
+                            lm_weight=args.lm_weight, cl_weight=args.cl_weight, m_exact=args.m_exact, pad_id=self.pad_id,
+                            lm_reduction=args.lm_reduction)
         split = "train" if model.training else "eval"
         self._extra[split]["l_cl"].append(float(out.l_cl))
         self._extra[split]["l_lm"].append(float(out.l_lm))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..records import StageManifest
 from .io import atomic_write_json
 
 __all__ = ["package_versions", "write_stage_manifest"]
@@ -40,23 +41,21 @@ def write_stage_manifest(
     outputs: dict[str, Any] | None = None,
     inputs: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``run_dir/<stage>.run.json``: stage, resolved recipe, config hash, versions, summary and,
-    once complete, what each output and input holds (`purecover.rundir.RunDir.complete`)."""
+    """Write ``run_dir/<stage>.run.json`` (a `StageManifest`): stage, resolved recipe, config hash, versions,
+    summary and, once complete, what each output and input holds (`purecover.rundir.RunDir.complete`)."""
     now = _dt.datetime.now(_dt.timezone.utc)
     path = Path(run_dir) / f"{stage}.run.json"
-    atomic_write_json(
-        path,
-        {
-            "stage": stage,
-            "config_hash": config_hash,
-            "started": (started or now).isoformat(timespec="seconds"),
-            "finished": now.isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "versions": package_versions(),
-            "summary": summary or {},
-            **({"outputs": outputs} if outputs is not None else {}),
-            **({"inputs": inputs} if inputs is not None else {}),
-            "recipe": recipe,
-        },
+    manifest = StageManifest(
+        stage=stage,
+        config_hash=config_hash,
+        started=(started or now).isoformat(timespec="seconds"),
+        finished=now.isoformat(timespec="seconds"),
+        command=list(sys.argv),
+        versions=package_versions(),
+        summary=summary or {},
+        **({"outputs": outputs} if outputs is not None else {}),
+        **({"inputs": inputs} if inputs is not None else {}),
+        recipe=recipe,
     )
+    atomic_write_json(path, manifest.to_json_dict())
     return path

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import CANDIDATES_FILE, run_data_stage
+from purecover.data.candidates import CANDIDATES_FILE, read_candidates, run_data_stage
 from purecover.data.corpus import content_doc_id
 from tests.conftest import hotpot_record, write_json, write_jsonl
 
-RECORD_KEYS = {"qid", "dataset", "question", "answers", "docs", "gold_doc_ids", "gold_titles", "oracle_steps", "meta"}
+RECORD_KEYS = ["qid", "dataset", "question", "answers", "docs", "gold_doc_ids", "gold_titles", "oracle_steps", "meta"]
 
 
 def recipe(tmp_path, *overrides):
@@ -30,12 +31,12 @@ def test_demo_candidates_are_valid_records(tmp_path):
     records = read(r.run_path)
     assert summary["status"] == "complete" and summary["written"] == len(records) >= 30
     for rec in records:
-        assert set(rec) == RECORD_KEYS
+        assert list(rec) == RECORD_KEYS  # the order every version wrote (resumed runs compare bytes)
         assert len(rec["docs"]) == 10
         assert len({d["doc_id"] for d in rec["docs"]}) == 10
         scores = [d["score"] for d in rec["docs"]]
         assert scores == sorted(scores, reverse=True)
-        assert all(set(d) == {"doc_id", "title", "text", "score"} for d in rec["docs"])
+        assert all(list(d) == ["doc_id", "title", "text", "score"] for d in rec["docs"])
         assert len(rec["gold_doc_ids"]) == 2 and rec["answers"]
     # Provenance: resolved recipe, config hash and versions beside the output.
     manifest = json.loads((r.run_path / "data.run.json").read_text())
@@ -135,3 +136,20 @@ def test_dense_retriever_stage(tmp_path):
     assert summary["index_dir"] == str(index_dir) and summary["index"] == "built"
     assert any(p.name.startswith("dense-") for p in index_dir.iterdir())
     assert not (r.run_path / "index").exists()
+
+
+def test_read_candidates_checks_each_line_and_names_file_line_and_field(tmp_path):
+    path = tmp_path / CANDIDATES_FILE
+    good = {"qid": "a", "question": "q", "answers": ["x"], "docs": [{"title": "t", "text": "body"}]}  # hand-made: few keys
+    for lines, message in (
+        ([good, {**good, "qid": "b", "docs": [{"title": "t"}]}], r":2: field 'docs\[0\]\.text': missing$"),
+        ([good, {**good, "qid": 7}], r":2: field 'qid': must be a string \(got 7\)$"),
+        ([good, good], r":2: field 'qid': duplicate 'a'$"),
+        ([{**good, "docs": [{"text": "1"}, {"text": "2"}]}], r":1: field 'docs': 2 candidates, more than 1, k1$"),
+        ([{**good, "answers": None}], r":1: field 'answers': must be a list \(got null\)$"),
+    ):
+        write_jsonl(path, lines)
+        with pytest.raises(ValueError, match=f"^{re.escape(str(path))}{message}"):
+            read_candidates(path, max_docs=1, max_docs_hint=", k1")
+    write_jsonl(path, [good])
+    assert read_candidates(path) == [good]  # returned as read

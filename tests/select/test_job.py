@@ -131,3 +131,25 @@ def test_input_errors_name_file_line_and_field(selector_run, selector_dir, candi
         select_candidates(recipe, selector_dir, show_progress=False)
     with pytest.raises(FileNotFoundError, match="purecover export"):
         select_candidates(recipe, tmp_path / "nowhere", show_progress=False)
+
+
+def test_selection_records_keep_their_keys_and_a_bad_line_is_named(tmp_path):
+    """selections.jsonl lines are built as `SelectionRecord`s with the keys every version wrote, in order; the
+    summary checks each line read back and names the line and field of a bad one."""
+    from purecover.models.selector import SelectionResult
+    from purecover.records import LineRecordError
+
+    docs = [{"doc_id": "d1", "text": "a"}, {"text": "b"}]
+    result = SelectionResult([1], [0.5, 2.0], [0.2, 0.8])
+    line = select_job.selection_record("q1", result, docs)
+    assert json.dumps(line) == json.dumps({"qid": "q1", "selected": [1], "selected_doc_ids": ["2"],
+                                           "logits": [0.5, 2.0], "probabilities": [0.2, 0.8], "score_space": "logit"})
+    assert list(select_job.selection_record("q1", result, docs, with_doc_ids=True))[-1] == "doc_ids"
+    out = tmp_path / SELECTIONS_FILE
+    out.write_text(json.dumps(line) + "\n" + json.dumps({**line, "qid": "q2", "selected": [1.0]}) + "\n")
+    progress = {"written": 2, "already_done": 0, "repaired_lines": 0, "elapsed": 1.0}
+    config = {"tau3": 0.0, "k_max": None, "min_select": 1}
+    with pytest.raises(LineRecordError, match=rf"{SELECTIONS_FILE}:2: field 'selected\[0\]': must be an integer"):
+        select_job.summarize_selections(out, 2, progress, "hf", tmp_path, config)
+    out.write_text(json.dumps(line) + "\n")
+    assert select_job.summarize_selections(out, 1, progress, "hf", tmp_path, config)["mean_selected"] == 1.0

@@ -17,6 +17,7 @@ from purecover.config import load_recipe
 from purecover.data.candidates import read_candidates, run_data_stage
 from purecover.models.loading import load_causal_lm, load_tokenizer
 from purecover.pipeline import plan_pipeline
+from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import (
     BiasMismatchError,
     bias_keys,
@@ -29,7 +30,7 @@ from purecover.teacher.calibration import (
     save_bias,
 )
 from purecover.teacher.capture import SegmentSpec, capture_segment_attention
-from purecover.teacher.job import run_calibrate_stage, run_label_stage
+from purecover.teacher.job import run_label_stage
 from purecover.teacher.prompts import build_reasoning_prompt, build_teacher_sequence
 
 K1 = 20

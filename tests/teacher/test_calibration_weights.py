@@ -151,3 +151,24 @@ def test_a_prompt_template_edited_in_place_is_not_current(tmp_path):
     template.write_text("Reason in steps.\n{documents}\nQ: {question}\n", encoding="utf-8")
     assert not is_current(ReasoningPrompt.from_config(types.SimpleNamespace(prompt_file=str(template), max_steps=5)))
     assert not is_current(ReasoningPrompt.from_config(types.SimpleNamespace(system_prompt="", max_steps=5)))
+
+
+def test_bias_json_keeps_its_keys_and_a_bad_file_names_the_field(tmp_path):
+    """bias.json is written through `BiasFile` with the keys of every earlier version, in the same order; a
+    file whose field is wrong is refused naming it, and the planning check reads it as "recalibrate"."""
+    from purecover.records import RecordError
+
+    model_dir = save_tiny_qwen2(tmp_path / "teacher")
+    path = calibrate(model_dir, tmp_path)
+    data = json.loads(path.read_text())
+    assert list(data) == ["keys", "bias", "n_dummy_steps", "prompt", "doc_tokens", "created", "versions"]
+    assert list(data["doc_tokens"]) == ["target", "measured", "source"]
+    keys, _ = keys_for(model_dir, tmp_path)
+    path.write_text(json.dumps({**data, "bias": "flat"}))
+    with pytest.raises(RecordError, match=r"bias\.json: field bias: must be a list \(got a string\); rerun "
+                                          r"`purecover calibrate`"):
+        load_bias(path, keys)
+    assert not current(path, model_dir, tmp_path)
+    path.write_text(json.dumps({"keys": data["keys"], "bias": data["bias"]}))  # the earliest files: keys and bias
+    assert np.allclose(load_bias(path, keys)[0], np.arange(K1) / 10)
+    assert not current(path, model_dir, tmp_path)  # no prompt or lengths recorded: recalibrate

@@ -15,8 +15,9 @@ import pytest
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
 from purecover.data.samples import SAMPLE_FILES
+from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import BiasMismatchError
-from purecover.teacher.job import LABELS_FILE, load_candidates, run_calibrate_stage, run_label_stage
+from purecover.teacher.job import LABELS_FILE, load_candidates, run_label_stage
 from tests.process_helpers import run_and_kill_when
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
-from purecover.teacher.job import run_calibrate_stage, run_label_stage
+from purecover.teacher.calibrate_stage import run_calibrate_stage
+from purecover.teacher.job import run_label_stage
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ import pytest
 from purecover.cli import main
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
+from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.defaults import resolve_params
-from purecover.teacher.job import run_calibrate_stage, run_label_stage
+from purecover.teacher.job import run_label_stage
 from purecover.teacher.selection import solve
 from purecover.teacher.tune import (
     TuneQuestion,
@@ -160,7 +161,12 @@ def test_calibration_in_the_grid_needs_calibrated_labels(tmp_path, tiny_teacher_
 
 
 def test_tune_refuses_records_without_stored_scores(tmp_path):
-    (tmp_path / "labels.jsonl").write_text(json.dumps({"qid": "q1", "status": "ok", "selected": [0]}) + "\n")
+    old = {"qid": "q1", "selected": [0], "selected_doc_ids": ["d0"], "gains": [0.5], "objective": 0.5, "steps": ["s"],
+           "answer": "", "e": [1.0], "W": [[0.5]], "bias_key": None, "status": "ok", "reason": None, "teacher": {}}
+    (tmp_path / "labels.jsonl").write_text(json.dumps(old) + "\n")  # an earlier version's record: no scores kept
     (tmp_path / "candidates.jsonl").write_text(json.dumps({"qid": "q1", "docs": [], "gold_doc_ids": []}) + "\n")
     with pytest.raises(ValueError, match=r"labels.jsonl:1: record 'q1' has no stored scores"):
+        load_questions(tmp_path / "labels.jsonl", tmp_path / "candidates.jsonl")
+    (tmp_path / "labels.jsonl").write_text(json.dumps({"qid": "q1", "status": "ok", "selected": [0]}) + "\n")
+    with pytest.raises(ValueError, match=r"labels.jsonl:1: field 'selected_doc_ids': missing \(and 9 more"):
         load_questions(tmp_path / "labels.jsonl", tmp_path / "candidates.jsonl")

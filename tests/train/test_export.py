@@ -145,7 +145,7 @@ def test_atomic_replace_keeps_one_complete_export(lora_recipe, merged_dir, tmp_p
     def broken_card(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(export_mod, "_model_card", broken_card)
+    monkeypatch.setattr(export_mod, "render_model_card", broken_card)
     with pytest.raises(RuntimeError, match="disk full"):
         export_selector(ckpt, out, merge=False)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # old export untouched

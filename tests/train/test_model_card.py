@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from purecover.train import export as export_mod
-from purecover.train.export import _model_card
+from purecover.train import model_card as card_mod
+from purecover.train.model_card import render_model_card
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATES = Path(export_mod.__file__).parent / "templates"
+TEMPLATES = Path(card_mod.__file__).parent / "templates"
 
 IDS = {"name": "letters", "labels": [chr(65 + i) for i in range(26)], "separator": ": "}
 LORA = {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
@@ -85,7 +85,7 @@ def test_card_with_every_input(tmp_path):
         "budgets": [1, 3], "table_budget": 3, "questions": 2, "question_source": "the held-out split",
         "generator": "org/gen", "results": {"student": {"3": {"em": 0.5, "f1": 0.625, "acc": 1.0, "mean_k": 2.0}},
                                             "retrieval": {"3": {"em": 0.0, "f1": 0.25, "acc": 0.5, "mean_k": 3.0}}}}))
-    card = _model_card(config, META, run, True, license="apache-2.0")
+    card = render_model_card(config, META, run, True, license="apache-2.0")
     _check_shape(card)
     front = _front(card)
     assert front["base_model"] == config["base_model"] and front["library_name"] == "transformers"
@@ -144,16 +144,16 @@ def test_licence_falls_back_to_the_base_model_then_other(tmp_path):
     (base / "README.md").write_text("---\nlicense: other\nlicense_name: qwen\nlicense_link: https://x/LICENSE\n---\n"
                                     "# base\n")
     config = {**_config(), "base_model": str(base)}
-    front = _front(_model_card(config, META, None, True))
+    front = _front(render_model_card(config, META, None, True))
     assert (front["license"], front["license_name"], front["license_link"]) == ("other", "qwen", "https://x/LICENSE")
-    card = _model_card(_config(), META, None, True)  # org/base-0.5B: no local card, not cached
+    card = render_model_card(_config(), META, None, True)  # org/base-0.5B: no local card, not cached
     assert _front(card)["license"] == "other" and "datasets" not in _front(card)
     assert "- License: not determined: export.license is not set" in card
 
 
 def test_adapter_card_without_run_dir():
     config = _config(adapter=True)
-    card = _model_card(config, META, None, False)
+    card = render_model_card(config, META, None, False)
     _check_shape(card)
     assert _front(card)["library_name"] == "peft"
     model = _section(card, "## Model")
@@ -191,7 +191,7 @@ def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir):
               "k1": 6, "tau3": -1e9, "k_max": 2, "min_select": 1, "purecover_version": "0.1.0",
               "max_passage_tokens": 12}
     (sel / "selector_config.json").write_text(json.dumps(config))
-    code = _code_blocks(_model_card(config, META, None, True))[1].replace('"path/to/this/directory"', repr(str(sel)))
+    code = _code_blocks(render_model_card(config, META, None, True))[1].replace('"path/to/this/directory"', repr(str(sel)))
     question = "  Which river flows through the town where Ada Brill was born? "
     cases = [
         [{"title": "Ada Brill", "text": "Ada Brill was born in Tollbridge."},
@@ -212,10 +212,10 @@ def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir):
 
 
 def test_render_template_fills_every_field():
-    text = export_mod._render_template("model_card_usage_adapter.md", {"base_model": "a/b"})
+    text = card_mod._render_template("model_card_usage_adapter.md", {"base_model": "a/b"})
     assert 'from_pretrained("a/b")' in text and "$" not in text
     with pytest.raises(KeyError):
-        export_mod._render_template("model_card_usage_adapter.md", {})
+        card_mod._render_template("model_card_usage_adapter.md", {})
 
 
 def test_templates_ship_as_package_data():

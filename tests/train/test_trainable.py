@@ -67,7 +67,7 @@ def test_trainer_log_carries_the_test_split_figure_and_the_card_names_each_split
     """Issue 13: the test-split subset F1 is in the Trainer's own log (a ``test_*`` record, for wandb's test/
     panel) and equals the summary's; the card's training lines give the whole-run loss and name the eval_*
     records as the calibration split's."""
-    from purecover.train.export import _training_log_lines
+    from purecover.train.model_card import _training_log_lines
 
     _, run, _, summary = _trained(tmp_path, "student.training.eval_strategy=steps", "student.training.eval_steps=1",
                                   "student.eval_fraction=0.75", "student.calibration_share=0.5")

@@ -1,0 +1,41 @@
+"""`SelectorTrainingArguments`: transformers' TrainingArguments plus the selector's loss settings.
+
+The loss settings travel with the other training arguments, as TRL's trainer configs do, so that
+`SelectorTrainer` reads them from ``self.args`` and the Trainer saves them with every checkpoint
+(``training_args.bin``). In a recipe they stay under ``student`` (``student.lm_weight``, ...; not
+``student.training``): `purecover.train.run.build_training_arguments` copies them from there
+(`loss_settings`), so the recipe and its config hash are the same as before they moved here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainingArguments
+
+__all__ = ["LOSS_FIELDS", "SelectorTrainingArguments", "loss_settings"]
+
+LOSS_FIELDS = ("lm_weight", "cl_weight", "m_exact", "lm_reduction")  # also keys of the recipe's `student` section
+
+
+@dataclass
+class SelectorTrainingArguments(TrainingArguments):
+    """TrainingArguments with the fields of L = cl_weight · L_CL + lm_weight · L_LM (defaults: the recipe's)."""
+
+    lm_weight: float = field(default=1.0, metadata={"help": "Weight of L_LM, the LM loss of the best ordering of "
+                                                            "the teacher's subset (student.lm_weight)."})
+    cl_weight: float = field(default=1.0, metadata={"help": "Weight of L_CL, the contrastive loss on the "
+                                                            "first-position identifier logits; 0 trains on L_LM "
+                                                            "alone (student.cl_weight)."})
+    m_exact: int = field(default=5, metadata={"help": "Subsets up to this size are scored in every ordering; larger "
+                                                      "ones are ordered by descending score (student.m_exact)."})
+    lm_reduction: str = field(default="token_mean", metadata={
+        "help": "L_LM per question: token_mean, the mean token NLL of the reply, or sequence_sum, its total NLL "
+                "(student.lm_reduction).",
+        "choices": ["token_mean", "sequence_sum"]})
+
+
+def loss_settings(student: Any) -> dict[str, Any]:
+    """The `LOSS_FIELDS` of a recipe's `student` section, as SelectorTrainingArguments keyword arguments."""
+    return {name: getattr(student, name) for name in LOSS_FIELDS}
