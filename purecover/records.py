@@ -7,7 +7,9 @@ field carries a description (the source of the generated file-format docs).
 * whole JSON files: `SelectorConfig` (selector/selector_config.json), `BiasFile` (bias.json),
   `StageManifest` (``<stage>.run.json``);
 * JSONL lines: `CandidateRecord` (candidates.jsonl), `LabelRecord` (labels.jsonl), `SelectionRecord`
-  (selections.jsonl).
+  (selections.jsonl), `PredictionRecord` (eval/predictions/<method>@<K>.jsonl);
+* the evaluation's summary: `MetricsFile` (eval/metrics.json, its ``results`` a `BudgetResult` per method
+  and budget).
 
 `load_json_record`, `validate_record` and `validate_line` turn pydantic's error list into ONE
 `RecordError` (a `ValueError`) naming the file (and line), the field as a dotted path (list items as
@@ -28,9 +30,10 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["BiasDocTokens", "BiasFile", "CandidateDoc", "CandidateRecord", "IdentifiersRecord", "LabelRecord",
-           "LineRecordError", "RecordError", "SelectionRecord", "SelectorConfig", "StageManifest", "load_json_record",
-           "validate_line", "validate_record"]
+__all__ = ["BiasDocTokens", "BiasFile", "BudgetResult", "CandidateDoc", "CandidateRecord", "CoveragePurity",
+           "CruxCoverage", "EvaluationStatistics", "IdentifiersRecord", "LabelRecord", "LineRecordError", "MetricsFile",
+           "PairedTest", "PredictionRecord", "QuestionSample", "RecordError", "SelectionRecord", "SelectorConfig",
+           "StageManifest", "SupportingCoveragePurity", "load_json_record", "validate_line", "validate_record"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -245,11 +248,37 @@ class _Written(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The file's content: every field in declaration order (then any unknown key kept from a file read
-        back), the `WRITTEN_WHEN_SET` ones only when given."""
-        return self.model_dump(exclude={k for k in self.WRITTEN_WHEN_SET if k not in self.model_fields_set})
+        back), the `WRITTEN_WHEN_SET` ones only when given; nested records follow their own rule."""
+        data = self.model_dump(exclude={k for k in self.WRITTEN_WHEN_SET if k not in self.model_fields_set})
+        for name in data.keys() & type(self).model_fields.keys():
+            value = getattr(self, name)
+            if _holds_record(value):
+                data[name] = _as_written(value)
+        return data
+
+
+def _holds_record(value: Any) -> bool:
+    """Whether `value` is, or contains (in lists and dicts), a `_Written` record."""
+    if isinstance(value, _Written):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_record(v) for v in value.values())
+    return isinstance(value, list) and any(_holds_record(v) for v in value)
+
+
+def _as_written(value: Any) -> Any:
+    """`value` with every record in it replaced by its `to_json_dict`."""
+    if isinstance(value, _Written):
+        return value.to_json_dict()
+    if isinstance(value, dict):
+        return {k: _as_written(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_written(v) for v in value]
+    return value
 
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Stored = Annotated[float | None, Field(description="6 significant digits; null for a non-finite value.")]
 
 
@@ -377,6 +406,175 @@ class SelectionRecord(_Written):
                                      "written before it existed.")
     doc_ids: list[str] | None = Field(default=None, description="The doc ids of all candidates in candidate order "
                                                                 "(bring-your-own selection only).")
+
+
+# --------------------------------------------------------------------------- eval/predictions/<method>@<K>.jsonl
+
+
+class PredictionRecord(_Written):
+    """One question of eval/predictions/<method>@<K>.jsonl: the generator's answer with what it was given and
+    how it scored (evaluate stage; read by ``purecover score``).
+
+    Every field is written by the evaluate stage. ``purecover score`` needs only ``qid`` and ``prediction``
+    and reads hand-made ``{qid, prediction}`` files too (`purecover.eval.score_cli.read_predictions`).
+    """
+
+    qid: str = Field(description="The question's id (as in the candidates).")
+    prediction: str = Field(description="The generator's answer (stripped).")
+    method: str = Field(description="The method's name as in eval.methods (e.g. 'retrieval', 'student:DIR', "
+                                    "an external file's name).")
+    k: int = Field(ge=1, description="The budget K: the method kept at most this many passages.")
+    selected: list[NonNegativeInt] = Field(description="The candidate positions (0-based) given to the generator, "
+                                                       "in prompt order.")
+    doc_ids: list[str | None] = Field(description="The doc_id of each selected candidate (null when the candidate "
+                                                  "has none).")
+    prompt_key: str = Field(description="The generation cache key of the prompt (generator, max_new_tokens and "
+                                        "prompt text hashed): its line in eval/generations.jsonl.")
+    prompt_tokens: NonNegativeInt = Field(description="Tokens of the generator's prompt.")
+    completion_tokens: NonNegativeInt = Field(description="Tokens of the generated answer.")
+    em: Fraction = Field(description="Exact match (0 or 1) against the gold answers, by the dataset's rules.")
+    f1: Fraction = Field(description="Token F1 against the best gold answer, by the dataset's rules.")
+    acc: Fraction = Field(description="Accuracy (0 or 1): some gold answer appears in the prediction.")
+    answer_coverage: Fraction | None = Field(description="Share of the answer-containing candidates that were "
+                                                         "selected; null when no candidate contains an answer.")
+    answer_purity: Fraction | None = Field(description="Share of the selected candidates that contain an answer; "
+                                                       "null when none was selected.")
+    support_coverage: Fraction | None = Field(description="Share of the retrieved gold supporting paragraphs that "
+                                                          "were selected; null when none was retrieved.")
+    support_purity: Fraction | None = Field(description="Share of the selected candidates that are gold supporting "
+                                                        "paragraphs; null when none was selected.")
+    crux_coverage: Fraction | None = Field(description="Share of the teacher's LANCER sub-questions answered by the "
+                                                       "selection (rating >= 3); null without ratings.")
+
+    @model_validator(mode="after")
+    def _one_id_per_position(self) -> PredictionRecord:
+        if len(self.doc_ids) != len(self.selected):
+            raise ValueError(f"selected and doc_ids differ in length ({len(self.selected)}, {len(self.doc_ids)})")
+        return self
+
+
+# --------------------------------------------------------------------------- eval/metrics.json
+
+
+class CoveragePurity(_Written):
+    """Mean Coverage@K and Purity@K over the questions, against answer-containing candidates."""
+
+    coverage: Fraction | None = Field(description="Mean Coverage@K over the questions where it is defined; null "
+                                                  "when it is defined for none.")
+    purity: Fraction | None = Field(description="Mean Purity@K over the questions where it is defined; null when "
+                                                "it is defined for none.")
+    n_coverage: NonNegativeInt = Field(description="How many questions the coverage mean is over.")
+    n_purity: NonNegativeInt = Field(description="How many questions the purity mean is over.")
+    n_undefined_coverage: NonNegativeInt | None = Field(
+        default=None, description="Questions left out of the coverage mean (no gold candidate); absent in files "
+                                  "of early versions.")
+    n_undefined_purity: NonNegativeInt | None = Field(
+        default=None, description="Questions left out of the purity mean (nothing selected); absent in files of "
+                                  "early versions.")
+
+
+class SupportingCoveragePurity(CoveragePurity):
+    """Mean Coverage@K and Purity@K against the gold supporting paragraphs."""
+
+    gold_not_retrieved: NonNegativeInt | None = Field(
+        default=None, description="Gold supporting paragraphs, summed over the questions, that retrieval missed "
+                                  "(no selection can cover them); absent in files of early versions.")
+
+
+class CruxCoverage(_Written):
+    """Mean CRUX coverage: the share of the teacher's LANCER sub-questions the selection answers."""
+
+    coverage: Fraction | None = Field(description="Mean over the questions with ratings; null when none has any.")
+    n: NonNegativeInt = Field(description="How many questions had ratings.")
+
+
+class PairedTest(_Written):
+    """One method against retrieval on the same questions, for one metric (`purecover.eval.stats.paired_test`)."""
+
+    diff: float = Field(allow_inf_nan=False, description="Mean per-question difference (method - retrieval), "
+                                                         "6 decimals.")
+    low: float = Field(allow_inf_nan=False, description="Lower bound of its paired bootstrap interval.")
+    high: float = Field(allow_inf_nan=False, description="Upper bound of its paired bootstrap interval.")
+    p: Fraction = Field(description="Two-sided p-value of the paired sign-flip permutation test.")
+    n: int = Field(ge=1, description="How many questions were paired.")
+    p_method: Literal["exact", "monte_carlo"] = Field(description="exact (every sign vector) or monte_carlo "
+                                                                  "(random sign flips).")
+
+
+class BudgetResult(_Written):
+    """One method at one budget K in metrics.json's ``results``: means over the evaluation questions."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval"})
+
+    n: NonNegativeInt = Field(description="How many questions were answered.")
+    em: Fraction | None = Field(description="Mean exact match; null without questions.")
+    f1: Fraction | None = Field(description="Mean token F1; null without questions.")
+    acc: Fraction | None = Field(description="Mean accuracy; null without questions.")
+    mean_k: float | None = Field(ge=0, description="Mean number of passages given to the generator.")
+    answer: CoveragePurity = Field(description="Coverage@K and Purity@K against answer-containing candidates.")
+    supporting: SupportingCoveragePurity = Field(description="Coverage@K and Purity@K against the gold supporting "
+                                                             "paragraphs.")
+    crux: CruxCoverage | None = Field(default=None, description="CRUX coverage from the teacher's LANCER ratings; "
+                                                                "absent in files of early versions.")
+    prompt_tokens: float | None = Field(ge=0, description="Mean prompt tokens per question.")
+    completion_tokens: float | None = Field(ge=0, description="Mean answer tokens per question.")
+    ci: dict[str, list[float]] | None = Field(
+        default=None, description="Percentile bootstrap interval [low, high] of em, f1 and acc over questions; "
+                                  "absent without questions and in files of early versions.")
+    vs_retrieval: dict[str, PairedTest] | None = Field(
+        default=None, description="The paired test against retrieval for em, f1 and acc; absent for retrieval "
+                                  "itself, when retrieval is not evaluated, and in files of early versions.")
+
+
+class QuestionSample(_Written):
+    """The seeded random sample of evaluation questions (eval.sample)."""
+
+    size: NonNegativeInt = Field(description="How many questions were drawn.")
+    seed: int = Field(description="The seed they were drawn with (eval.seed).")
+    population: NonNegativeInt = Field(description="How many questions they were drawn from.")
+    population_source: str = Field(description="Where those questions come from.")
+
+
+class EvaluationStatistics(_Written):
+    """How the intervals and paired tests of ``results`` were made (`purecover.eval.stats.statistics_meta`)."""
+
+    confidence: float = Field(gt=0, lt=1, description="Confidence level of the intervals, e.g. 0.95.")
+    interval: str = Field(description="What the intervals are (percentile bootstrap over questions).")
+    bootstrap_resamples: int = Field(ge=1, description="Bootstrap resamples per interval.")
+    test: str = Field(description="The paired test against the baseline.")
+    permutations: int = Field(ge=1, description="Random sign flips of the permutation test.")
+    seed: int = Field(description="The seed of the resampling (the recipe's seed).")
+    baseline: str | None = Field(description="The method every other is tested against (retrieval); null when it "
+                                             "was not evaluated.")
+
+
+class MetricsFile(_Written):
+    """run_dir/eval/metrics.json: every method at every budget, scored (evaluate stage; read by
+    ``purecover report``). Keys added after the first version (``question_sample``, ``statistics``) read as
+    null when absent."""
+
+    dataset: str = Field(description="The evaluation questions' dataset ('a+b' for several).")
+    run_dir: str = Field(description="The run directory evaluated.")
+    questions: NonNegativeInt = Field(description="How many questions every method answered.")
+    question_source: str = Field(description="Where the questions come from, in words.")
+    question_sample: QuestionSample | None = Field(default=None, description="The seeded sample drawn "
+                                                                             "(eval.sample); null without one.")
+    generator: str = Field(description="The answer generator (eval.generator).")
+    backend: str = Field(description="Its generation backend: hf or vllm.")
+    max_new_tokens: int = Field(ge=1, description="At most this many tokens were generated per answer.")
+    budgets: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="The budgets K, increasing.")
+    table_budget: int = Field(description="The budget of the report's main table (eval.table_budget; the largest "
+                                          "budget is shown when it is not one of them).")
+    methods: dict[str, str] = Field(description="Each method's name and its kind.")
+    fallbacks: dict[str, NonNegativeInt] = Field(description="Per method, questions it answered with a fallback "
+                                                             "(e.g. the question as its only subtopic).")
+    results: dict[str, dict[str, BudgetResult]] = Field(description="Per method name and budget K (as a string), "
+                                                                    "the means over the questions.")
+    statistics: EvaluationStatistics | None = Field(default=None, description="How the intervals and tests in "
+                                                                              "results were made; absent in files "
+                                                                              "of early versions.")
+    versions: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
+    recipe: dict[str, Any] = Field(description="The resolved recipe the evaluation ran with.")
 
 
 # --------------------------------------------------------------------------- bias.json

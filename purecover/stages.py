@@ -28,7 +28,7 @@ from .config import Recipe, section_fingerprint
 from .rundir import FILES, RunDir, describe_input
 
 __all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage", "StageBlockedError", "StageOutcome",
-           "StageRun", "config_hash", "execute_stage", "get_stage", "load_hook", "load_runner", "not_needed", "run_stage",
+           "StageRun", "config_hash", "dependency_order", "execute_stage", "get_stage", "load_hook", "load_runner", "not_needed", "run_stage",
            "stage_directory", "stage_inputs"]
 
 log = logging.getLogger(__name__)
@@ -253,7 +253,22 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     ),
 )}
 
-PIPELINE: tuple[str, ...] = tuple(name for name, s in STAGES.items() if s.pipeline)
+def dependency_order(stages: dict[str, Stage]) -> tuple[str, ...]:
+    """The stages ordered so that each comes after every stage that writes a file it reads (declaration order
+    among the ready ones); a cycle is a ValueError naming the stages left."""
+    writer = {key: name for name, st in stages.items() for key in st.writes}
+    needs = {name: {writer[k] for k in st.reads if k in writer and writer[k] != name} for name, st in stages.items()}
+    order: list[str] = []
+    while len(order) < len(stages):
+        ready = [n for n in stages if n not in order and needs[n] <= set(order)]
+        if not ready:
+            raise ValueError(f"the stages {', '.join(n for n in stages if n not in order)} read each other's outputs")
+        order.append(ready[0])
+    return tuple(order)
+
+
+# The pipeline's order comes from what each stage reads and writes.
+PIPELINE: tuple[str, ...] = tuple(n for n in dependency_order(STAGES) if STAGES[n].pipeline)
 
 
 def get_stage(name: str) -> Stage:

@@ -13,9 +13,12 @@ from purecover.models.identifiers import IdentifierScheme
 from purecover.models.selector_prompt import prompt_template
 from purecover.records import (
     BiasFile,
+    BudgetResult,
     CandidateRecord,
     LabelRecord,
     LineRecordError,
+    MetricsFile,
+    PredictionRecord,
     RecordError,
     SelectionRecord,
     SelectorConfig,
@@ -100,7 +103,8 @@ def test_unreadable_files_name_the_file(tmp_path, raw, message):
 
 # --------------------------------------------------------------------------- run-file records
 
-ALL_RECORDS = (SelectorConfig, CandidateRecord, LabelRecord, SelectionRecord, BiasFile, StageManifest)
+ALL_RECORDS = (SelectorConfig, CandidateRecord, LabelRecord, SelectionRecord, BiasFile, StageManifest,
+               PredictionRecord, MetricsFile)
 
 LABEL_KEYS = ["qid", "selected", "selected_doc_ids", "gains", "objective", "steps", "answer", "e", "W", "bias_key",
               "status", "reason", "fallback_reasons", "stop", "teacher"]
@@ -242,3 +246,68 @@ def test_an_invalid_manifest_reads_as_none_with_a_warning_naming_file_and_field(
     with caplog.at_level("WARNING", logger="purecover.rundir"):
         assert rd.manifest("data") is None
     assert f"{rd.manifest_path('data')}: unreadable" in caplog.text
+
+
+# --------------------------------------------------------------------------- evaluate's files
+
+PREDICTION = {"qid": "q1", "prediction": "Ada", "method": "student:runs/x", "k": 3, "selected": [2, 0],
+              "doc_ids": ["d2", None], "prompt_key": "k1", "prompt_tokens": 310, "completion_tokens": 2, "em": 1.0,
+              "f1": 1.0, "acc": 1.0, "answer_coverage": 0.5, "answer_purity": 1.0, "support_coverage": None,
+              "support_purity": 0.5, "crux_coverage": None}
+
+
+def test_prediction_records_keep_their_keys_and_check_scores():
+    assert json.dumps(PredictionRecord(**PREDICTION).to_json_dict()) == json.dumps(PREDICTION)
+    with pytest.raises(LineRecordError, match=r"^p\.jsonl:4: field 'f1': must be <= 1\.0 \(got 1\.5\)$"):
+        validate_line(PredictionRecord, {**PREDICTION, "f1": 1.5}, "p.jsonl", 4)
+    with pytest.raises(LineRecordError, match=r"^p\.jsonl:4: field 'prompt_key': missing$"):
+        validate_line(PredictionRecord, {k: v for k, v in PREDICTION.items() if k != "prompt_key"}, "p.jsonl", 4)
+
+
+def _budget(**extra):
+    return {"n": 2, "em": 0.5, "f1": 0.75, "acc": 0.5, "mean_k": 2.0,
+            "answer": {"coverage": 0.5, "purity": None, "n_coverage": 2, "n_purity": 0, "n_undefined_coverage": 0,
+                       "n_undefined_purity": 2},
+            "supporting": {"coverage": 0.0, "purity": 0.0, "n_coverage": 1, "n_purity": 2, "n_undefined_coverage": 1,
+                           "n_undefined_purity": 0, "gold_not_retrieved": 3},
+            "crux": {"coverage": None, "n": 0}, "prompt_tokens": 300.5, "completion_tokens": 2.0, **extra}
+
+
+METRICS = {"dataset": "hotpotqa", "run_dir": "runs/x", "questions": 2, "question_source": "runs/x/candidates.jsonl",
+           "question_sample": {"size": 2, "seed": 0, "population": 9, "population_source": "dev"}, "generator": "g",
+           "backend": "hf", "max_new_tokens": 8, "budgets": [1, 3], "table_budget": 3,
+           "methods": {"retrieval": "retrieval", "student": "student"}, "fallbacks": {"retrieval": 0, "student": 0},
+           "results": {"retrieval": {"1": _budget(ci={"em": [0.0, 1.0]}), "3": _budget()},
+                       "student": {"1": _budget(ci={"em": [0.0, 1.0]}, vs_retrieval={"em": {
+                           "diff": 0.0, "low": -0.5, "high": 0.5, "p": 1.0, "n": 2, "p_method": "exact"}}),
+                           "3": _budget()}},
+           "statistics": {"confidence": 0.95, "interval": "i", "bootstrap_resamples": 1000, "test": "t",
+                          "permutations": 10000, "seed": 0, "baseline": "retrieval"},
+           "versions": {"python": "3.11"}, "recipe": {"seed": 0}}
+
+
+def test_metrics_files_round_trip_with_nested_optional_keys_only_when_given(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(METRICS))
+    record = load_json_record(path, MetricsFile)
+    assert isinstance(record.results["student"]["1"], BudgetResult)
+    assert json.dumps(record.to_json_dict()) == json.dumps(METRICS)  # ci and vs_retrieval only where given
+    built = MetricsFile(**{**METRICS, "results": {"none": {"1": BudgetResult(**_budget())}}}).to_json_dict()
+    assert list(built["results"]["none"]["1"]) == list(_budget())
+    early = {k: v for k, v in METRICS.items() if k not in ("question_sample", "statistics")}
+    early["results"] = {"retrieval": {"1": {k: v for k, v in _budget().items() if k != "crux"}}}
+    assert validate_record(MetricsFile, early, "m.json").statistics is None
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"budgets": []}, "field budgets: must have at least 1 item(s)"),
+    ({"results": {"retrieval": {"1": _budget(em=None, answer={"coverage": 0.5})}}},
+     "field results.retrieval.1.answer.purity: missing"),
+    ({"results": {"retrieval": {"1": _budget(vs_retrieval={"em": {"diff": 0.0, "low": 0.0, "high": 0.0, "p": 0.5,
+                                                                  "n": 2, "p_method": "bootstrap"}})}}},
+     "field results.retrieval.1.vs_retrieval.em.p_method: must be 'exact' or 'monte_carlo' (got 'bootstrap')"),
+])
+def test_a_bad_metrics_file_names_the_nested_field(changes, message):
+    with pytest.raises(RecordError) as exc:
+        validate_record(MetricsFile, {**METRICS, **changes}, "eval/metrics.json")
+    assert str(exc.value).startswith(f"eval/metrics.json: {message}")

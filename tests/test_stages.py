@@ -142,3 +142,15 @@ def test_where_indexes_live_is_outside_the_hash_and_new_keys_keep_old_hashes_at_
     for override in ("data.faiss_index=HNSW32", "data.embedding_dtype=float16", "data.encode_shard_size=1000",
                      "data.faiss_search_params=nprobe=8"):
         assert config_hash(load_recipe(None, [override]), "data") != config_hash(recipe, "data"), override
+
+
+def test_the_pipeline_order_follows_reads_and_writes():
+    assert PIPELINE == ("data", "calibrate", "label", "train", "export", "select", "evaluate")
+    shuffled = {n: STAGES[n] for n in reversed(STAGES)}  # declaration order does not matter
+    assert stages.dependency_order(shuffled) == PIPELINE
+    loop = {"a": Stage(name="a", runner="m:f", help="", description="", reads=("labels",), writes=("candidates",),
+                       sections=("data",)),
+            "b": Stage(name="b", runner="m:f", help="", description="", reads=("candidates",), writes=("labels",),
+                       sections=("data",))}
+    with pytest.raises(ValueError, match="the stages a, b read each other's outputs"):
+        stages.dependency_order(loop)

@@ -92,9 +92,9 @@ def gold_doc_ids(example: Example, corpus: CorpusLike | None) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def build_record(example: Example, docs: list[tuple[Doc, float]], gold: list[str]) -> dict[str, Any]:
-    """The candidates.jsonl line of one question (docs in retrieval order, best first), built as a
-    `CandidateRecord` (`CandidateRecord.to_json_dict`: the dict written)."""
+def build_record(example: Example, docs: list[tuple[Doc, float]], gold: list[str]) -> CandidateRecord:
+    """The candidates.jsonl record of one question (docs in retrieval order, best first); its
+    `CandidateRecord.to_json_dict` is the line written."""
     return CandidateRecord(
         qid=example.qid,
         dataset=example.dataset,
@@ -105,7 +105,7 @@ def build_record(example: Example, docs: list[tuple[Doc, float]], gold: list[str
         gold_titles=example.supporting_titles,
         oracle_steps=example.oracle_steps,
         meta=example.meta,
-    ).to_json_dict()
+    )
 
 
 def supporting_recall(records: Iterable[dict[str, Any]]) -> float | None:
@@ -228,14 +228,15 @@ def write_candidates(run: StageRun) -> dict[str, Any]:
                 hits = retriever.search([ex.question for ex in batch], cfg.k1)
                 for ex, row in zip(batch, hits):
                     docs = list(zip(corpus.docs_at([h.index for h in row]), [h.score for h in row]))
-                    out.write(build_record(ex, docs, gold_doc_ids(ex, corpus if external else None)))
+                    out.write(build_record(ex, docs, gold_doc_ids(ex, corpus if external else None)).to_json_dict())
             else:  # per_question: rank each question's own paragraphs
                 for ex in batch:
                     own = Corpus(question_docs(ex), f"question {ex.qid}")
                     r = make_retriever(recipe, own, None, False)
                     row: list[Hit] = r.search([ex.question], cfg.k1)[0]
                     empty_queries += getattr(r, "empty_queries", 0)
-                    out.write(build_record(ex, [(own[h.index], h.score) for h in row], gold_doc_ids(ex, None)))
+                    record = build_record(ex, [(own[h.index], h.score) for h in row], gold_doc_ids(ex, None))
+                    out.write(record.to_json_dict())
             bar.update(len(batch))
         bar.close()
         elapsed = time.perf_counter() - t0

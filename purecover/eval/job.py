@@ -23,8 +23,9 @@ passages for every budget K of ``eval.budgets``; ``teacher``, ``student`` and ``
 their own set, cut to K (a TREC run: its top K by rank).
 
 Outputs in ``run_dir/eval/``: ``generations.jsonl`` (the cache, keyed by prompt hash),
-``predictions/<method>@<K>.jsonl`` (one record per question: ``{qid, prediction, ...}``, readable by
-``purecover score``), ``metrics.json``, ``report.md`` and ``plots/*.png``. A rerun regenerates
+``predictions/<method>@<K>.jsonl`` (one `purecover.records.PredictionRecord` per question: ``{qid, prediction,
+...}``, readable by ``purecover score``), ``metrics.json`` (a `purecover.records.MetricsFile`), ``report.md`` and
+``plots/*.png``. A rerun regenerates
 nothing that is cached; everything else is recomputed from the cache and rewritten atomically.
 
 The stage body is here; which questions (`purecover.eval.questions`), what each method selects
@@ -40,6 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Recipe, recipe_to_dict
+from ..records import (
+    BudgetResult,
+    CoveragePurity,
+    CruxCoverage,
+    EvaluationStatistics,
+    MetricsFile,
+    PredictionRecord,
+    QuestionSample,
+    SupportingCoveragePurity,
+)
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, write_jsonl_atomic
@@ -69,21 +80,21 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(sum(kept) / len(kept), 6) if kept else None
 
 
-def _aggregate(rows: Sequence[dict[str, Any]], selection_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[dict[str, Any]]) -> BudgetResult:
     """Means over questions: QA scores and tokens from `rows`, coverage/purity via `summarize_selection`."""
     selection = summarize_selection(selection_rows)
-    return {
-        "n": len(rows),
-        "em": _mean([r["em"] for r in rows]),
-        "f1": _mean([r["f1"] for r in rows]),
-        "acc": _mean([r["acc"] for r in rows]),
-        "mean_k": selection["mean_k"],
-        "answer": selection["answer"],
-        "supporting": selection["supporting"],
-        "crux": selection["crux"],
-        "prompt_tokens": _mean([r["prompt_tokens"] for r in rows]),
-        "completion_tokens": _mean([r["completion_tokens"] for r in rows]),
-    }
+    return BudgetResult(
+        n=len(rows),
+        em=_mean([r.em for r in rows]),
+        f1=_mean([r.f1 for r in rows]),
+        acc=_mean([r.acc for r in rows]),
+        mean_k=selection["mean_k"],
+        answer=CoveragePurity(**selection["answer"]),
+        supporting=SupportingCoveragePurity(**selection["supporting"]),
+        crux=CruxCoverage(**selection["crux"]),
+        prompt_tokens=_mean([r.prompt_tokens for r in rows]),
+        completion_tokens=_mean([r.completion_tokens for r in rows]),
+    )
 
 
 def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
@@ -158,50 +169,55 @@ def evaluate_methods(run: StageRun) -> dict[str, Any]:
         gen_stats = cache.fill(prompts, generator_loader(recipe, tokenizer, show_progress), count_tokens,
                                cfg.max_new_tokens, chunk, show_progress)
         repaired = cache.repaired
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, dict[str, BudgetResult]] = {}
         question_scores: dict[tuple[str, str], dict[str, list[float]]] = {}  # (method, K) -> metric -> per question
         pred_dir = eval_dir / "predictions"
         pred_dir.mkdir(exist_ok=True)
         for spec in specs:
-            per_k: dict[str, Any] = {}
+            per_k: dict[str, BudgetResult] = {}
             for k in budgets:
-                rows, selection_rows = [], []
+                rows: list[PredictionRecord] = []
+                selection_rows: list[dict[str, Any]] = []
                 for q, positions, key in zip(questions, chosen[(spec.name, k)], keys[(spec.name, k)]):
                     gen = cache[key]
                     scores = score_prediction(q.get("dataset", recipe.data.dataset), gen["prediction"], q["answers"])
                     sel = question_selection(q, positions, ratings.get(q["qid"]))
                     selection_rows.append(sel)
-                    rows.append({"qid": q["qid"], "prediction": gen["prediction"], "method": spec.name, "k": k,
-                                 "selected": positions, "doc_ids": [q["docs"][i].get("doc_id") for i in positions],
-                                 "prompt_key": key, "prompt_tokens": gen["prompt_tokens"],
-                                 "completion_tokens": gen["completion_tokens"], **scores,
-                                 **{f: sel[f] for f in ("answer_coverage", "answer_purity", "support_coverage",
-                                                        "support_purity", "crux_coverage")}})
-                write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", rows)
+                    rows.append(PredictionRecord(
+                        qid=q["qid"], prediction=gen["prediction"], method=spec.name, k=k, selected=positions,
+                        doc_ids=[q["docs"][i].get("doc_id") for i in positions], prompt_key=key,
+                        prompt_tokens=gen["prompt_tokens"], completion_tokens=gen["completion_tokens"], **scores,
+                        **{f: sel[f] for f in ("answer_coverage", "answer_purity", "support_coverage", "support_purity",
+                                               "crux_coverage")}))
+                write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", [r.to_json_dict() for r in rows])
                 per_k[str(k)] = _aggregate(rows, selection_rows)
-                question_scores[(spec.name, str(k))] = {m: [r[m] for r in rows] for m in ("em", "f1", "acc")}
+                question_scores[(spec.name, str(k))] = {"em": [r.em for r in rows], "f1": [r.f1 for r in rows],
+                                                        "acc": [r.acc for r in rows]}
             results[spec.name] = per_k
 
     datasets = sorted({str(q.get("dataset", recipe.data.dataset)) for q in questions})
-    metrics = {
-        "dataset": datasets[0] if len(datasets) == 1 else "+".join(datasets),
-        "run_dir": str(run_dir),
-        "questions": len(questions),
-        "question_source": source,
-        "question_sample": sample,  # {size, seed, population, population_source}; null without eval.sample
-        "generator": cfg.generator,
-        "backend": cfg.backend,
-        "max_new_tokens": cfg.max_new_tokens,
-        "budgets": budgets,
-        "table_budget": cfg.table_budget,
-        "methods": {s.name: s.kind for s in specs},
-        "fallbacks": fallbacks,
-        "results": results,
-        # bootstrap intervals (`ci`) and paired tests against retrieval (`vs_retrieval`) added to `results`
-        "statistics": annotate_results(results, question_scores, seed=recipe.seed),
-        "versions": package_versions(),
-        "recipe": recipe_to_dict(recipe),
-    }
+    # bootstrap intervals (`ci`) and paired tests against retrieval (`vs_retrieval`) added to each result
+    annotated = {name: {k: r.to_json_dict() for k, r in per_k.items()} for name, per_k in results.items()}
+    statistics = annotate_results(annotated, question_scores, seed=recipe.seed)
+    metrics = MetricsFile(
+        dataset=datasets[0] if len(datasets) == 1 else "+".join(datasets),
+        run_dir=str(run_dir),
+        questions=len(questions),
+        question_source=source,
+        question_sample=None if sample is None else QuestionSample(**sample),
+        generator=cfg.generator,
+        backend=cfg.backend,
+        max_new_tokens=cfg.max_new_tokens,
+        budgets=budgets,
+        table_budget=cfg.table_budget,
+        methods={s.name: s.kind for s in specs},
+        fallbacks=fallbacks,
+        results={name: {k: BudgetResult.model_validate(r) for k, r in per_k.items()}
+                 for name, per_k in annotated.items()},
+        statistics=EvaluationStatistics(**statistics),
+        versions=package_versions(),
+        recipe=recipe_to_dict(recipe),
+    ).to_json_dict()
     atomic_write_json(rd.path_of("metrics"), metrics)
     plots = plot_metrics(metrics, eval_dir / "plots")
     atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
@@ -217,7 +233,7 @@ def evaluate_methods(run: StageRun) -> dict[str, Any]:
         "cached": gen_stats["cached"],
         "repaired_lines": repaired,
         "prompts_per_second": gen_stats["prompts_per_second"],
-        f"em@{main_k}": {name: res[main_k]["em"] for name, res in results.items()},
+        f"em@{main_k}": {name: res[main_k].em for name, res in results.items()},
         "report": str(rd.path_of("report")),
         "metrics": str(rd.path_of("metrics")),
         "plots": [str(p) for p in plots],

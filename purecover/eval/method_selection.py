@@ -3,7 +3,9 @@
 Baselines select from the candidates (`purecover.eval.baselines`); ``teacher`` and the LANCER methods read
 the teacher's labels, ``student`` the select stage's selections, ``selections:PATH`` an external
 reranker's file. The labels and selections of the test set live in its own run directory
-(`purecover.rundir.RunDir.test_set`).
+(`purecover.rundir.RunDir.test_set`). Labels are checked line by line as `purecover.records.LabelRecord`s and
+the select stage's selections as `purecover.records.SelectionRecord`s (errors name file, line and field); an
+external file keeps its own, more lenient, reader (`purecover.eval.external`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..config import Recipe
+from ..records import LabelRecord, LineRecordError, SelectionRecord, validate_line
 from ..rundir import RunDir
 from ..utils.io import read_jsonl
 from .baselines import BaselineSelector, make_baseline
@@ -28,17 +31,31 @@ _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "la
 _OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
 
 
-def _read_by_qid(path: Path) -> dict[str, dict[str, Any]]:
-    return {str(rec["qid"]): rec for _, rec in read_jsonl(path)} if path.is_file() else {}
+def _read_by_qid(path: Path, record: type[LabelRecord] | type[SelectionRecord]) -> dict[str, dict[str, Any]]:
+    """qid -> line of the JSONL `path` (none when it does not exist), each line checked as a `record`; a
+    repeated qid is an error naming its line."""
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for lineno, rec in read_jsonl(path):
+        qid = validate_line(record, rec, path, lineno).qid
+        if qid in out:
+            raise LineRecordError(path, lineno, "qid", f"duplicate {qid!r}")
+        out[qid] = rec
+    return out
 
 
 def method_labels(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
+    """qid -> the teacher's label record (as read) that `spec` selects with: its own run directory's labels.jsonl
+    (``teacher:DIR``), else those of run_dir and of the test set (the test set's win)."""
     if spec.source is not None:
         path = spec.source / "labels.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
-        return _read_by_qid(path)
-    return {**_read_by_qid(RunDir.of(recipe).path_of("labels")), **_read_by_qid(RunDir(test_dir).path_of("labels"))}
+        return _read_by_qid(path, LabelRecord)
+    rd = RunDir.of(recipe)
+    return {**_read_by_qid(rd.path_of("labels"), LabelRecord),
+            **_read_by_qid(RunDir(test_dir).path_of("labels"), LabelRecord)}
 
 
 def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
@@ -46,7 +63,7 @@ def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, d
         path = spec.source / "selections.jsonl"
         if not path.is_file():
             raise FileNotFoundError(f"method {spec.name}: {path} does not exist")
-        return _read_by_qid(path)
+        return _read_by_qid(path, SelectionRecord)
     # The select stage writes them (`purecover evaluate` and the pipeline run it first).
     rd = RunDir(test_dir if recipe.eval.path else recipe.run_path)
     path = rd.path_of("selections")
@@ -54,7 +71,7 @@ def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, d
     if not path.is_file() or (manifest.get("summary") or {}).get("status") != "complete":
         raise FileNotFoundError(f"method {spec.name}: {path} is missing or incomplete: run `purecover select RECIPE` "
                                 "first (`purecover evaluate` and `purecover pipeline` run it for you)")
-    return _read_by_qid(path)
+    return _read_by_qid(path, SelectionRecord)
 
 
 def _require(records: dict[str, dict[str, Any]], questions: Sequence[dict[str, Any]], spec: MethodSpec,

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..records import MetricsFile, load_json_record
 from ..utils.io import atomic_write_text
 
 __all__ = ["REFERENCE_METHODS", "build_figures", "combined_table", "metrics_table", "plot_metrics", "read_metrics",
@@ -276,17 +277,15 @@ def metrics_table(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[Any]
 
 
 def read_metrics(path: str | Path) -> dict[str, Any]:
-    """A metrics.json, given the file or a run directory (``<run_dir>/eval/metrics.json``)."""
+    """A metrics.json, given the file or a run directory (``<run_dir>/eval/metrics.json``), checked as a
+    `MetricsFile` (a mismatch is a `RecordError` naming the file and field) and returned as read."""
     p = Path(path)
     if p.is_dir():
         p = p / "eval" / "metrics.json" if (p / "eval" / "metrics.json").is_file() else p / "metrics.json"
     if not p.is_file():
         raise FileNotFoundError(f"{p} does not exist: run `purecover evaluate RECIPE` first")
-    data = json.loads(p.read_text(encoding="utf-8"))
-    for key in ("dataset", "results", "budgets"):
-        if key not in data:
-            raise ValueError(f"{p}: field {key!r} missing; not a purecover metrics.json")
-    return data
+    load_json_record(p, MetricsFile, hint="is it a metrics.json written by `purecover evaluate`?")
+    return json.loads(p.read_text(encoding="utf-8"))
 
 
 def combined_table(runs: Sequence[Mapping[str, Any]], k: int | None = None) -> str:

@@ -1,8 +1,10 @@
 """`purecover score PREDICTIONS.jsonl --dataset NAME --gold FILE`: score an existing predictions file.
 
 The predictions file holds one ``{"qid": ..., "prediction": "..."}`` object per line (other fields
-are ignored). Gold answers (answer + aliases) come from the dataset's own file, read with the same
-loader as the `data` stage, and are scored with the dataset's rules (`purecover.eval.qa_metrics`).
+are ignored): any system's answers, or the evaluate stage's ``eval/predictions/<method>@<K>.jsonl``, whose
+lines are checked whole (`purecover.records.PredictionRecord`). Gold answers (answer + aliases) come from
+the dataset's own file, read with the same loader as the `data` stage, and are scored with the dataset's
+rules (`purecover.eval.qa_metrics`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ _DATASETS = ("hotpotqa", "2wiki", "musique", "strategyqa", "flashrag")
 
 
 def read_predictions(path: str | Path) -> dict[str, str]:
-    """qid → prediction from a JSONL file; a bad line or a duplicate qid is an error naming the line."""
+    """qid → prediction from a JSONL file; a bad line or a duplicate qid is an error naming the line.
+
+    A line is either the public ``{qid, prediction}`` form (other keys ignored; an integer qid or a numeric
+    prediction is read as text) or one the evaluate stage wrote, recognised by its ``prompt_key`` and checked
+    as a whole `PredictionRecord` (errors name line and field), so a damaged evaluation output is not scored.
+    """
+    from ..records import PredictionRecord, validate_line
     from ..utils.io import JsonlLineError, read_jsonl
 
     path = Path(path)
@@ -30,6 +38,8 @@ def read_predictions(path: str | Path) -> dict[str, str]:
     predictions: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for lineno, record in read_jsonl(path):
+        if "prompt_key" in record:  # the evaluate stage's own line: checked whole
+            validate_line(PredictionRecord, record, path, lineno)
         qid = record.get("qid")
         if isinstance(qid, int) and not isinstance(qid, bool):
             qid = str(qid)

@@ -80,17 +80,17 @@ def _select_batch(selector: Selector, batch: Sequence[dict[str, Any]]) -> list[S
 
 
 def selection_record(qid: str, result: SelectionResult, docs: Sequence[Any], with_doc_ids: bool = False
-                     ) -> dict[str, Any]:
+                     ) -> SelectionRecord:
     """One selections.jsonl record: ``{qid, selected, selected_doc_ids, logits, probabilities, score_space}``
     (+ ``doc_ids`` of all candidates in candidate order with `with_doc_ids`); doc ids by `candidate_doc_id`.
     `score_space` says what `logits` holds: ``logit`` (first-token logits) or ``logprob`` (a vLLM log-prob mode,
-    renormalised over the identifiers). Built as a `SelectionRecord`; returns the line's dict (`to_json_dict`)."""
+    renormalised over the identifiers). Its `SelectionRecord.to_json_dict` is the line written."""
     ids = [candidate_doc_id(d, i) for i, d in enumerate(docs)]
     rec = result.to_record(qid)
     return SelectionRecord(qid=rec["qid"], selected=rec["selected"],
                            selected_doc_ids=[ids[k] for k in result.indices], logits=rec["logits"],
                            probabilities=rec["probabilities"], score_space=rec["score_space"],
-                           **({"doc_ids": ids} if with_doc_ids else {})).to_json_dict()
+                           **({"doc_ids": ids} if with_doc_ids else {}))
 
 
 def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector: Callable[[], Selector], *,
@@ -124,7 +124,7 @@ def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector
                 assert selector is not None
                 for rec, res in zip(batch, _select_batch(selector, batch)):
                     if rec["qid"] not in out.done:
-                        out.write(selection_record(rec["qid"], res, rec["docs"], with_doc_ids))
+                        out.write(selection_record(rec["qid"], res, rec["docs"], with_doc_ids).to_json_dict())
                         written += 1
                         bar.update(1)
             bar.close()

@@ -1,9 +1,10 @@
 """Training examples: candidates.jsonl joined with labels.jsonl by qid, rendered as selector prompts.
 
-Every label must name a question of candidates.jsonl and every selected index must be a
-candidate position; violations are errors naming the file, line and field. Labels with
-``status: "error"`` carry no subset and are skipped (counted). The held-out split is a
-deterministic function of the qid (a hash), so it is the same on every run and process.
+Candidates are read with `purecover.data.candidates.read_candidates` and each labels.jsonl line is checked
+as a `purecover.records.LabelRecord`; beyond that, every label must name a question of candidates.jsonl
+(once) and every selected index must be a distinct candidate position. Violations are errors naming the
+file, line and field. Labels with ``status: "error"`` carry no subset and are skipped (counted). The
+held-out split is a deterministic function of the qid (a hash), so it is the same on every run and process.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 
 import torch
 
+from ..data.candidates import read_candidates
 from ..data.splits import question_split
 from ..models.identifiers import IdentifierScheme
 from ..models.selector_prompt import build_selector_prompt
+from ..records import LabelRecord, LineRecordError, validate_line
 from ..utils.io import read_jsonl
 
 __all__ = ["SelectorCollator", "SelectorDataset", "SelectorExample", "load_training_examples",
@@ -41,37 +44,37 @@ def load_training_examples(candidates_path: str | Path, labels_path: str | Path,
     for p, stage in ((candidates_path, "data"), (labels_path, "label")):
         if not p.is_file():
             raise FileNotFoundError(f"{p} does not exist: run `purecover {stage} RECIPE` first")
-    cands = {rec["qid"]: rec for _, rec in read_jsonl(candidates_path) if "qid" in rec}
+    cands = {rec["qid"]: rec for rec in read_candidates(candidates_path)}
     examples: list[SelectorExample] = []
     counts = {"labels": 0, "used": 0, "skipped_error": 0}
     seen: set[str] = set()
     for lineno, lab in read_jsonl(labels_path):
         counts["labels"] += 1
-        where = f"{labels_path}:{lineno}"
-        qid = lab.get("qid")
-        if not isinstance(qid, str):
-            raise ValueError(f"{where}: field 'qid': missing or not a string")
+        label = validate_line(LabelRecord, lab, labels_path, lineno)
+        qid = label.qid
+
+        def bad(field: str, problem: str, lineno: int = lineno) -> LineRecordError:
+            return LineRecordError(labels_path, lineno, field, problem)
+
         if qid not in cands:
-            raise ValueError(f"{where}: field 'qid': {qid!r} is not in {candidates_path} (labels from another run?)")
+            raise bad("qid", f"{qid!r} is not in {candidates_path} (labels from another run?)")
         if qid in seen:
-            raise ValueError(f"{where}: field 'qid': duplicate {qid!r}")
+            raise bad("qid", f"duplicate {qid!r}")
         seen.add(qid)
-        if lab.get("status") == "error":
+        if label.status == "error":
             counts["skipped_error"] += 1
             continue
         docs = cands[qid]["docs"]
-        selected = lab.get("selected")
-        if not isinstance(selected, list) or not all(isinstance(k, int) for k in selected):
-            raise ValueError(f"{where}: field 'selected': expected a list of candidate positions")
-        bad = [k for k in selected if not 0 <= k < len(docs)]
-        if bad:
-            raise ValueError(f"{where}: field 'selected': positions {bad} outside the {len(docs)} candidates of {qid!r}")
+        selected = label.selected
+        outside = [k for k in selected if k >= len(docs)]
+        if outside:
+            raise bad("selected", f"positions {outside} outside the {len(docs)} candidates of {qid!r}")
         if len(set(selected)) != len(selected):
-            raise ValueError(f"{where}: field 'selected': repeated positions {selected}")
-        ids = lab.get("selected_doc_ids")
+            raise bad("selected", f"repeated positions {selected}")
+        ids = label.selected_doc_ids
         if ids and [docs[k].get("doc_id") for k in selected] != ids:
-            raise ValueError(f"{where}: field 'selected_doc_ids': do not match the candidates of {qid!r} "
-                             "(labels made from another candidates file?)")
+            raise bad("selected_doc_ids", f"do not match the candidates of {qid!r} (labels made from another "
+                                          "candidates file?)")
         prompt = build_selector_prompt(tokenizer, cands[qid]["question"], docs, scheme, max_passage_tokens)
         examples.append(SelectorExample(qid, prompt.input_ids, list(selected), len(docs)))
         counts["used"] += 1

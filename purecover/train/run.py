@@ -27,12 +27,13 @@ from typing import Any
 import torch
 
 from ..config import ConfigError, Recipe
+from ..data.candidates import read_candidates
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
-from ..utils.io import atomic_write_json, read_jsonl
+from ..utils.io import atomic_write_json
 from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
@@ -220,7 +221,7 @@ def train_student(run: StageRun) -> dict[str, Any]:
     candidates, labels = rd.path_of("candidates"), rd.path_of("labels")
     config_hash = run.config_hash
     model, tokenizer = _load_student(recipe)
-    k1 = max(len(rec["docs"]) for _, rec in read_jsonl(candidates)) if candidates.is_file() else recipe.data.k1
+    k1 = max(len(rec["docs"]) for rec in read_candidates(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
     examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens)
     train, calib, test = split_examples(examples, cfg.eval_fraction, recipe.seed, cfg.calibration_share)

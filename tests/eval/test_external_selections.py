@@ -33,12 +33,15 @@ def _recipe(run_dir: Path, sample_file, generator: Path, methods: list[str]):
 
 
 def _stored_selections(candidates: list[dict]) -> list[dict]:
-    """A deterministic, non-trivial 'student' selection per question: the last docs first."""
+    """A deterministic, non-trivial 'student' selection per question (the last docs first), as the select stage
+    writes it (``student:DIR`` reads whole selections.jsonl records)."""
     rows = []
     for c in candidates:
-        picked = list(range(len(c["docs"])))[::-1][:3]
+        n = len(c["docs"])
+        picked = list(range(n))[::-1][:3]
         rows.append({"qid": c["qid"], "selected": picked,
-                     "selected_doc_ids": [c["docs"][k]["doc_id"] for k in picked]})
+                     "selected_doc_ids": [c["docs"][k]["doc_id"] for k in picked],
+                     "logits": [float(k) for k in range(n)], "probabilities": [1.0 / n] * n})
     return rows
 
 

@@ -16,17 +16,21 @@ from purecover.eval.report import (
     render_report,
 )
 from purecover.eval.stats import annotate_results
+from purecover.records import RecordError
 
 
 def _metrics(dataset: str, em: float, methods=("retrieval", "student")) -> dict:
     def res(scale: float) -> dict:
         return {"n": 4, "em": em * scale, "f1": em * scale + 0.1, "acc": em * scale + 0.05, "mean_k": 2.0,
-                "answer": {"coverage": 0.5, "purity": 0.25}, "supporting": {"coverage": 0.75, "purity": None},
+                "answer": {"coverage": 0.5, "purity": 0.25, "n_coverage": 4, "n_purity": 4},
+                "supporting": {"coverage": 0.75, "purity": None, "n_coverage": 4, "n_purity": 0},
                 "prompt_tokens": 100.0 * scale, "completion_tokens": 3.0}
 
-    return {"dataset": dataset, "questions": 4, "question_source": "x", "generator": "g", "backend": "hf",
-            "max_new_tokens": 8, "budgets": [1, 5], "table_budget": 5, "fallbacks": {"retrieval": 0},
-            "results": {m: {"1": res(1.0 + i), "5": res(1.5 + i)} for i, m in enumerate(methods)}}
+    return {"dataset": dataset, "run_dir": f"runs/{dataset}", "questions": 4, "question_source": "x", "generator": "g",
+            "backend": "hf", "max_new_tokens": 8, "budgets": [1, 5], "table_budget": 5,
+            "methods": {m: m for m in methods}, "fallbacks": {"retrieval": 0},
+            "results": {m: {"1": res(1.0 + i), "5": res(1.5 + i)} for i, m in enumerate(methods)},
+            "versions": {"python": "3.11"}, "recipe": {}}
 
 
 def test_report_layout_and_values():
@@ -163,8 +167,23 @@ def test_missing_or_foreign_metrics_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="run `purecover evaluate RECIPE` first"):
         read_metrics(tmp_path)
     (tmp_path / "metrics.json").write_text("{}")
-    with pytest.raises(ValueError, match="field 'dataset' missing"):
+    hint = r"; is it a metrics\.json written by `purecover evaluate`\?$"
+    with pytest.raises(RecordError, match=r"metrics\.json: field dataset: missing .*" + hint):
         read_metrics(tmp_path / "metrics.json")
+    good = _with_statistics(_metrics("musique", 0.2))
+    assert read_metrics(_write_metrics(tmp_path, good)) == good  # returned as read
+    old = _metrics("musique", 0.2)  # early versions: no statistics, question_sample, crux or undefined counts
+    assert read_metrics(_write_metrics(tmp_path, old)) == old
+    bad = _metrics("musique", 0.2)
+    bad["results"]["student"]["5"]["em"] = 1.5
+    with pytest.raises(RecordError, match=r"field results\.student\.5\.em: must be <= 1\.0 \(got 1\.5\)"):
+        read_metrics(_write_metrics(tmp_path, bad))
+
+
+def _write_metrics(tmp_path, metrics: dict):
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(metrics))
+    return path
 
 
 @pytest.mark.samples

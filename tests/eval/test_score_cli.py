@@ -96,6 +96,26 @@ def test_malformed_predictions_line(tmp_path, gold, capsys, line, message):
     assert message in capsys.readouterr().err
 
 
+PREDICTION = {"qid": "q1", "prediction": "Mirren", "method": "retrieval", "k": 2, "selected": [0, 1],
+              "doc_ids": ["d0", None], "prompt_key": "abc", "prompt_tokens": 120, "completion_tokens": 2, "em": 1.0,
+              "f1": 1.0, "acc": 1.0, "answer_coverage": 1.0, "answer_purity": 0.5, "support_coverage": None,
+              "support_purity": 0.0, "crux_coverage": None}
+
+
+def test_evaluate_predictions_are_read_and_checked_whole(tmp_path, gold):
+    """A line the evaluate stage wrote (it has a prompt_key) is checked as a `PredictionRecord`; a hand-made
+    ``{qid, prediction}`` line beside it is read as before."""
+    preds = _preds(tmp_path, [PREDICTION, {"qid": 2, "prediction": 3}])
+    assert read_predictions(preds) == {"q1": "Mirren", "2": "3"}
+    for changes, message in [({"k": 0}, "field 'k': must be >= 1 (got 0)"),
+                             ({"em": "1"}, "field 'em': must be a number (got '1')"),
+                             ({"doc_ids": ["d0"]}, "selected and doc_ids differ in length (2, 1)")]:
+        _preds(tmp_path, [{"qid": "q2", "prediction": "yes"}, {**PREDICTION, **changes}])
+        with pytest.raises(ValueError) as err:
+            read_predictions(preds)
+        assert str(err.value) == f"{preds}:2: {message}"
+
+
 def test_unknown_qid_and_missing_files(tmp_path, gold, capsys):
     preds = _preds(tmp_path, [{"qid": q, "prediction": "x"} for q in ("q1", "q2", "q3", "q4", "other")])
     with pytest.raises(ValueError, match=r"1 prediction\(s\) for question ids not in the gold file"):

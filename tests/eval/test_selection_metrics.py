@@ -126,7 +126,8 @@ def hotpot_records():
         pytest.skip("HotpotQA sample not found (set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo)")
     examples = load_examples("hotpotqa", folder / SAMPLE_FILES["hotpotqa"], limit=3)
     assert len(examples) == 3
-    return [build_record(ex, [(d, 0.0) for d in question_docs(ex)], gold_doc_ids(ex, None)) for ex in examples]
+    return [build_record(ex, [(d, 0.0) for d in question_docs(ex)], gold_doc_ids(ex, None)).to_json_dict()
+            for ex in examples]
 
 
 def test_hotpotqa_gold_paragraph_selection(hotpot_records):

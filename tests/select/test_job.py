@@ -141,10 +141,10 @@ def test_selection_records_keep_their_keys_and_a_bad_line_is_named(tmp_path):
 
     docs = [{"doc_id": "d1", "text": "a"}, {"text": "b"}]
     result = SelectionResult([1], [0.5, 2.0], [0.2, 0.8])
-    line = select_job.selection_record("q1", result, docs)
+    line = select_job.selection_record("q1", result, docs).to_json_dict()
     assert json.dumps(line) == json.dumps({"qid": "q1", "selected": [1], "selected_doc_ids": ["2"],
                                            "logits": [0.5, 2.0], "probabilities": [0.2, 0.8], "score_space": "logit"})
-    assert list(select_job.selection_record("q1", result, docs, with_doc_ids=True))[-1] == "doc_ids"
+    assert list(select_job.selection_record("q1", result, docs, with_doc_ids=True).to_json_dict())[-1] == "doc_ids"
     out = tmp_path / SELECTIONS_FILE
     out.write_text(json.dumps(line) + "\n" + json.dumps({**line, "qid": "q2", "selected": [1.0]}) + "\n")
     progress = {"written": 2, "already_done": 0, "repaired_lines": 0, "elapsed": 1.0}

@@ -8,6 +8,7 @@ import pytest
 
 from purecover.models.identifiers import IdentifierError, IdentifierScheme
 from purecover.models.selector_prompt import build_selector_prompt, end_token_id
+from purecover.records import LabelRecord
 from purecover.train.data import SelectorCollator, load_training_examples, split_examples
 
 
@@ -20,6 +21,15 @@ def tok(sample_dir):
 
 def docs(n, words=5):
     return [{"doc_id": f"d{k}", "title": f"Title {k}", "text": " ".join(["word"] * words) + f" {k}."} for k in range(n)]
+
+
+def label(qid, selected, status="ok", ids=None):
+    """A labels.jsonl line as the label stage writes it (doc ids of `docs`, unless `ids`)."""
+    if status == "error":
+        return LabelRecord.failed(qid, "RuntimeError: x", bias_key=None, teacher={}).to_json_dict()
+    return LabelRecord(qid=qid, selected=selected, selected_doc_ids=[f"d{k}" for k in selected] if ids is None else ids,
+                       gains=[0.5] * len(selected), objective=0.5, steps=["s"], answer="a", e=[1.0], W=[[0.5]] * 4,
+                       bias_key=None, status=status, reason=None, teacher={}).to_json_dict()
 
 
 def write(tmp_path, cands, labels):
@@ -56,20 +66,20 @@ def test_passage_budget_never_cuts_identifiers(tok):
 
 def test_join_and_errors(tmp_path, tok):
     scheme = IdentifierScheme().check(tok, 4)
-    cands = [{"qid": q, "question": "Q?", "docs": docs(4)} for q in ("a", "b", "c")]
-    labels = [{"qid": "a", "selected": [2, 0], "selected_doc_ids": ["d2", "d0"], "status": "ok"},
-              {"qid": "b", "selected": [], "status": "error"},
-              {"qid": "c", "selected": [1], "status": "fallback"}]
+    cands = [{"qid": q, "question": "Q?", "answers": ["A"], "docs": docs(4)} for q in ("a", "b", "c")]
+    labels = [label("a", [2, 0]), label("b", [], "error"), label("c", [1], "fallback")]
     ex, counts = load_training_examples(*write(tmp_path, cands, labels), tok, scheme, 64)
     assert [e.qid for e in ex] == ["a", "c"] and ex[0].selected == [2, 0] and ex[0].n_docs == 4
     assert counts == {"labels": 3, "used": 2, "skipped_error": 1}
     bad_cases = [
-        ([{"qid": "zzz", "selected": [0]}], "'qid': 'zzz' is not in"),
-        ([{"qid": "a", "selected": [4]}], r"positions \[4\] outside the 4 candidates"),
-        ([{"qid": "a", "selected": [1, 1]}], "repeated positions"),
-        ([{"qid": "a", "selected": [1], "selected_doc_ids": ["d3"]}], "do not match the candidates"),
-        ([{"qid": "a", "selected": [0]}, {"qid": "a", "selected": [0]}], "l.jsonl:2: field 'qid': duplicate"),
-        ([{"selected": [0]}], "field 'qid': missing"),
+        ([label("zzz", [0])], "l.jsonl:1: field 'qid': 'zzz' is not in"),
+        ([label("a", [4])], r"field 'selected': positions \[4\] outside the 4 candidates"),
+        ([label("a", [1, 1])], "field 'selected': repeated positions"),
+        ([label("a", [1], ids=["d3"])], "field 'selected_doc_ids': do not match the candidates"),
+        ([label("a", [0]), label("a", [0])], "l.jsonl:2: field 'qid': duplicate"),
+        ([{k: v for k, v in label("a", [0]).items() if k != "qid"}], "l.jsonl:1: field 'qid': missing"),
+        ([{**label("a", [0]), "selected": ["0"]}], r"field 'selected\[0\]': must be an integer"),
+        ([{**label("a", [0]), "status": "done"}], "field 'status': must be 'ok', 'fallback' or 'error'"),
     ]
     for labels_bad, message in bad_cases:
         with pytest.raises(ValueError, match=message):
@@ -78,8 +88,8 @@ def test_join_and_errors(tmp_path, tok):
 
 def test_split_is_deterministic_and_collator_shapes(tmp_path, tok):
     scheme = IdentifierScheme().check(tok, 4)
-    cands = [{"qid": f"q{i}", "question": "Q?", "docs": docs(4)} for i in range(50)]
-    labels = [{"qid": f"q{i}", "selected": [i % 4]} for i in range(50)]
+    cands = [{"qid": f"q{i}", "question": "Q?", "answers": ["A"], "docs": docs(4)} for i in range(50)]
+    labels = [label(f"q{i}", [i % 4]) for i in range(50)]
     ex, _ = load_training_examples(*write(tmp_path, cands, labels), tok, scheme, 64)
     train, calib, test = split_examples(ex, 0.2, seed=0)
     again = split_examples(ex, 0.2, seed=0)
