@@ -46,6 +46,7 @@ FILES: dict[str, str] = {
     "label_shards": "label_shards",
     "checkpoints": "checkpoints",
     "final": "checkpoints/final",
+    "student_meta": "checkpoints/final/purecover_student.json",  # the trained student's identifiers, K1, tau3
     "selector": "selector",
     "selector_config": "selector/selector_config.json",
     "selections": "selections.jsonl",

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 __all__ = ["SELECTOR_DIR", "export_selector", "run_export_stage"]
 
 SELECTOR_DIR = FILES["selector"]
-STUDENT_META = "purecover_student.json"  # written by train/run.py into checkpoints/final/
+STUDENT_META = Path(FILES["student_meta"]).name  # written by the train stage into checkpoints/final/
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 _DTYPES = ("float32", "bfloat16", "float16")

@@ -48,7 +48,7 @@ __all__ = ["STUDENT_META", "build_training_arguments", "checkpoint_problem", "fi
 
 CHECKPOINTS = FILES["checkpoints"]
 FINAL = Path(FILES["final"]).name
-STUDENT_META = "purecover_student.json"
+STUDENT_META = Path(FILES["student_meta"]).name  # in checkpoints/final/
 
 _DEFAULT_TRAINING: dict[str, Any] = {
     "per_device_train_batch_size": 1,
