@@ -111,6 +111,16 @@ def _snapshot(rd: RunDir, name: str) -> dict[str, bytes]:
 STAGE_NAMES = list(STAGES)
 
 
+def _stage_and_victim(run_copy, files: dict[str, str]):
+    """(name, recipe, run directory, outputs snapshot, first output, the file of it a test damages)."""
+    name, sets = run_copy
+    recipe = _recipe(sets)
+    rd = stage_directory(recipe, name)
+    output = rd.outputs(name)[0]
+    victim = output / files[output.name] if output.is_dir() else output
+    return name, recipe, rd, _snapshot(rd, name), output, victim
+
+
 @pytest.mark.parametrize("run_copy", STAGE_NAMES, indirect=True)
 def test_rerun_is_a_no_op(run_copy):
     name, sets = run_copy
@@ -159,12 +169,7 @@ def test_killed_before_its_manifest_completes_it_resumes_to_the_same_outputs(run
 
 @pytest.mark.parametrize("run_copy", STAGE_NAMES, indirect=True)
 def test_a_deleted_output_is_redone_not_recorded_as_fine(run_copy):
-    name, sets = run_copy
-    recipe = _recipe(sets)
-    rd = stage_directory(recipe, name)
-    before = _snapshot(rd, name)
-    output = rd.outputs(name)[0]
-    victim = output / DELETE[output.name] if output.is_dir() else output
+    name, recipe, rd, before, _, victim = _stage_and_victim(run_copy, DELETE)
     victim.unlink()
     status = rd.status(name, rd.manifest(name)["config_hash"])
     assert status.action == "redo" and "is missing" in status.reason
@@ -176,12 +181,7 @@ def test_a_deleted_output_is_redone_not_recorded_as_fine(run_copy):
 
 @pytest.mark.parametrize("run_copy", [n for n in STAGE_NAMES if n != "evaluate"], indirect=True)
 def test_an_edited_output_is_set_aside_and_redone(run_copy):
-    name, sets = run_copy
-    recipe = _recipe(sets)
-    rd = stage_directory(recipe, name)
-    before = _snapshot(rd, name)
-    output = rd.outputs(name)[0]
-    victim = output / EDIT[output.name] if output.is_dir() else output
+    name, recipe, rd, before, output, victim = _stage_and_victim(run_copy, EDIT)
     edited = victim.read_bytes()[::-1]  # same size, other bytes
     victim.write_bytes(edited)
     outcome = execute_stage(name, recipe, show_progress=False, with_before=False)

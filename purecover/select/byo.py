@@ -46,7 +46,7 @@ from typing import Any
 from ..data.doc_ids import candidate_doc_id
 from ..data.errors import DataFormatError
 from ..models.selector import MAX_QUESTION_TOKENS, Selector, read_selector_config
-from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, read_jsonl
+from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, open_in_place, read_jsonl
 from ..utils.trec import check_trec_token, trec_run_lines
 from .job import BATCH_SIZE, _selector_fingerprint, select_into, summarize_selections
 
@@ -262,9 +262,7 @@ def output_lock(out_path: Path) -> Iterator[None]:
 
     lock = out_path.with_name(out_path.name + ".lock")
     ensure_output_dir(lock.parent)
-    if lock.is_symlink():
-        raise OSError(f"lock file {lock} is a symbolic link: remove it (purecover never writes through links)")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = open_in_place(lock, os.O_RDWR | os.O_CREAT, 0o644)  # a link there is refused, never followed
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

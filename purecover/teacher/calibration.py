@@ -47,7 +47,6 @@ __all__ = [
     "BiasMismatchError",
     "CalibrationLengths",
     "PositionBias",
-    "bias_is_current",
     "bias_keys",
     "calibration_keys",
     "calibration_lengths",
@@ -60,7 +59,6 @@ __all__ = [
     "read_bias_file",
     "read_length_records",
     "save_bias",
-    "stored_length_source",
     "weights_fingerprint",
 ]
 
@@ -336,7 +334,7 @@ def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int],
 def save_bias(path: str | Path, bias: PositionBias, keys: dict[str, Any], lengths: CalibrationLengths,
               prompt: ReasoningPrompt | None = None) -> None:
     """Write bias.json: keys, Bias(k), the dummy lengths (target, measured, their source) and the reasoning
-    prompt's wording (`ReasoningPrompt.record`, which `bias_is_current` compares without a tokenizer)."""
+    prompt's wording (`ReasoningPrompt.record`, which `bias_inputs_fingerprint` hashes without a tokenizer)."""
     record = BiasFile(
         keys=keys, bias=[float(x) for x in bias.bias], n_dummy_steps=len(DUMMY_STEPS),
         prompt=(prompt or ReasoningPrompt.default()).record(),
@@ -353,12 +351,6 @@ def read_bias_file(path: str | Path) -> BiasFile | None:
         return load_json_record(path, BiasFile)
     except (OSError, RecordError):
         return None
-
-
-def stored_length_source(path: str | Path) -> dict[str, Any] | None:
-    """The length source recorded in a bias.json (None when unreadable or absent)."""
-    record = read_bias_file(path)
-    return record.doc_tokens.source if record is not None and record.doc_tokens is not None else None
 
 
 def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, str]:
@@ -394,28 +386,6 @@ def _weights_mismatch(path: Path, keys: dict[str, Any], expected: dict[str, Any]
     return (f"{path}: calibration key 'weights' differs: the file has {keys['weights']!r} (teacher "
             f"{keys.get('model')!r}), this run needs {expected['weights']!r} (teacher {expected.get('model')!r}): "
             "the bias was computed with other model weights; rerun `purecover calibrate` for this configuration")
-
-
-def bias_is_current(bias_path: str | Path, *, k1: int, calibration_lengths: str | int,
-                    candidates_path: str | Path, model: str, prompt: ReasoningPrompt | None = None) -> bool:
-    """bias.json holds this run's K1, length source, teacher weights and reasoning-prompt wording (`prompt`,
-    default ours; a template file edited in place counts) without a model or tokenizer load.
-
-    For the pipeline's planning step: False (recalibrate) when any differs, when the file is
-    missing or unreadable, or when it predates the ``weights`` or ``prompt`` key.
-    """
-    record = read_bias_file(bias_path)
-    if record is None:
-        return False
-    try:
-        current = length_source(k1, calibration_lengths, candidates_path)
-        weights = weights_fingerprint(model)
-    except (OSError, ValueError):
-        return False
-    stored_source = record.doc_tokens.source if record.doc_tokens is not None else None
-    return (record.keys.get("k1") == k1 and record.keys.get("weights") == weights
-            and record.prompt == (prompt or ReasoningPrompt.default()).record()
-            and stored_source == current)
 
 
 def bias_inputs_fingerprint(recipe: Any) -> str:

@@ -22,6 +22,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .io import open_in_place
+
 log = logging.getLogger(__name__)
 
 __all__ = ["BUILDING_MARKER", "building_directory", "key_lock"]
@@ -39,9 +41,7 @@ def key_lock(path: str | Path, what: str) -> Iterator[None]:
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink():
-        raise OSError(f"lock file {path} is a symbolic link: remove it (purecover never writes through links)")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    fd = open_in_place(path, os.O_RDWR | os.O_CREAT, 0o644)  # a link there is refused, never followed
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,4 +1,6 @@
-"""bias.json is matched on a fingerprint of the teacher's weights, not on the model path string."""
+"""bias.json is matched on a fingerprint of the teacher's weights, not on the model path string: by the label
+stage's key check (`load_bias`) and by the calibrate stage's config hash (`bias_inputs_fingerprint`), which is
+what decides whether calibrate reruns."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 from purecover.teacher.calibration import (
     BiasMismatchError,
     PositionBias,
-    bias_is_current,
+    bias_inputs_fingerprint,
     calibration_keys,
     load_bias,
     save_bias,
@@ -48,9 +50,12 @@ def calibrate(model_dir, tmp_path):
     return path
 
 
-def current(path, model_dir, tmp_path):
-    return bias_is_current(path, k1=K1, calibration_lengths=TOKENS, candidates_path=tmp_path / "candidates.jsonl",
-                           model=str(model_dir))
+def fingerprint(model_dir, tmp_path, *extra):
+    """The calibrate stage's hash addition for a recipe with this teacher (what makes calibrate rerun)."""
+    from purecover.config import load_recipe
+
+    return bias_inputs_fingerprint(load_recipe(None, [f"run_dir={tmp_path / 'run'}", f"teacher.model={model_dir}",
+                                                      f"data.k1={K1}", f"teacher.calibration_lengths={TOKENS}", *extra]))
 
 
 def test_same_model_at_another_path_matches(tmp_path):
@@ -62,7 +67,7 @@ def test_same_model_at_another_path_matches(tmp_path):
     bias, key = load_bias(bias_path, keys)
     assert np.allclose(bias, np.arange(K1) / 10)
     assert json.loads(key)["model"] == str(first)  # the file still shows where it was computed
-    assert current(bias_path, copy, tmp_path)
+    assert fingerprint(copy, tmp_path) == fingerprint(first, tmp_path)  # calibrate does not rerun
 
 
 @pytest.mark.parametrize("other", [dict(seed=1), dict(hidden=32)], ids=["other-weights", "other-config"])
@@ -70,6 +75,7 @@ def test_another_model_saved_at_the_same_path_is_refused(tmp_path, other):
     model_dir = save_tiny_qwen2(tmp_path / "teacher")
     bias_path = calibrate(model_dir, tmp_path)
     old = weights_fingerprint(str(model_dir))
+    old_hash = fingerprint(model_dir, tmp_path)
     shutil.rmtree(model_dir)
     save_tiny_qwen2(model_dir, **other)
     keys, _ = keys_for(model_dir, tmp_path)
@@ -80,22 +86,19 @@ def test_another_model_saved_at_the_same_path_is_refused(tmp_path, other):
         f"{bias_path}: calibration key 'weights' differs: the file has {old!r} (teacher {str(model_dir)!r}), "
         f"this run needs {keys['weights']!r} (teacher {str(model_dir)!r}): the bias was computed with other "
         "model weights; rerun `purecover calibrate` for this configuration")
-    assert not current(bias_path, model_dir, tmp_path)
+    assert fingerprint(model_dir, tmp_path) != old_hash  # calibrate reruns
 
 
 def test_bias_file_without_a_weights_key_is_recomputed(tmp_path):
     model_dir = save_tiny_qwen2(tmp_path / "teacher")
     bias_path = calibrate(model_dir, tmp_path)
-    assert current(bias_path, model_dir, tmp_path)
     data = json.loads(bias_path.read_text())
     del data["keys"]["weights"]  # as written before the fingerprint existed
     bias_path.write_text(json.dumps(data))
-    assert not current(bias_path, model_dir, tmp_path)
     keys, _ = keys_for(model_dir, tmp_path)
     with pytest.raises(BiasMismatchError, match=r"calibration key 'weights' is missing: the file was written before "
                                                 r"bias\.json recorded a fingerprint of the teacher's weights"):
         load_bias(bias_path, keys)
-    assert not current(tmp_path / "missing.json", model_dir, tmp_path)
 
 
 def test_fingerprint_reads_samples_not_the_weights(tmp_path, monkeypatch):
@@ -142,20 +145,22 @@ def test_a_prompt_template_edited_in_place_is_not_current(tmp_path):
     path = tmp_path / "bias.json"
     save_bias(path, PositionBias(np.arange(K1) / 10, [TOKENS] * K1), keys, lengths, ours)
 
-    def is_current(prompt):
-        return bias_is_current(path, k1=K1, calibration_lengths=TOKENS, candidates_path=tmp_path / "candidates.jsonl",
-                               model=str(model_dir), prompt=prompt)
+    def is_current(prompt):  # the wording stored in bias.json, compared as the calibrate stage's hash compares it
+        return json.loads(path.read_text())["prompt"] == prompt.record()
 
     assert is_current(ours)
     assert is_current(ReasoningPrompt.default())  # the same wording, read from the package's own file
+    before = fingerprint(model_dir, tmp_path, f"teacher.prompt_file={template}")
+    assert before == fingerprint(model_dir, tmp_path)  # the same wording as the package's: the same hash
     template.write_text("Reason in steps.\n{documents}\nQ: {question}\n", encoding="utf-8")
+    assert fingerprint(model_dir, tmp_path, f"teacher.prompt_file={template}") != before  # edited in place: rerun
     assert not is_current(ReasoningPrompt.from_config(types.SimpleNamespace(prompt_file=str(template), max_steps=5)))
     assert not is_current(ReasoningPrompt.from_config(types.SimpleNamespace(system_prompt="", max_steps=5)))
 
 
 def test_bias_json_keeps_its_keys_and_a_bad_file_names_the_field(tmp_path):
     """bias.json is written through `BiasFile` with the keys of every earlier version, in the same order; a
-    file whose field is wrong is refused naming it, and the planning check reads it as "recalibrate"."""
+    file whose field is wrong is refused naming it (and, being a changed output, redone by the calibrate stage)."""
     from purecover.records import RecordError
 
     model_dir = save_tiny_qwen2(tmp_path / "teacher")
@@ -168,7 +173,5 @@ def test_bias_json_keeps_its_keys_and_a_bad_file_names_the_field(tmp_path):
     with pytest.raises(RecordError, match=r"bias\.json: field bias: must be a list \(got a string\); rerun "
                                           r"`purecover calibrate`"):
         load_bias(path, keys)
-    assert not current(path, model_dir, tmp_path)
     path.write_text(json.dumps({"keys": data["keys"], "bias": data["bias"]}))  # the earliest files: keys and bias
     assert np.allclose(load_bias(path, keys)[0], np.arange(K1) / 10)
-    assert not current(path, model_dir, tmp_path)  # no prompt or lengths recorded: recalibrate
