@@ -257,7 +257,10 @@ class RunDir:
         for path in self.outputs(stage):
             rel = self._rel(path)
             now = describe_output(path)
-            problem = f"{rel} is missing" if now is None else describe_change(rel, recorded.get(rel), now)
+            if now is None:
+                problem: str | None = f"{rel} is missing"
+            else:  # an output its manifest did not record (written by an earlier version) is only checked to exist
+                problem = describe_change(rel, recorded[rel], now) if rel in recorded else None
             if problem is not None:
                 found[path] = problem
         return found

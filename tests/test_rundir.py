@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import pytest
 
@@ -151,3 +152,19 @@ def test_the_test_set_has_its_own_directory_apart_from_evaluates_outputs(run):
     assert rd.test_set().path == rd.path / "eval"
     (rd.path / "test").mkdir()  # once run_dir/test exists, it is the test set
     assert rd.test_set().path == rd.path / "test"
+
+
+def test_an_output_its_manifest_did_not_record_is_not_damaged(run):
+    """A manifest written by an earlier version recorded its outputs under other names (export recorded
+    selector/selector_config.json, not selector/): the stage is not redone for that."""
+    recipe, rd = run
+    sel = rd.path_of("selector")
+    sel.mkdir()
+    (sel / "selector_config.json").write_text("{}")
+    rd.complete("export", recipe, "h", {})
+    manifest = rd.manifest("export")
+    manifest["outputs"] = {"selector/selector_config.json": {"bytes": 2}}
+    rd.manifest_path("export").write_text(json.dumps(manifest))
+    assert rd.status("export", "h").action == "skip"
+    shutil.rmtree(sel)
+    assert rd.status("export", "h").action == "redo"  # missing is still missing
