@@ -184,8 +184,8 @@ def hotpotqa_run(work: Path, k1: int) -> tuple[Path, dict]:
     t0 = time.perf_counter()
     run_data_stage(recipe, show_progress=False)
     label = run_label_stage(recipe, show_progress=False)
-    info = {"label_seconds": round(time.perf_counter() - t0, 1), "labelled_questions": label["questions"],
-            "teacher_mean_size": label["mean_size"], "teacher_fallback_rate": label["fallback_rate"],
+    info = {"label_seconds": round(time.perf_counter() - t0, 1), "labelled_questions": label.questions,
+            "teacher_mean_size": label.mean_size, "teacher_fallback_rate": label.fallback_rate,
             "label_overrides": overrides[1:]}
     return run, info
 
@@ -270,7 +270,7 @@ def train_variant(run: Path, tiny: Path, variant: str, task_settings: dict, seed
                  f"student.training.eval_steps={s['eval_steps']}", "student.training.per_device_eval_batch_size=8",
                  "student.training.weight_decay=0.0", f"student.training.max_grad_norm={s.get('max_grad_norm', 1.0)}"]
     t0 = time.perf_counter()
-    summary = run_train_stage(load_recipe(None, overrides), show_progress=False)
+    summary = run_train_stage(load_recipe(None, overrides), show_progress=False).to_json_dict()
     return {**weights, "seconds": round(time.perf_counter() - t0, 1), "steps": summary["global_step"],
             "test_subset_f1": summary["test_subset_f1"], "calib_subset_f1": summary.get("calib_subset_f1"),
             "tau3": summary["tau3"], "train_loss": summary["train_loss"],

@@ -71,7 +71,7 @@ def dataset_rows(dataset: str, file: Path, run_dir: Path) -> dict:
             stale.unlink()
         shutil.rmtree(run_dir / "label_shards")
     t0 = time.perf_counter()
-    label = run_label_stage(recipe, show_progress=False)
+    label = run_label_stage(recipe, show_progress=False).to_json_dict()
     seconds = time.perf_counter() - t0
     questions = load_questions(run_dir / "labels.jsonl", run_dir / "candidates.jsonl")
     tune_qs, held_qs = split_questions(questions, 0.5)
@@ -146,7 +146,7 @@ def main() -> int:
             print(f"{dataset}: held-out F1 {h['f1']:.3f} P {h['precision']:.3f} (top-|S| P {h['top_s_precision']:.3f}) "
                   f"|S| {h['mean_size']:.2f} fallback {h['fallback_rate']:.1%}", flush=True)
     shipped = {k: v for k, v in resolve_params(load_recipe(None, ["teacher.estimator=embedding"]).teacher)
-               .to_dict().items() if k in ("lam", "tau_w", "tau_e", "normalize")}
+               .to_record().model_dump().items() if k in ("lam", "tau_w", "tau_e", "normalize")}
     choice = shared_choice(per_dataset)
     as_shipped = {"normalize": shipped["normalize"], "lam": shipped["lam"], "embedding_tau": shipped["tau_w"],
                   "embedding_tau_e": shipped["tau_e"]}

@@ -52,26 +52,31 @@ def _recipe(args: argparse.Namespace) -> Recipe:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
+    if args.reference:
+        from .recipe_reference import recipe_reference
+
+        sys.stdout.write(recipe_reference())
+        return 0
     sys.stdout.write(dump_recipe_yaml(_recipe(args)))
     return 0
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from .teacher.tune import parse_grid, run_tune
+    from .teacher.tune import parse_grid, tune
 
     recipe = _recipe(args)
     grid = parse_grid(args.grid) if args.grid else None
-    result = run_tune(recipe, grid, tune_fraction=args.tune_fraction, max_fallback=args.max_fallback,
-                      show_progress=not args.quiet)
+    result = tune(recipe, grid, tune_fraction=args.tune_fraction, max_fallback=args.max_fallback,
+                  show_progress=not args.quiet)
     out = recipe.run_path / "tune"
     print((out / "tune.md").read_text(encoding="utf-8"))
-    chosen = result["chosen"]
+    chosen = result.chosen
     print(f"chosen: {chosen['overrides']}")
     print(f"  tuning questions:   F1 {chosen['tune']['f1']:.3f}, |S| {chosen['tune']['mean_size']:.2f}, "
           f"fallback {chosen['tune']['fallback_rate']:.1%}")
     print(f"  held-out questions: F1 {chosen['heldout']['f1']:.3f}, |S| {chosen['heldout']['mean_size']:.2f}, "
           f"fallback {chosen['heldout']['fallback_rate']:.1%}")
-    print(f"written: {out / 'tune.json'}, {out / 'tune.md'}" + "".join(f", {p}" for p in result.get("plots", [])))
+    print(f"written: {out / 'tune.json'}, {out / 'tune.md'}" + "".join(f", {p}" for p in result.plots or []))
     print("to label with it: put these keys in the recipe and relabel (a new run_dir, or delete labels.jsonl "
           "and label_shards/ first)")
     return 0
@@ -163,13 +168,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_label_report(args: argparse.Namespace) -> int:
-    from .teacher.label_report import render_label_report, write_label_report
+    from .teacher.label_report import label_report, render_label_report
 
-    report = write_label_report(args.run_dir, args.out, args.k)
+    report = label_report(args.run_dir, args.out, args.k)
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
-        if report["warning"]:
-            print(f"warning: {report['warning']}", file=sys.stderr)
+        print(json.dumps(report.to_json_dict(), indent=2, ensure_ascii=False))
+        if report.warning:
+            print(f"warning: {report.warning}", file=sys.stderr)
     else:
         sys.stdout.write(render_label_report(report))
     return 0
@@ -231,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="rerun this stage and every later one")
             p.add_argument("--dry-run", action="store_true", help="validate and print the plan; run nothing")
             p.add_argument("--strict", action="store_true", help="with --dry-run: missing local inputs are an error")
+        if name == "config":
+            p.add_argument("--reference", action="store_true",
+                           help="print the recipe reference (every key: type, range, default, meaning) as Markdown")
         if name == "tune":
             p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                            help="values to try (repeatable), e.g. --grid lam=0.05,0.1,0.3 --grid tau_stop=0,0.02")

@@ -33,6 +33,7 @@ import yaml
 from pydantic import (
     ConfigDict,
     Field,
+    JsonValue,
     StrictBool,
     StrictFloat,
     StrictInt,
@@ -317,7 +318,7 @@ class StudentConfig:
         "are ordered by descending score.")
     max_passage_tokens: StrictInt = Field(
         192, ge=8, description="Each passage body is cut to this many tokens in the selector prompt.")
-    training: dict[str, Any] = Field(
+    training: dict[str, JsonValue] = Field(
         default_factory=dict, description="transformers TrainingArguments fields (output_dir is always "
         "run_dir/checkpoints); checked against transformers when the recipe is validated.")
     identifiers: Literal["letters", "letters52"] = Field(
@@ -559,17 +560,17 @@ def _adapter() -> TypeAdapter[Recipe]:
     return TypeAdapter(Recipe)
 
 
-def recipe_json_schema() -> dict[str, Any]:
+def recipe_json_schema() -> dict[str, JsonValue]:
     """The JSON schema of a recipe: every section, key, type, range, default and description (a copy)."""
     return copy.deepcopy(_json_schema())
 
 
 @functools.cache
-def _json_schema() -> dict[str, Any]:
+def _json_schema() -> dict[str, JsonValue]:
     return _adapter().json_schema()
 
 
-def _resolve(node: dict[str, Any]) -> dict[str, Any]:
+def _resolve(node: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """`node` with its ``$ref`` followed (a section's schema)."""
     defs = _json_schema().get("$defs", {})
     while "$ref" in node:
@@ -577,7 +578,7 @@ def _resolve(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _schema_at(parts: list[str]) -> dict[str, Any] | None:
+def _schema_at(parts: list[str]) -> dict[str, JsonValue] | None:
     """The schema of the key `parts` names (``["teacher", "lancer"]``), or None when there is no such key."""
     node = _resolve(_json_schema())
     for part in parts:
@@ -597,19 +598,19 @@ _UNKNOWN_KEY = ("unexpected_keyword_argument", "extra_forbidden")
 _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_pattern_mismatch"}
 
 
-def _members(node: dict[str, Any]) -> list[dict[str, Any]]:
+def _members(node: dict[str, JsonValue]) -> list[dict[str, JsonValue]]:
     return [_resolve(m) for m in node["anyOf"]] if "anyOf" in node else [node]
 
 
-def _literals(node: dict[str, Any]) -> list[Any]:
+def _literals(node: dict[str, JsonValue]) -> list[JsonValue]:
     """The values of the Literal alternatives of `node`."""
-    out: list[Any] = []
+    out: list[JsonValue] = []
     for m in _members(node):
         out += [m["const"]] if "const" in m else list(m.get("enum", ()))
     return out
 
 
-def _type_name(node: dict[str, Any]) -> str:
+def _type_name(node: dict[str, JsonValue]) -> str:
     """Short name of a type, as in ``int | null`` or ``'all' | list of int``."""
     if "anyOf" in node:
         return " | ".join(_type_name(m) for m in _members(node))
@@ -622,7 +623,7 @@ def _type_name(node: dict[str, Any]) -> str:
     return _NAMES.get(node.get("type", ""), "value")
 
 
-def _expected(node: dict[str, Any]) -> str:
+def _expected(node: dict[str, JsonValue]) -> str:
     """What a key accepts, in words: ``an integer``, ``list of str``, ``float | null``."""
     if "anyOf" in node or node.get("type") == "array":
         return _type_name(node)
@@ -631,7 +632,7 @@ def _expected(node: dict[str, Any]) -> str:
     return _WORDS.get(node.get("type", ""), "a valid value")
 
 
-def _bounds(node: dict[str, Any]) -> str | None:
+def _bounds(node: dict[str, JsonValue]) -> str | None:
     """The range a number must lie in, as ``>= 1``, ``> 0`` or ``in [0, 1)``; None without one."""
     low = ("[", node["minimum"]) if "minimum" in node else ("(", node["exclusiveMinimum"]) \
         if "exclusiveMinimum" in node else None
@@ -646,7 +647,7 @@ def _bounds(node: dict[str, Any]) -> str | None:
     return None
 
 
-def _range_text(node: dict[str, Any]) -> str:
+def _range_text(node: dict[str, JsonValue]) -> str:
     """What a key's range allows, as in ``>= 1 or null`` or ``'candidates' or an integer >= 1``."""
     members = _members(node)
     has_literal = any("const" in m or "enum" in m for m in members)
@@ -665,7 +666,7 @@ def _range_text(node: dict[str, Any]) -> str:
     return " or ".join(parts)
 
 
-def _shown(value: Any, node: dict[str, Any]) -> str:
+def _shown(value: Any, node: dict[str, JsonValue]) -> str:
     """`value` as a message shows it: an integer given for a number is the float it becomes."""
     types = {m.get("type") for m in _members(node)}
     if isinstance(value, int) and not isinstance(value, bool) and "number" in types and "integer" not in types:
@@ -763,7 +764,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     return recipe_from_dict(tree, source)
 
 
-def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
+def recipe_to_dict(recipe: Recipe) -> dict[str, JsonValue]:
     """Plain-data form of a recipe (what is written next to every stage's output), keys in declaration order."""
     return dataclasses.asdict(recipe)
 

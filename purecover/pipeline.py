@@ -35,9 +35,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .config import LAUNCH_FLAGS, Recipe, dump_recipe_yaml, load_recipe, recipe_to_dict
+from .records import StageSummary
 from .rundir import RunDir, StageStatus
 from .stages import (
     PIPELINE,
@@ -48,16 +48,29 @@ from .stages import (
     not_needed,
     stage_directory,
     stage_inputs,
+    stored_summary,
 )
 from .utils.io import atomic_write_text, open_in_place
 from .utils.rundir_lock import handover, locked_stage, run_dir_lock
 
-__all__ = ["LAUNCH_LOG", "LAUNCH_RECIPE", "STAGES", "Resource", "StagePlan", "launch_command", "plan_pipeline",
+__all__ = ["LAUNCH_LOG", "LAUNCH_RECIPE", "STAGES", "Resource", "StagePlan", "StageRow", "launch_command", "plan_pipeline",
            "resolve_resources", "run_launched_train", "run_pipeline", "train_needs_launch"]
 
 STAGES = PIPELINE  # the pipeline's stages, in order (from the registry)
 LAUNCH_RECIPE = "train.launch.yaml"  # in run_dir: the resolved recipe the launched train stage reads
 LAUNCH_LOG = "train.launch.log"  # in run_dir: the launched train stage's stdout and stderr (appended)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRow:
+    """One row of the pipeline's final table: what happened to `stage` (`action`: skip | not needed | ran |
+    resumed | redone | rerun), how long it took (None when nothing ran), its summary and the plan's reason."""
+
+    stage: str
+    action: str
+    seconds: float | None
+    summary: StageSummary
+    reason: str
 
 
 @dataclasses.dataclass
@@ -187,7 +200,7 @@ def train_needs_launch(recipe: Recipe) -> bool:
 
 
 def run_launched_train(recipe: Recipe, show_progress: bool = True,
-                       echo: Callable[[str], None] = print, rerun: bool = False) -> dict[str, Any]:
+                       echo: Callable[[str], None] = print, rerun: bool = False) -> StageSummary:
     """Run the train stage through `launch_command` as a subprocess; returns its summary (train.run.json).
 
     Holds the run directory's lock and hands it over to the launch. A non-zero exit, or a launch that
@@ -213,12 +226,12 @@ def run_launched_train(recipe: Recipe, show_progress: bool = True,
     if code != 0:
         raise RuntimeError(f"the launched train stage failed (exit code {code}): {shlex.join(cmd)}; "
                            f"see {log_path}")
-    manifest = RunDir.of(recipe).manifest("train") or {}
-    summary = manifest.get("summary") or {}
-    if summary.get("status") != "complete" or manifest.get("config_hash") != config_hash(recipe, "train"):
-        raise RuntimeError(f"the launched train stage exited 0 but {RunDir.of(recipe).manifest_path('train')} is not "
+    rd = RunDir.of(recipe)
+    manifest = rd.manifest("train")
+    if manifest is None or manifest.summary.status != "complete" or manifest.config_hash != config_hash(recipe, "train"):
+        raise RuntimeError(f"the launched train stage exited 0 but {rd.manifest_path('train')} is not "
                            f"complete for this configuration: {shlex.join(cmd)}; see {log_path}")
-    return summary
+    return stored_summary(rd, "train")
 
 
 # --------------------------------------------------------------------------- resources (dry run)
@@ -360,11 +373,12 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
 # --------------------------------------------------------------------------- running
 
 
-def headline(stage: str, summary: dict[str, Any]) -> str:
-    """A one-line digest of a stage summary for the final table."""
+def headline(stage: str, summary: StageSummary) -> str:
+    """A one-line digest of a stage summary for the final table (the figures `Stage.headline` names)."""
     parts = []
+    figures = summary.figures()
     for prefix in get_stage(stage).headline:
-        for key, value in summary.items():
+        for key, value in figures.items():
             if (key == prefix or (prefix.endswith("@") and key.startswith(prefix))) and value is not None:
                 if isinstance(value, float):
                     value = round(value, 4)
@@ -376,8 +390,8 @@ def headline(stage: str, summary: dict[str, Any]) -> str:
 
 @locked_stage("pipeline")
 def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool = True,
-                 echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run the plan; returns one row per stage ``{stage, action, seconds, summary}``.
+                 echo: Callable[[str], None] = print) -> list[StageRow]:
+    """Run the plan; returns one `StageRow` per stage.
 
     The plan is made once, under the run directory's lock. Stops at the first blocked stage (nothing
     is run) or the first failing stage (the exception propagates after the rows so far are echoed).
@@ -386,22 +400,21 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
     blocked = [p for p in plans if p.action == "blocked"]
     if blocked:
         raise RuntimeError(f"stage {blocked[0].stage} is blocked: {blocked[0].reason}")
-    rows: list[dict[str, Any]] = []
+    rows: list[StageRow] = []
     for plan in plans:
         echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")
         if plan.action in ("skip", "not needed"):
-            manifest = stage_directory(recipe, plan.stage).manifest(plan.stage) or {}
-            rows.append({"stage": plan.stage, "action": plan.action, "seconds": None,
-                         "summary": manifest.get("summary", {}) if plan.action == "skip" else {},
-                         "reason": plan.reason})
+            summary = stored_summary(stage_directory(recipe, plan.stage), plan.stage) if plan.action == "skip" \
+                else StageSummary()
+            rows.append(StageRow(plan.stage, plan.action, None, summary, plan.reason))
             continue
         forced = start is not None and STAGES.index(plan.stage) >= STAGES.index(start)
         t0 = time.perf_counter()
         if plan.command is not None:
             rd = stage_directory(recipe, plan.stage)
-            before = (rd.manifest(plan.stage) or {}).get("finished")
+            before = _finished(rd, plan.stage)
             summary = run_launched_train(recipe, show_progress, echo, rerun=forced)
-            after = (rd.manifest(plan.stage) or {}).get("finished")
+            after = _finished(rd, plan.stage)
             action = "skip" if after == before else {"run": "ran", "resume": "resumed"}.get(plan.action, plan.action)
         else:
             outcome = execute_stage(plan.stage, recipe, show_progress, force=forced, with_before=False)
@@ -409,15 +422,19 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
         seconds = None if action == "skip" else round(time.perf_counter() - t0, 1)
         if action == "skip":
             echo(f"[pipeline] {plan.stage}: skip (complete for this configuration and these inputs)")
-        rows.append({"stage": plan.stage, "action": action, "seconds": seconds, "summary": summary,
-                     "reason": plan.reason})
+        rows.append(StageRow(plan.stage, action, seconds, summary, plan.reason))
     return rows
 
 
-def summary_table(rows: list[dict[str, Any]]) -> str:
+def _finished(rd: RunDir, stage: str) -> str | None:
+    manifest = rd.manifest(stage)
+    return manifest.finished if manifest is not None else None
+
+
+def summary_table(rows: list[StageRow]) -> str:
     """The final table: stage, what happened, seconds, headline figures."""
     lines = ["| stage | action | seconds | figures |", "|---|---|---|---|"]
     for r in rows:
-        secs = "—" if r["seconds"] is None else f"{r['seconds']:.1f}"
-        lines.append(f"| {r['stage']} | {r['action']} | {secs} | {headline(r['stage'], r['summary']) or r['reason']} |")
+        secs = "—" if r.seconds is None else f"{r.seconds:.1f}"
+        lines.append(f"| {r.stage} | {r.action} | {secs} | {headline(r.stage, r.summary) or r.reason} |")
     return "\n".join(lines)

@@ -25,15 +25,25 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from pydantic import JsonValue
 
 from . import __version__
+from .records import (
+    DatasetCardFront,
+    HubDataFiles,
+    HubDatasetConfig,
+    PublishMarker,
+    RecordError,
+    load_json_record,
+)
 from .rundir import FILES
-from .utils.hub import DATASET_LICENSES, folder_fingerprint, hub_dataset_id, push_folder
+from .utils.hub import DATASET_LICENSES, PushResult, folder_fingerprint, hub_dataset_id, push_folder
 from .utils.io import atomic_write_json, atomic_write_text, read_jsonl
 
-__all__ = ["FIELDS", "PUBLISH_MARKER", "PublishTargetError", "build_dataset", "check_publish_target", "dataset_card",
-           "publish"]
+__all__ = ["FIELDS", "PUBLISH_MARKER", "PublishTargetError", "PublishedToDisk", "PublishedToHub", "build_dataset",
+           "check_publish_target", "dataset_card", "publish"]
 
 PUBLISH_MARKER = "purecover_publish.json"  # inside a `publish --to-disk` output: what it is and what it holds
 
@@ -67,7 +77,8 @@ _MANIFESTS = {"candidates": ("data",), "labels": ("data", "label"), "selections"
 _SECTIONS = {"data": ("data",), "label": ("teacher",), "train": ("student",), "select": ()}
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path) -> dict[str, JsonValue] | None:
+    """The JSON object in `path` (a stage manifest, read as it is); None when missing, not JSON or not an object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -75,8 +86,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _rows(file: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of `file` and the union of their keys (first-appearance order)."""
+def _rows(file: Path) -> tuple[list[dict[str, JsonValue]], list[str]]:
+    """The records of `file`, published as they are, and the union of their keys (first-appearance order)."""
     rows, keys = [], {}
     for line, rec in read_jsonl(file):
         if not isinstance(rec, dict):
@@ -111,9 +122,16 @@ def build_dataset(file: str | Path) -> Any:
     return datasets.Dataset(InMemoryTable(pa.table(columns)))
 
 
-def _source(run_dir: Path) -> dict[str, Any]:
-    data = ((_read_json(run_dir / "data.run.json") or {}).get("recipe") or {}).get("data") or {}
-    return data
+def _section(value: JsonValue, *keys: str) -> dict[str, JsonValue]:
+    """``value[keys[0]][keys[1]]...`` when each step is a JSON object, else ``{}``."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _source(run_dir: Path) -> dict[str, JsonValue]:
+    """The data section of the recipe that made the run's candidates (data.run.json); {} when unknown."""
+    return _section(_read_json(run_dir / "data.run.json"), "recipe", "data")
 
 
 def dataset_card(run_dir: str | Path, what: str, ds: Any) -> str:
@@ -123,22 +141,22 @@ def dataset_card(run_dir: str | Path, what: str, ds: Any) -> str:
     run_dir = Path(run_dir)
     data = _source(run_dir)
     name = data.get("dataset")
-    real_source = data.get("path") not in (None, "demo")
+    path = data.get("path")
+    real_source = path not in (None, "demo")
     licence = DATASET_LICENSES.get(str(name)) if real_source else None
-    hub_id = hub_dataset_id(data.get("path"))
-    front: dict[str, Any] = {"license": licence or "other", "pretty_name": f"purecover {what} ({name or 'unknown'})",
-                             "tags": ["purecover", "rag", "reranking"] + ([str(name)] if name else []),
-                             "size_categories": [_size(len(ds))]}
-    if hub_id:
-        front["source_datasets"] = [hub_id]
-    front["configs"] = [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}]}]
-    recipe: dict[str, Any] = {}
+    hub_id = hub_dataset_id(path if isinstance(path, str) else None)
+    front = DatasetCardFront(
+        license=licence or "other", pretty_name=f"purecover {what} ({name or 'unknown'})",
+        tags=["purecover", "rag", "reranking"] + ([str(name)] if name else []), size_categories=[_size(len(ds))],
+        **({"source_datasets": [hub_id]} if hub_id else {}),
+        configs=[HubDatasetConfig(config_name="default", data_files=[HubDataFiles(split="train", path="data/train-*")])])
+    recipe: dict[str, JsonValue] = {}
     for stage in _MANIFESTS[what]:
-        manifest = _read_json(run_dir / f"{stage}.run.json") or {}
+        stage_recipe = _section(_read_json(run_dir / f"{stage}.run.json"), "recipe")
         for section in _SECTIONS[stage]:
-            if section in (manifest.get("recipe") or {}):
-                recipe[section] = manifest["recipe"][section]
-    select_summary = (_read_json(run_dir / "select.run.json") or {}).get("summary")
+            if section in stage_recipe:
+                recipe[section] = stage_recipe[section]
+    select_summary = _section(_read_json(run_dir / "select.run.json"), "summary")
     if what == "selections" and select_summary:
         recipe["select_summary"] = select_summary
     lic_line = (f"{licence}: the licence of the source dataset ({name}); these records contain or derive from it."
@@ -146,7 +164,7 @@ def dataset_card(run_dir: str | Path, what: str, ds: Any) -> str:
                 "redistributing.")
     fields = FIELDS[what]
     lines = [
-        "---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip("\n"), "---", "",
+        "---", yaml.safe_dump(front.to_json_dict(), sort_keys=False, allow_unicode=True).rstrip("\n"), "---", "",
         f"# purecover {what}", "",
         f"`{FILES[what]}` of a purecover run ({len(ds)} rows), one row per question. Source data: {name} "
         f"(`{data.get('path')}`, split {data.get('split')}).", "",
@@ -167,6 +185,19 @@ def _size(n: int) -> str:
     return "n>1M"
 
 
+class PublishedToDisk(TypedDict):
+    """What `publish` returns for ``--to-disk``: the dataset's rows and the folder written."""
+
+    rows: int
+    path: str
+
+
+class PublishedToHub(PushResult):
+    """What `publish` returns for ``--push-to-hub``: the push (`purecover.utils.hub.push_folder`) and the rows."""
+
+    rows: int
+
+
 class PublishTargetError(ValueError):
     """``--to-disk DIR`` names something publish must not replace (module docstring)."""
 
@@ -180,15 +211,16 @@ def _entries(folder: Path) -> list[str]:
     return sorted(out)
 
 
-def _earlier_publish(folder: Path) -> dict[str, Any] | None:
+def _earlier_publish(folder: Path) -> PublishMarker | None:
     """The marker of an earlier ``publish --to-disk`` output in `folder`, when it holds only what it lists."""
     marker = folder / PUBLISH_MARKER
     if marker.is_symlink() or not marker.is_file():
         return None
-    record = _read_json(marker)
-    if record is None or record.get("what") not in WHAT or not isinstance(record.get("files"), list):
+    try:
+        record = load_json_record(marker, PublishMarker)
+    except (OSError, RecordError):
         return None
-    listed = {str(f) for f in record["files"]} | {PUBLISH_MARKER}
+    listed = {*record.files, PUBLISH_MARKER}
     entries = _entries(folder)
     if any(e.endswith("/") or e not in listed or (folder / e).is_symlink() for e in entries):
         return None
@@ -224,9 +256,9 @@ def check_publish_target(out: Path, what: str) -> bool:
                  else _describe_folder(out))
         raise PublishTargetError(f"--to-disk {out} is not empty and not a purecover publish output: it holds "
                                  f"{holds}; {refuse}")
-    if earlier["what"] != what:
-        raise PublishTargetError(f"--to-disk {out} holds the published {earlier['what']} of "
-                                 f"{earlier.get('run_dir', 'another run')}, not {what}: {refuse}")
+    if earlier.what != what:
+        raise PublishTargetError(f"--to-disk {out} holds the published {earlier.what} of "
+                                 f"{earlier.run_dir}, not {what}: {refuse}")
     return True
 
 
@@ -239,10 +271,10 @@ def _save_to_disk(ds: Any, card: str, out: Path, what: str, run_dir: Path) -> No
     try:
         ds.save_to_disk(str(tmp))
         atomic_write_text(tmp / "README.md", card)
-        atomic_write_json(tmp / PUBLISH_MARKER, {
-            "what": what, "run_dir": str(run_dir.resolve()), "rows": len(ds), "files": _entries(tmp),
-            "published": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "purecover_version": __version__})
+        atomic_write_json(tmp / PUBLISH_MARKER, PublishMarker(
+            what=what, run_dir=str(run_dir.resolve()), rows=len(ds), files=_entries(tmp),
+            published=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            purecover_version=__version__).to_json_dict())
         replace = check_publish_target(out, what)
         old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}" if replace else None
         if old is not None:
@@ -260,7 +292,8 @@ def _save_to_disk(ds: Any, card: str, out: Path, what: str, run_dir: Path) -> No
 
 
 def publish(run_dir: str | Path, what: str, *, to_disk: str | Path | None = None, push_to_hub: str | None = None,
-            private: bool = False, revision: str | None = None, commit_message: str | None = None) -> dict[str, Any]:
+            private: bool = False, revision: str | None = None, commit_message: str | None = None
+            ) -> PublishedToDisk | PublishedToHub:
     """Publish RUN_DIR's `what` file (module docstring); returns ``{rows, path}`` or the push record + ``rows``."""
     if what not in WHAT:
         raise ValueError(f"--what {what!r}: expected one of {', '.join(WHAT)}")
@@ -274,7 +307,7 @@ def publish(run_dir: str | Path, what: str, *, to_disk: str | Path | None = None
     if to_disk is not None:
         out = Path(to_disk)
         _save_to_disk(ds, card, out, what, run_dir)
-        return {"rows": len(ds), "path": str(out)}
+        return PublishedToDisk(rows=len(ds), path=str(out))
     with tempfile.TemporaryDirectory(prefix=f"purecover-publish-{what}-") as tmp_dir:
         folder = Path(tmp_dir)
         (folder / "data").mkdir()
@@ -284,4 +317,4 @@ def publish(run_dir: str | Path, what: str, *, to_disk: str | Path | None = None
                              repo_type="dataset", private=private, revision=revision,
                              commit_message=commit_message or f"Upload purecover {what} of {run_dir.name}",
                              fingerprint=folder_fingerprint(folder))
-    return {**result, "rows": len(ds)}
+    return PublishedToHub(**result, rows=len(ds))

@@ -21,14 +21,13 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from .config import Recipe, recipe_to_dict
+from .records import OutputDescription, RecordError, StageManifest, StageSummary, load_json_record
 from .utils.io import atomic_write_json
 from .utils.provenance import write_stage_manifest
 from .utils.rundir_lock import run_dir_lock
@@ -88,54 +87,54 @@ def file_digest(path: Path) -> str:
     return _DIGESTS[key]
 
 
-def describe_output(path: Path) -> dict[str, Any] | None:
-    """What `path` holds: ``{"lines": n, "sha256": ...}`` (JSONL), ``{"bytes": n, "sha256": ...}`` (a file; no
-    hash above `HASH_LIMIT`), ``{"files": n, "sizes": {relative name: bytes}, "digests": {relative name:
-    sha256}}`` (a directory, recursive; digests of its files up to `SMALL_FILE`, so weights are checked by
-    size); None when it does not exist."""
+def describe_output(path: Path) -> OutputDescription | None:
+    """What `path` holds: ``lines`` and ``sha256`` (JSONL), ``bytes`` and ``sha256`` (a file; no hash above
+    `HASH_LIMIT`), ``files``, ``sizes`` and ``digests`` (a directory, recursive; digests of its files up to
+    `SMALL_FILE`, so weights are checked by size); None when it does not exist."""
     if path.is_dir():
         files = [p for p in sorted(path.rglob("*")) if p.is_file()]
         sizes = {str(p.relative_to(path)): p.stat().st_size for p in files}
         digests = {str(p.relative_to(path)): file_digest(p) for p in files if p.stat().st_size <= SMALL_FILE}
-        return {"files": len(sizes), "sizes": sizes, "digests": digests}
+        return OutputDescription(files=len(sizes), sizes=sizes, digests=digests)
     if not path.is_file():
         return None
     if path.suffix == ".jsonl":
-        return {"lines": _count_lines(path), "sha256": file_digest(path)}
+        return OutputDescription(lines=_count_lines(path), sha256=file_digest(path))
     size = path.stat().st_size
-    return {"bytes": size, **({"sha256": file_digest(path)} if size <= HASH_LIMIT else {})}
+    return OutputDescription(bytes=size, **({"sha256": file_digest(path)} if size <= HASH_LIMIT else {}))
 
 
-def describe_input(path: Path) -> dict[str, Any] | None:
+def describe_input(path: Path) -> OutputDescription | None:
     """What an input holds: like `describe_output`, but a file always gets its content hash (a dataset file
     edited in place must be noticed; it is hashed once per process)."""
     if path.is_file() and path.suffix != ".jsonl":
-        return {"bytes": path.stat().st_size, "sha256": file_digest(path)}
+        return OutputDescription(bytes=path.stat().st_size, sha256=file_digest(path))
     return describe_output(path)
 
 
-def describe_change(rel: str, before: dict[str, Any] | None, now: dict[str, Any] | None) -> str | None:
-    """Why `now` differs from the recorded `before` (only the keys recorded are compared, so manifests
+def describe_change(rel: str, before: OutputDescription | None, now: OutputDescription | None) -> str | None:
+    """Why `now` differs from the recorded `before` (only what was recorded is compared, so manifests
     written by earlier versions keep working); None when it does not."""
     if before is None:
         return None if now is None else f"{rel} appeared"
     if now is None:
         return f"{rel} is missing"
-    sizes_before, sizes_now = before.get("sizes"), now.get("sizes")
+    sizes_before, sizes_now = before.sizes, now.sizes
     if sizes_before is not None and sizes_now is not None and sizes_before != sizes_now:
         missing = sorted(set(sizes_before) - set(sizes_now))
         if missing:
             return f"{rel}/{missing[0]} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
         changed = sorted(k for k in sizes_now if sizes_before.get(k) != sizes_now[k])
         return f"{rel}/{changed[0]} " + ("was added" if changed[0] not in sizes_before else "changed size")
-    digests_before, digests_now = before.get("digests") or {}, now.get("digests") or {}
+    digests_before, digests_now = before.digests or {}, now.digests or {}
     edited = sorted(k for k in digests_before if k in digests_now and digests_before[k] != digests_now[k])
     if edited:
         return f"{rel}/{edited[0]} was changed since it was recorded (content hash differs)"
     for unit in ("lines", "bytes", "files"):
-        if unit in before and before[unit] != now.get(unit):
-            return f"{rel} holds {now.get(unit)} {unit}, its manifest recorded {before[unit]}"
-    if "sha256" in before and now.get("sha256") is not None and before["sha256"] != now["sha256"]:
+        recorded, held = getattr(before, unit), getattr(now, unit)
+        if recorded is not None and recorded != held:
+            return f"{rel} holds {held} {unit}, its manifest recorded {recorded}"
+    if before.sha256 is not None and now.sha256 is not None and before.sha256 != now.sha256:
         return f"{rel} was changed since it was recorded (content hash differs)"
     return None
 
@@ -197,34 +196,32 @@ class RunDir:
 
     # ------------------------------------------------------------------ manifests
 
-    def manifest(self, stage: str) -> dict[str, Any] | None:
-        """The parsed ``<stage>.run.json``, checked as a `purecover.records.StageManifest`. None when absent;
-        None too, with a warning naming the file (and the field), when it is unreadable or not a manifest."""
-        from .records import RecordError, StageManifest, validate_record
-
+    def manifest(self, stage: str) -> StageManifest | None:
+        """The ``<stage>.run.json``, validated as a `purecover.records.StageManifest`. None when absent; None
+        too, with a warning naming the file (and the field), when it is unreadable or not a manifest."""
         path = self.manifest_path(stage)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            validate_record(StageManifest, data, str(path))
+            return load_json_record(path, StageManifest)
         except FileNotFoundError:
             return None
         except RecordError as exc:
             log.warning("%s; ignoring this manifest", exc)
             return None
-        except (OSError, ValueError) as exc:  # not readable, not UTF-8 or not JSON
+        except OSError as exc:  # not readable
             log.warning("%s: unreadable (%s); ignoring this manifest", path, exc)
             return None
-        return data
 
     def begin(self, stage: str, recipe: Recipe, config_hash: str, started: _dt.datetime | None = None) -> None:
         """Mark `stage` running (before it writes any output)."""
-        write_stage_manifest(self.path, stage, recipe_to_dict(recipe), config_hash, {"status": "running"}, started)
+        write_stage_manifest(self.path, stage, recipe_to_dict(recipe), config_hash, StageSummary(status="running"),
+                             started)
 
-    def complete(self, stage: str, recipe: Recipe, config_hash: str, summary: dict[str, Any],
-                 started: _dt.datetime | None = None, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    def complete(self, stage: str, recipe: Recipe, config_hash: str, summary: StageSummary,
+                 started: _dt.datetime | None = None,
+                 inputs: dict[str, OutputDescription | None] | None = None) -> StageSummary:
         """Mark `stage` complete (after its outputs are written), recording what each output holds and, when
-        given, what each input held (`inputs`: name -> `describe_output`)."""
-        summary = {**summary, "status": "complete"}
+        given, what each input held (`inputs`: name -> `describe_input`); returns `summary` marked complete."""
+        summary = summary.model_copy(update={"status": "complete"})
         outputs = {self._rel(p): describe_output(p) for p in self.outputs(stage)}
         write_stage_manifest(self.path, stage, recipe_to_dict(recipe), config_hash, summary, started,
                              outputs=outputs, inputs=inputs)
@@ -234,25 +231,25 @@ class RunDir:
         """Re-record what `stage`'s outputs hold in its complete manifest, after the stage itself changed one
         of them on purpose (the export's model card refreshed with new metrics)."""
         manifest = self.manifest(stage)
-        if manifest is None or (manifest.get("summary") or {}).get("status") != "complete":
+        if manifest is None or manifest.summary.status != "complete":
             return
-        manifest["outputs"] = {self._rel(p): describe_output(p) for p in self.outputs(stage)}
-        atomic_write_json(self.manifest_path(stage), manifest)
+        manifest.outputs = {self._rel(p): describe_output(p) for p in self.outputs(stage)}
+        atomic_write_json(self.manifest_path(stage), manifest.to_json_dict())
 
     def _rel(self, path: Path) -> str:
         return str(path.relative_to(self.path))
 
-    def output_problem(self, stage: str, manifest: dict[str, Any] | None = None) -> str | None:
+    def output_problem(self, stage: str, manifest: StageManifest | None = None) -> str | None:
         """Why `stage`'s outputs do not match its complete manifest (None when they do)."""
         manifest = manifest if manifest is not None else self.manifest(stage)
         if manifest is None:
             return "no manifest"
         return next(iter(self.damaged_outputs(stage, manifest).values()), None)
 
-    def damaged_outputs(self, stage: str, manifest: dict[str, Any] | None = None) -> dict[Path, str]:
+    def damaged_outputs(self, stage: str, manifest: StageManifest | None = None) -> dict[Path, str]:
         """Each output of `stage` that is missing or differs from what its manifest recorded, with the reason."""
-        manifest = manifest if manifest is not None else self.manifest(stage) or {}
-        recorded = manifest.get("outputs") or {}
+        manifest = manifest if manifest is not None else self.manifest(stage)
+        recorded = (manifest.outputs if manifest is not None else None) or {}
         found: dict[Path, str] = {}
         for path in self.outputs(stage):
             rel = self._rel(path)
@@ -265,18 +262,17 @@ class RunDir:
                 found[path] = problem
         return found
 
-    def completed(self, stage: str, config_hash: str) -> dict[str, Any] | None:
+    def completed(self, stage: str, config_hash: str) -> StageSummary | None:
         """The stored summary when `stage` is complete for `config_hash` and its outputs check; else None."""
         manifest = self.manifest(stage)
-        if manifest is None or manifest.get("config_hash") != config_hash:
-            return None
-        if (manifest.get("summary") or {}).get("status") != "complete":
+        if manifest is None or manifest.config_hash != config_hash or manifest.summary.status != "complete":
             return None
         if self.output_problem(stage, manifest) is not None:
             return None
-        return manifest["summary"]
+        return manifest.summary
 
-    def status(self, stage: str, config_hash: str, inputs: dict[str, Any] | None = None) -> StageStatus:
+    def status(self, stage: str, config_hash: str,
+               inputs: dict[str, OutputDescription | None] | None = None) -> StageStatus:
         """What running `stage` for `config_hash` means now, from its manifest and the disk (nothing is run).
 
         `inputs` (name -> `describe_output`) is compared with what the complete manifest recorded. The
@@ -299,8 +295,8 @@ class RunDir:
                 return StageStatus("blocked", f"{foreign}; use another run_dir or delete "
                                               f"{self._describe_paths(present)}")
             return StageStatus("resume", "outputs exist without a manifest")
-        previous = manifest.get("config_hash")
-        complete = (manifest.get("summary") or {}).get("status") == "complete"
+        previous = manifest.config_hash
+        complete = manifest.summary.status == "complete"
         if not present and not (complete and previous == config_hash):
             return StageStatus("run", "no outputs yet")
         rerun = spec.on_change == "rerun"
@@ -313,7 +309,7 @@ class RunDir:
                                           f"run_dir or delete {self._describe_paths(present)}", cause="config")
         if not complete:
             return StageStatus("resume", "partly done for this configuration")
-        recorded_inputs = manifest.get("inputs")
+        recorded_inputs = manifest.inputs
         if recorded_inputs is not None and inputs is not None:
             for name, now in inputs.items():  # a missing input is not judged: an earlier stage makes it again
                 if name in recorded_inputs and now is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Recipe, section_fingerprint
+from .records import OutputDescription, RecordError, StageSummary, validate_record
 from .rundir import FILES, RunDir, describe_input
 
 __all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage", "StageBlockedError", "StageOutcome",
@@ -33,7 +34,7 @@ __all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage"
 
 log = logging.getLogger(__name__)
 
-Runner = Callable[["StageRun"], dict[str, Any]]
+Runner = Callable[["StageRun"], StageSummary]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +42,8 @@ class Stage:
     """One stage of a run.
 
     `runner` is ``"module:function"``: the stage's body, called as ``function(run)`` with a `StageRun` once
-    `execute_stage` has decided the stage has work to do, and returning the summary stored in
-    ``<stage>.run.json``. `reads` and `writes` are keys of `purecover.rundir.FILES`: the pipeline's order
+    `execute_stage` has decided the stage has work to do, and returning its summary: an instance of the
+    `purecover.records.StageSummary` subclass that `summary` names, stored in ``<stage>.run.json``. `reads` and `writes` are keys of `purecover.rundir.FILES`: the pipeline's order
     follows them, `writes` are checked before a complete stage is skipped, and `reads` are recorded as the
     stage's inputs (`inputs` replaces that list when the stage reads files elsewhere). `scratch` are
     resumable work areas (checkpoints, shards) that count as "this stage has started here".
@@ -69,6 +70,7 @@ class Stage:
     writes: tuple[str, ...]
     sections: tuple[str, ...]
     headline: tuple[str, ...] = ()
+    summary: str = "purecover.records:StageSummary"  # the record its body returns
     pipeline: bool = True
     on_change: str = "refuse"
     changed_reason: str = "recipe changed since the last run (cached work is reused)"
@@ -154,6 +156,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "or dense) and write run_dir/candidates.jsonl. Resumable: a rerun skips questions already "
                     "written; a complete run for the same data section is skipped.",
         reads=(), writes=("candidates",), sections=("data",),
+        summary="purecover.records:DataSummary",
         headline=("questions", "supporting_recall@", "questions_per_second"),
         inputs="purecover.data.candidates:dataset_inputs", test_set=True,
     ),
@@ -166,6 +169,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "model and its weights, k1, template, layers, document lengths). Needed by `label` when "
                     "teacher.calibrate is true.",
         reads=("candidates",), writes=("bias",), sections=("teacher",),
+        summary="purecover.records:CalibrateSummary",
         headline=("k1", "doc_tokens", "seconds"), on_change="rerun", inputs="purecover.stages:no_inputs",
         changed_reason="teacher (or its weights), data.k1, the reasoning prompt or the candidates' document lengths "
                        "changed: the bias is recomputed",
@@ -183,6 +187,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, "
                     "rank 0 merges).",
         reads=("candidates", "bias"), writes=("labels",), sections=("data", "teacher", "seed"), scratch=("label_shards",),
+        summary="purecover.records:LabelSummary",
         headline=("questions", "mean_size", "size_histogram", "fallback_rate", "first_step_stop_rate", "error",
                   "questions_per_second_rank0", "warning"),
         module="purecover.teacher", test_set=True,
@@ -204,6 +209,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
         scratch=("checkpoints",), needed="purecover.stages:student_needed", launcher="purecover.pipeline:launch_command",
         foreign="purecover.train.run:foreign_student",
+        summary="purecover.records:TrainSummary",
         headline=("train_questions", "calib_questions", "test_questions", "train_loss", "tau3", "test_subset_f1"),
         module="purecover.train",
     ),
@@ -216,6 +222,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "selector_config.json (identifiers, prompt template, k1, tau3, k_max, min_select) and a model "
                     "card to run_dir/selector/ (written to a temporary directory, then renamed into place).",
         reads=("final",), writes=("selector",), sections=("data", "teacher", "student", "export", "seed"),
+        summary="purecover.records:ExportSummary",
         headline=("format", "tau3", "size_bytes"), needed="purecover.stages:student_needed",
         command="purecover.train.export_cli:export_command",
     ),
@@ -228,6 +235,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "test set's run_dir/test/candidates.jsonl -> run_dir/test/selections.jsonl. Writes the selected "
                     "positions and doc ids, all identifier logits and probabilities. Resumable.",
         reads=("candidates", "selector"), writes=("selections",), sections=("data",),
+        summary="purecover.records:SelectSummary",
         headline=("questions", "mean_selected", "questions_per_second"),
         hash_extra="purecover.select.job:selector_fingerprint", module="purecover.select",
         needed="purecover.stages:student_needed", directory="purecover.stages:test_set_directory",
@@ -248,6 +256,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "run_dir/eval/generations.jsonl: a rerun only generates what is missing. Writes "
                     "predictions/<method>@<K>.jsonl, metrics.json, report.md and plots/*.png.",
         reads=("candidates", "labels", "selections"), writes=("metrics", "report"), sections=_ALL_SECTIONS,
+        summary="purecover.records:EvaluateSummary",
         headline=("questions", "generated", "cached", "em@"), on_change="rerun", before=("select",),
         inputs="purecover.eval.job:evaluation_inputs",
     ),
@@ -285,6 +294,14 @@ def load_hook(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attr)
 
 
+def summary_type(name: str) -> type[StageSummary]:
+    """The record stage `name`'s body returns (`Stage.summary`)."""
+    cls = load_hook(get_stage(name).summary)
+    if not (isinstance(cls, type) and issubclass(cls, StageSummary)):
+        raise TypeError(f"stage {name}: summary {get_stage(name).summary} is not a StageSummary record")
+    return cls
+
+
 def load_runner(name: str) -> Runner:
     """The runner function of stage `name` (imports its module)."""
     return load_hook(get_stage(name).runner)
@@ -320,8 +337,8 @@ def no_inputs(recipe: Recipe) -> dict[str, Path]:
     return {}
 
 
-def stage_inputs(recipe: Recipe, name: str) -> dict[str, Any]:
-    """What each input of stage `name` holds now (name -> `describe_output`, None when absent): its
+def stage_inputs(recipe: Recipe, name: str) -> dict[str, OutputDescription | None]:
+    """What each input of stage `name` holds now (name -> `describe_input`, None when absent): its
     `Stage.inputs` hook, else its `reads` in its run directory."""
     stage = get_stage(name)
     if stage.inputs:
@@ -350,7 +367,7 @@ class StageRun:
     show_progress: bool = True
     is_main: bool = True
     started: _dt.datetime = dataclasses.field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc))
-    after_complete: list[Callable[[dict[str, Any]], None]] = dataclasses.field(default_factory=list)
+    after_complete: list[Callable[[StageSummary], None]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,7 +375,7 @@ class StageOutcome:
     """What `execute_stage` did (`action`: skip | ran | resumed | redone | rerun) and the stage's summary."""
 
     action: str
-    summary: dict[str, Any]
+    summary: StageSummary
 
 
 def _is_main_process() -> bool:
@@ -366,7 +383,7 @@ def _is_main_process() -> bool:
 
 
 def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, force: bool = False,
-                  with_before: bool = True, body: Callable[[StageRun], dict[str, Any]] | None = None,
+                  with_before: bool = True, body: Runner | None = None,
                   config_hash_value: str | None = None, directory: RunDir | None = None) -> StageOutcome:
     """Run stage `name` under the one contract every stage follows.
 
@@ -389,7 +406,7 @@ def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, forc
             raise StageBlockedError(f"stage {name}: {status.reason}")
         if status.action == "skip" and not force:
             log.info("%s: complete for this configuration (%s); nothing to do", name, rd.path)
-            return StageOutcome("skip", (rd.manifest(name) or {}).get("summary") or {})
+            return StageOutcome("skip", stored_summary(rd, name))
         main = _is_main_process()
         if status.action == "redo" and main:
             rd.set_aside(name)
@@ -406,7 +423,19 @@ def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, forc
     return StageOutcome(done, summary)
 
 
+def stored_summary(rd: RunDir, name: str) -> StageSummary:
+    """The summary in stage `name`'s manifest, as the stage's own summary record when it reads as one (a
+    manifest from another version may not: then the summary as stored)."""
+    manifest = rd.manifest(name)
+    if manifest is None:
+        return StageSummary()
+    try:
+        return validate_record(summary_type(name), manifest.summary.to_json_dict(), str(rd.manifest_path(name)))
+    except RecordError:
+        return manifest.summary
+
+
 def run_stage(name: str, recipe: Recipe, show_progress: bool = True, with_before: bool = True,
-              force: bool = False) -> dict[str, Any]:
+              force: bool = False) -> StageSummary:
     """Run stage `name` (after its needed `before` stages when `with_before`); returns its summary."""
     return execute_stage(name, recipe, show_progress, force=force, with_before=with_before).summary

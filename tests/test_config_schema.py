@@ -53,7 +53,7 @@ def test_plain_form_keeps_declaration_order_and_float_values():
 
 def test_every_key_is_documented_and_ranges_sit_on_their_keys():
     schema = recipe_json_schema()
-    sections = {"recipe": schema, **schema["$defs"]}
+    sections = {"recipe": schema, **{name: d for name, d in schema["$defs"].items() if name != "JsonValue"}}
     undocumented = [f"{name}.{key}" for name, section in sections.items()
                     for key, spec in section["properties"].items() if not spec.get("description")]
     assert undocumented == []

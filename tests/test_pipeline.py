@@ -58,7 +58,7 @@ def test_fresh_plan(tmp_path, demo_model):
 
 def test_full_run_writes_every_stage_with_the_planned_hashes(finished):
     recipe, rows = finished
-    assert [(r["stage"], r["action"]) for r in rows] == [
+    assert [(r.stage, r.action) for r in rows] == [
         ("data", "ran"), ("calibrate", "not needed"), ("label", "ran"), ("train", "ran"), ("export", "ran"),
         ("select", "ran"), ("evaluate", "ran")]
     for stage in ("data", "label", "train", "export", "select", "evaluate"):
@@ -74,8 +74,8 @@ def test_second_run_skips_everything(finished):
     recipe, _ = finished
     assert set(_plan(recipe).values()) == {"skip", "not needed"}
     rows = run_pipeline(recipe, show_progress=False, echo=lambda _: None)
-    assert {r["action"] for r in rows} == {"skip", "not needed"}
-    assert all(r["seconds"] is None for r in rows)
+    assert {r.action for r in rows} == {"skip", "not needed"}
+    assert all(r.seconds is None for r in rows)
     assert "questions 8" in summary_table(rows)  # figures come from the manifests
 
 
@@ -86,7 +86,7 @@ def test_changed_eval_section_reruns_only_evaluate_from_the_cache(finished):
     assert plan["evaluate"] == "run" and plan["train"] == "skip"
     rows = run_pipeline(changed, show_progress=False, echo=lambda _: None)
     evaluate = rows[-1]
-    assert evaluate["action"] == "ran" and evaluate["summary"]["generated"] == 0
+    assert evaluate.action == "ran" and evaluate.summary.generated == 0
     assert "## QA at K = 1" in (recipe.run_path / "eval" / "report.md").read_text()
 
 
@@ -96,12 +96,12 @@ def test_every_headline_key_is_in_its_stage_summary(finished):
 
     _, rows = finished
     for row in rows:
-        if row["action"] == "not needed":
+        if row.action == "not needed":
             continue
-        for prefix in get_stage(row["stage"]).headline:
-            keys = [k for k in row["summary"] if k == prefix or (prefix.endswith("@") and k.startswith(prefix))]
+        for prefix in get_stage(row.stage).headline:
+            keys = [k for k in row.summary.figures() if k == prefix or (prefix.endswith("@") and k.startswith(prefix))]
             optional = {"warning", "error"}  # present, but None / 0 when all is well
-            assert keys or prefix in optional, f"{row['stage']}: headline key {prefix!r} matches no summary key"
+            assert keys or prefix in optional, f"{row.stage}: headline key {prefix!r} matches no summary key"
 
 
 def test_a_complete_stage_whose_output_changed_is_redone_not_skipped(finished):
@@ -114,13 +114,13 @@ def test_a_complete_stage_whose_output_changed_is_redone_not_skipped(finished):
         plan = {p.stage: p for p in plan_pipeline(recipe)}
         assert plan["data"].action == "redo"
         assert "candidates.jsonl holds 9 lines, its manifest recorded 8" in plan["data"].reason
-        rows = {r["stage"]: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
-        assert rows["data"]["action"] == "redone" and path.read_bytes() == saved
+        rows = {r.stage: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
+        assert rows["data"].action == "redone" and path.read_bytes() == saved
         aside = list(recipe.run_path.glob("candidates.jsonl.damaged-*"))
         assert len(aside) == 1 and aside[0].read_bytes().count(b"\n") == 9  # kept, not deleted
         # the rebuilt candidates equal the ones labelled: every later stage skips itself (evaluate last ran
         # with another eval section in an earlier test, so it recomputes from its cache)
-        assert {r["stage"]: r["action"] for r in rows.values() if r["stage"] != "evaluate"} == {
+        assert {r.stage: r.action for r in rows.values() if r.stage != "evaluate"} == {
             "data": "redone", "calibrate": "not needed", "label": "skip", "train": "skip", "export": "skip",
             "select": "skip"}
         for leftover in aside:

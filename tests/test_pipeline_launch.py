@@ -118,7 +118,7 @@ def _launched_pipeline(run_dir: Path, model: Path, config_file: str) -> tuple:
                      *SMALL)
     lines: list[str] = []
     rows = run_pipeline(recipe, show_progress=False, echo=lines.append)
-    assert [(r["stage"], r["action"]) for r in rows] == [
+    assert [(r.stage, r.action) for r in rows] == [
         ("data", "ran"), ("calibrate", "not needed"), ("label", "ran"), ("train", "ran"), ("export", "ran"),
         ("select", "ran"), ("evaluate", "ran")]
     cmd = launch_command(recipe, recipe.run_path / LAUNCH_RECIPE, quiet=True)
@@ -126,11 +126,11 @@ def _launched_pipeline(run_dir: Path, model: Path, config_file: str) -> tuple:
     # the child read exactly the resolved recipe (overrides included) and trained in its own process
     assert recipe_to_dict(load_recipe(recipe.run_path / LAUNCH_RECIPE)) == recipe_to_dict(recipe)
     log = (recipe.run_path / LAUNCH_LOG).read_text()
-    assert f"$ {shlex.join(cmd)}" in log and "'status': 'complete'" in log
+    assert f"$ {shlex.join(cmd)}" in log and '"status": "complete"' in log
     manifest = json.loads((recipe.run_path / "train.run.json").read_text())
     assert manifest["config_hash"] == config_hash(recipe, "train")
     assert manifest["summary"]["status"] == "complete" and manifest["summary"]["global_step"] == 2
-    assert rows[3]["summary"]["global_step"] == 2  # the pipeline read the child's summary
+    assert rows[3].summary.global_step == 2  # the pipeline read the child's summary
     assert "handover" not in json.loads((recipe.run_path / LOCK_FILE).read_text())
     return recipe, rows
 

@@ -120,9 +120,14 @@ def test_export_push_to_hub_end_to_end(hub, tmp_path, tmp_path_factory, sample_d
     run = tmp_path / "run"
     shutil.copytree(source.run_path, run)
     (run / "eval").mkdir(exist_ok=True)
-    (run / "eval" / "metrics.json").write_text(json.dumps({
-        "questions": 3, "question_source": "test set", "generator": "tiny", "budgets": [5], "table_budget": 5,
-        "results": {"student": {"5": {"em": 0.25, "f1": 0.5, "acc": 0.75, "mean_k": 2.0}}}}))
+    cp = {"coverage": None, "purity": None, "n_coverage": 0, "n_purity": 0}
+    (run / "eval" / "metrics.json").write_text(json.dumps({  # a metrics.json as the evaluate stage writes it
+        "dataset": "hotpotqa", "run_dir": str(run), "questions": 3, "question_source": "test set",
+        "generator": "tiny", "backend": "hf", "max_new_tokens": 8, "budgets": [5], "table_budget": 5,
+        "methods": {"student": "student"}, "fallbacks": {"student": 0},
+        "results": {"student": {"5": {"n": 3, "em": 0.25, "f1": 0.5, "acc": 0.75, "mean_k": 2.0, "answer": cp,
+                                      "supporting": cp, "prompt_tokens": 50.0, "completion_tokens": 2.0}}},
+        "versions": {"python": "3"}, "recipe": {}}))
     recipe_file = tmp_path / "recipe.yaml"
     recipe_file.write_text(dump_recipe_yaml(dataclasses.replace(source, run_dir=str(run))))
     before = (run / "selector" / "README.md").read_text()

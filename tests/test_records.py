@@ -137,7 +137,8 @@ def test_label_records_keep_their_key_order_and_write_optional_keys_only_when_gi
     record = LabelRecord(**LABEL)
     assert list(record.to_json_dict()) == LABEL_KEYS
     assert json.dumps(record.to_json_dict()) == json.dumps(LABEL)  # same bytes as the dict literal it replaces
-    extras = {"attention": {"matrix": [[0.5]]}, "similarity": {"step_doc": [[0.1]]}, "reply": "", "ratings": [[3, 4]],
+    extras = {"attention": {"step_doc": [[0.5]], "step_step": [[1.0]], "answer_step": [None]},
+              "similarity": {"step_doc": [[0.1]], "answer_step": [0.2]}, "reply": "", "ratings": [[3, 4]],
               "subquestions": ["a", "b"]}
     full = LabelRecord(**LABEL, subquestions=extras["subquestions"], reply="", attention=extras["attention"],
                        ratings=extras["ratings"], similarity=extras["similarity"]).to_json_dict()
@@ -217,10 +218,11 @@ def test_selection_records_write_doc_ids_only_when_given():
 
 
 def test_bias_and_manifest_optional_keys_are_written_only_when_given(tmp_path):
-    minimal = {"keys": {"k1": 3}, "bias": [0.0, 0.5, 0.25]}
+    keys = {"model": "m", "k1": 3, "template": "t", "layers": "all"}  # the earliest files' keys
+    minimal = {"keys": keys, "bias": [0.0, 0.5, 0.25]}
     assert load_json_record(_write(tmp_path, minimal), BiasFile).to_json_dict() == minimal
     with pytest.raises(RecordError, match=r"field bias: must have at least 1 item"):
-        validate_record(BiasFile, {"keys": {}, "bias": []}, "bias.json")
+        validate_record(BiasFile, {"keys": keys, "bias": []}, "bias.json")
     manifest = {"stage": "data", "config_hash": "h", "started": "t0", "finished": "t1", "command": ["purecover"],
                 "versions": {"python": "3.11"}, "summary": {"status": "running"}, "recipe": {"seed": 0}}
     assert list(StageManifest(**manifest).to_json_dict()) == list(manifest)
@@ -236,7 +238,7 @@ def test_an_invalid_manifest_reads_as_none_with_a_warning_naming_file_and_field(
     good = {"stage": "data", "config_hash": "h", "started": "t0", "finished": "t1", "command": [], "versions": {},
             "summary": {"status": "complete"}, "recipe": {}}
     rd.manifest_path("data").write_text(json.dumps(good))
-    assert rd.manifest("data") == good
+    assert rd.manifest("data").to_json_dict() == good
     rd.manifest_path("data").write_text(json.dumps({**good, "summary": "done"}))
     with caplog.at_level("WARNING", logger="purecover.rundir"):
         assert rd.manifest("data") is None
@@ -245,7 +247,7 @@ def test_an_invalid_manifest_reads_as_none_with_a_warning_naming_file_and_field(
     rd.manifest_path("data").write_text("{not json")
     with caplog.at_level("WARNING", logger="purecover.rundir"):
         assert rd.manifest("data") is None
-    assert f"{rd.manifest_path('data')}: unreadable" in caplog.text
+    assert f"{rd.manifest_path('data')}: invalid JSON" in caplog.text
 
 
 # --------------------------------------------------------------------------- evaluate's files

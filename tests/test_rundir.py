@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from purecover.config import load_recipe
+from purecover.records import OutputDescription, StageSummary
 from purecover.rundir import FILES, RunDir, describe_change, describe_output
 
 
@@ -34,11 +35,11 @@ def test_describe_output(tmp_path):
     (tmp_path / "d" / "e").mkdir(parents=True)
     (tmp_path / "d" / "e" / "f").write_text("x")
     a = describe_output(tmp_path / "a.jsonl")
-    assert a["lines"] == 2 and a["sha256"].startswith("sha256:")
+    assert a.lines == 2 and a.sha256.startswith("sha256:") and a.to_json_dict() == {"lines": 2, "sha256": a.sha256}
     b = describe_output(tmp_path / "b.json")
-    assert b["bytes"] == 2 and b["sha256"] == "sha256:" + hashlib.sha256(b"{}").hexdigest()
-    assert describe_output(tmp_path / "d") == {"files": 1, "sizes": {"e/f": 1},
-                                               "digests": {"e/f": "sha256:" + hashlib.sha256(b"x").hexdigest()}}
+    assert b.bytes == 2 and b.sha256 == "sha256:" + hashlib.sha256(b"{}").hexdigest()
+    assert describe_output(tmp_path / "d").to_json_dict() == {
+        "files": 1, "sizes": {"e/f": 1}, "digests": {"e/f": "sha256:" + hashlib.sha256(b"x").hexdigest()}}
     assert describe_output(tmp_path / "nothing") is None
 
 
@@ -50,7 +51,7 @@ def test_a_reordered_jsonl_is_noticed_though_its_lines_are_the_same(tmp_path):
     assert describe_change("c.jsonl", before, describe_output(path)) == \
         "c.jsonl was changed since it was recorded (content hash differs)"
     # manifests written before content hashes existed are compared on what they recorded
-    assert describe_change("c.jsonl", {"lines": 2}, describe_output(path)) is None
+    assert describe_change("c.jsonl", OutputDescription(lines=2), describe_output(path)) is None
 
 
 def test_a_file_missing_from_a_directory_is_named(tmp_path):
@@ -66,14 +67,14 @@ def test_a_file_missing_from_a_directory_is_named(tmp_path):
 def test_lifecycle_running_then_complete(run):
     recipe, rd = run
     rd.begin("data", recipe, "h1")
-    assert rd.manifest("data")["summary"] == {"status": "running"}
+    assert rd.manifest("data").summary.to_json_dict() == {"status": "running"}
     assert rd.completed("data", "h1") is None
     rd.path_of("candidates").write_text('{"qid": "a"}\n{"qid": "b"}\n')
-    summary = rd.complete("data", recipe, "h1", {"questions": 2})
+    summary = rd.complete("data", recipe, "h1", StageSummary(questions=2))
     manifest = rd.manifest("data")
-    assert summary == {"questions": 2, "status": "complete"} == manifest["summary"]
-    assert manifest["outputs"]["candidates.jsonl"]["lines"] == 2 and manifest["config_hash"] == "h1"
-    assert manifest["recipe"]["run_dir"] == recipe.run_dir and "versions" in manifest
+    assert summary.to_json_dict() == {"status": "complete", "questions": 2} == manifest.summary.to_json_dict()
+    assert manifest.outputs["candidates.jsonl"].lines == 2 and manifest.config_hash == "h1"
+    assert manifest.recipe["run_dir"] == recipe.run_dir and manifest.versions
     assert rd.completed("data", "h1") == summary
     assert rd.completed("data", "h2") is None  # another configuration is never "complete"
 
@@ -82,7 +83,7 @@ def test_complete_is_not_trusted_when_outputs_changed(run):
     recipe, rd = run
     out = rd.path_of("candidates")
     out.write_text('{"qid": "a"}\n')
-    rd.complete("data", recipe, "h", {})
+    rd.complete("data", recipe, "h", StageSummary())
     out.write_text('{"qid": "a"}\n{"qid": "a"}\n')  # e.g. a second writer appended
     assert rd.output_problem("data") == "candidates.jsonl holds 2 lines, its manifest recorded 1"
     assert rd.completed("data", "h") is None
@@ -109,7 +110,7 @@ def test_status_after_complete_skips_redoes_and_refuses_changed_inputs(run):
     cands = rd.path_of("candidates")
     cands.write_text('{"qid": "a", "docs": [1, 2]}\n')
     inputs = {"candidates.jsonl": describe_output(cands)}
-    rd.complete("label", recipe, "h", {}, inputs=inputs)
+    rd.complete("label", recipe, "h", StageSummary(), inputs=inputs)
     assert rd.status("label", "h", inputs).action == "skip"
     cands.write_text('{"qid": "a", "docs": [2, 1]}\n')  # reordered after labelling
     changed = rd.status("label", "h", {"candidates.jsonl": describe_output(cands)})
@@ -127,7 +128,7 @@ def test_record_outputs_rerecords_a_complete_stage(run):
     sel = rd.path_of("selector")
     sel.mkdir()
     (sel / "README.md").write_text("card")
-    rd.complete("export", recipe, "h", {})
+    rd.complete("export", recipe, "h", StageSummary())
     (sel / "README.md").write_text("a longer card")
     assert rd.status("export", "h").action == "redo"
     rd.record_outputs("export")
@@ -161,8 +162,8 @@ def test_an_output_its_manifest_did_not_record_is_not_damaged(run):
     sel = rd.path_of("selector")
     sel.mkdir()
     (sel / "selector_config.json").write_text("{}")
-    rd.complete("export", recipe, "h", {})
-    manifest = rd.manifest("export")
+    rd.complete("export", recipe, "h", StageSummary())
+    manifest = rd.manifest("export").to_json_dict()
     manifest["outputs"] = {"selector/selector_config.json": {"bytes": 2}}
     rd.manifest_path("export").write_text(json.dumps(manifest))
     assert rd.status("export", "h").action == "skip"

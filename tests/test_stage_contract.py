@@ -144,7 +144,7 @@ def test_a_changed_configuration_is_refused_or_recomputed(run_copy):
         assert rd.manifest_path(name).read_bytes() == manifest  # nothing was touched
     else:
         outcome = execute_stage(name, changed, show_progress=False, with_before=False)
-        assert outcome.action == "ran" and rd.manifest(name)["config_hash"] != json.loads(manifest)["config_hash"]
+        assert outcome.action == "ran" and rd.manifest(name).config_hash != json.loads(manifest)["config_hash"]
 
 
 @pytest.mark.parametrize("run_copy", STAGE_NAMES, indirect=True)
@@ -161,17 +161,17 @@ def test_killed_before_its_manifest_completes_it_resumes_to_the_same_outputs(run
         m.setattr(RunDir, "complete", killed)
         with pytest.raises(KeyboardInterrupt):
             execute_stage(name, recipe, show_progress=False, with_before=False, force=True)
-    assert rd.manifest(name)["summary"]["status"] == "running"
+    assert rd.manifest(name).summary.status == "running"
     outcome = execute_stage(name, recipe, show_progress=False, with_before=False)
     assert outcome.action == "resumed"
-    assert _snapshot(rd, name) == before and rd.manifest(name)["summary"]["status"] == "complete"
+    assert _snapshot(rd, name) == before and rd.manifest(name).summary.status == "complete"
 
 
 @pytest.mark.parametrize("run_copy", STAGE_NAMES, indirect=True)
 def test_a_deleted_output_is_redone_not_recorded_as_fine(run_copy):
     name, recipe, rd, before, _, victim = _stage_and_victim(run_copy, DELETE)
     victim.unlink()
-    status = rd.status(name, rd.manifest(name)["config_hash"])
+    status = rd.status(name, rd.manifest(name).config_hash)
     assert status.action == "redo" and "is missing" in status.reason
     outcome = execute_stage(name, recipe, show_progress=False, with_before=False)
     assert outcome.action == "redone" and victim.is_file()
@@ -239,10 +239,10 @@ def test_reexport_after_deleting_the_selector_and_selections_is_planned_and_runs
     (recipe.run_path / "selections.jsonl").unlink()
     plan = {p.stage: p.action for p in plan_pipeline(recipe)}
     assert plan["export"] == "redo" and plan["select"] == "run" and plan["evaluate"] == "run", plan  # after export
-    rows = {r["stage"]: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
-    assert rows["export"]["action"] == rows["select"]["action"] == "redone"  # complete, its output missing
+    rows = {r.stage: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
+    assert rows["export"].action == rows["select"].action == "redone"  # complete, its output missing
     assert (recipe.run_path / "selections.jsonl").read_bytes() == before
-    assert rows["data"]["seconds"] is None and rows["data"]["action"] == "skip"  # skipped stages do not say "ran 0.0"
+    assert rows["data"].seconds is None and rows["data"].action == "skip"  # skipped stages do not say "ran 0.0"
 
 
 @pytest.mark.parametrize("run_copy", ["export"], indirect=True)
@@ -254,18 +254,18 @@ def test_only_selector_deleted_is_not_blocked_before_export_recreates_it(run_cop
     shutil.rmtree(recipe.run_path / "selector")
     plan = {p.stage: p.action for p in plan_pipeline(recipe)}
     assert plan["export"] == "redo" and plan["select"] == "run"
-    rows = {r["stage"]: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
-    assert rows["select"]["action"] == "skip"  # the same selector again: its selections stand
+    rows = {r.stage: r for r in run_pipeline(recipe, show_progress=False, echo=lambda _: None)}
+    assert rows["select"].action == "skip"  # the same selector again: its selections stand
 
 
 @pytest.mark.parametrize("run_copy", ["export"], indirect=True)
 def test_from_reruns_complete_stages(run_copy):
     _, sets = run_copy
     recipe = _recipe(sets)
-    rows = {r["stage"]: r for r in run_pipeline(recipe, start="export", show_progress=False, echo=lambda _: None)}
-    assert rows["train"]["action"] == "skip"
-    assert rows["export"]["action"] == rows["select"]["action"] == rows["evaluate"]["action"] == "rerun"
-    assert rows["export"]["seconds"] is not None
+    rows = {r.stage: r for r in run_pipeline(recipe, start="export", show_progress=False, echo=lambda _: None)}
+    assert rows["train"].action == "skip"
+    assert rows["export"].action == rows["select"].action == rows["evaluate"].action == "rerun"
+    assert rows["export"].seconds is not None
 
 
 @pytest.mark.parametrize("run_copy", ["export"], indirect=True)

@@ -14,6 +14,7 @@ from purecover import stages
 from purecover.cli import build_parser
 from purecover.config import load_recipe
 from purecover.pipeline import STAGES as PIPELINE_STAGES
+from purecover.records import StageSummary
 from purecover.rundir import FILES
 from purecover.stages import PIPELINE, STAGES, Stage, config_hash, get_stage, not_needed, run_stage
 
@@ -109,7 +110,7 @@ def test_not_needed_and_before(monkeypatch, tmp_path):
     assert not_needed(recipe, "select") == "eval.methods has no student"
     assert not_needed(recipe, "calibrate") is None or "teacher" in not_needed(recipe, "calibrate")
     ran = []
-    monkeypatch.setattr(stages, "load_runner", lambda name: lambda run: ran.append(name) or {})
+    monkeypatch.setattr(stages, "load_runner", lambda name: lambda run: ran.append(name) or StageSummary())
     monkeypatch.setattr(stages, "stage_inputs", lambda recipe, name: {})
     run_stage("evaluate", recipe, show_progress=False)
     assert ran == ["evaluate"]  # no student: select is not run first

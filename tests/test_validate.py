@@ -212,6 +212,7 @@ def test_stage_command_validates_before_any_work(tmp_path, capsys):
 
 def test_stage_main_validates_before_running(capsys, monkeypatch, tmp_path):
     from purecover import stages
+    from purecover.records import StageSummary
     from purecover.utils.entry import stage_main
 
     calls = []
@@ -219,7 +220,7 @@ def test_stage_main_validates_before_running(capsys, monkeypatch, tmp_path):
     def body(run):
         calls.append((run.name, run.action))
         (run.run_dir.path_of("final") / "weights").mkdir(parents=True, exist_ok=True)
-        return {}
+        return StageSummary()
 
     monkeypatch.setattr(stages, "load_runner", lambda name: body)
     monkeypatch.setattr(stages, "stage_inputs", lambda recipe, name: {})

@@ -27,7 +27,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import Recipe
-from ..records import CandidateDoc, CandidateRecord, LineRecordError, validate_line
+from ..records import (
+    CandidateDoc,
+    CandidateRecord,
+    DataReport,
+    DataSummary,
+    LineRecordError,
+    StageSummary,
+    validate_line,
+)
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
@@ -42,7 +50,7 @@ from .retrieval.base import Hit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CANDIDATES_FILE", "build_record", "evaluation_recipe", "gold_doc_ids", "read_candidates", "run_data_stage",
+__all__ = ["CANDIDATES_FILE", "build_record", "evaluation_recipe", "gold_doc_ids", "read_candidate_records", "run_data_stage",
            "supporting_recall", "write_candidates"]
 
 CANDIDATES_FILE = FILES["candidates"]
@@ -50,16 +58,17 @@ REPORT_FILE = FILES["data_report"]
 _BATCH = 32
 
 
-def read_candidates(path: str | Path, max_docs: int | None = None, max_docs_hint: str = "") -> list[dict[str, Any]]:
-    """The records of a candidates.jsonl, each checked as a `CandidateRecord` (errors name file, line and
-    field: ``PATH:LINE: field 'docs[0].text': missing``), returned as read.
+def read_candidate_records(path: str | Path, max_docs: int | None = None,
+                           max_docs_hint: str = "") -> list[CandidateRecord]:
+    """The records of a candidates.jsonl, each validated as a `CandidateRecord` (errors name file, line and
+    field: ``PATH:LINE: field 'docs[0].text': missing``), in file order.
 
     `max_docs`: reject records with more candidates (e.g. more than a selector was trained for).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: run `purecover data RECIPE` first")
-    records: list[dict[str, Any]] = []
+    records: list[CandidateRecord] = []
     seen: set[str] = set()
     for lineno, rec in read_jsonl(path):
         record = validate_line(CandidateRecord, rec, path, lineno)
@@ -69,7 +78,7 @@ def read_candidates(path: str | Path, max_docs: int | None = None, max_docs_hint
         if record.qid in seen:
             raise LineRecordError(path, lineno, "qid", f"duplicate {record.qid!r}")
         seen.add(record.qid)
-        records.append(rec)
+        records.append(record)
     if not records:
         raise ValueError(f"{path} has no records")
     return records
@@ -108,13 +117,13 @@ def build_record(example: Example, docs: list[tuple[Doc, float]], gold: list[str
     )
 
 
-def supporting_recall(records: Iterable[dict[str, Any]]) -> float | None:
+def supporting_recall(records: Iterable[CandidateRecord]) -> float | None:
     """Mean over questions with gold passages of |retrieved ∩ gold| / |gold| (None if none have gold)."""
     values = []
     for r in records:
-        gold = set(r["gold_doc_ids"])
+        gold = set(r.gold_doc_ids)
         if gold:
-            values.append(len(gold & {d["doc_id"] for d in r["docs"]}) / len(gold))
+            values.append(len(gold & {d.doc_id for d in r.docs}) / len(gold))
     return float(np.mean(values)) if values else None
 
 
@@ -161,8 +170,10 @@ def _split_key(recipe: Recipe) -> str:
     return "data.split"
 
 
-def run_data_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json."""
+def run_data_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
+    """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json (a
+    `DataSummary`; a complete stage's stored summary that another version wrote may read as a plain
+    `StageSummary`)."""
     from ..stages import run_stage
 
     return run_stage("data", recipe, show_progress)
@@ -179,7 +190,7 @@ def dataset_inputs(recipe: Recipe) -> dict[str, Path]:
     return found
 
 
-def write_candidates(run: StageRun) -> dict[str, Any]:
+def write_candidates(run: StageRun) -> DataSummary:
     """The data stage's body (`purecover.stages.execute_stage` runs it): retrieve and write candidates.jsonl."""
     recipe, show_progress = run.recipe, run.show_progress
     cfg = recipe.data
@@ -245,36 +256,35 @@ def write_candidates(run: StageRun) -> dict[str, Any]:
             empty_queries += getattr(retriever, "empty_queries", 0)
         repaired = out.repaired
 
-    invalid = [r.to_dict() for r in source.invalid + corpus_invalid]
+    invalid = source.invalid + corpus_invalid
     if invalid or (run_dir / REPORT_FILE).exists():
-        atomic_write_json(run_dir / REPORT_FILE, {"invalid_records": invalid, "n_invalid": len(invalid)})
-    records = [r for _, r in read_jsonl(run_dir / CANDIDATES_FILE)]
-    recall = supporting_recall(records)
-    summary = {
-        "status": "complete",
-        "questions": len(examples),
-        "sampled_from": population if cfg.sample is not None else None,
-        "sample_seed": cfg.sample_seed if cfg.sample is not None else None,
-        "written": len(pending),
-        "already_done": n_done_before,
-        "repaired_lines": repaired,
-        "invalid_records": len(invalid),
-        "corpus": cfg.corpus,
-        "corpus_size": len(corpus) if corpus is not None else None,
-        "corpus_fingerprint": corpus.fingerprint if corpus is not None else None,
-        "retriever": cfg.retriever,
-        "index": index_state,  # built, loaded, or null when nothing was retrieved from a corpus
-        "index_dir": str(index_dir) if corpus is not None else None,
-        "k1": cfg.k1,
-        "empty_queries": empty_queries,
-        "questions_per_second": round(len(pending) / elapsed, 2) if pending and elapsed > 0 else None,
-        f"supporting_recall@{cfg.k1}": None if recall is None else round(recall, 4),
-        "seconds": {k: round(v, 3) for k, v in seconds.items()},
-        "peak_rss_mb": peak_rss_mb(),
-        "candidates": str(run_dir / CANDIDATES_FILE),
-    }
+        report = DataReport(invalid_records=invalid, n_invalid=len(invalid))
+        atomic_write_json(run_dir / REPORT_FILE, report.to_json_dict())
+    recall = supporting_recall(read_candidate_records(run_dir / CANDIDATES_FILE))
+    summary = DataSummary(
+        questions=len(examples),
+        sampled_from=population if cfg.sample is not None else None,
+        sample_seed=cfg.sample_seed if cfg.sample is not None else None,
+        written=len(pending),
+        already_done=n_done_before,
+        repaired_lines=repaired,
+        invalid_records=len(invalid),
+        corpus=cfg.corpus,
+        corpus_size=len(corpus) if corpus is not None else None,
+        corpus_fingerprint=corpus.fingerprint if corpus is not None else None,
+        retriever=cfg.retriever,
+        index=index_state,  # built, loaded, or null when nothing was retrieved from a corpus
+        index_dir=str(index_dir) if corpus is not None else None,
+        k1=cfg.k1,
+        empty_queries=empty_queries,
+        questions_per_second=round(len(pending) / elapsed, 2) if pending and elapsed > 0 else None,
+        supporting_recall=None if recall is None else round(recall, 4),
+        seconds={k: round(v, 3) for k, v in seconds.items()},
+        peak_rss_mb=peak_rss_mb(),
+        candidates=str(run_dir / CANDIDATES_FILE),
+    )
     if source.resolved is not None:  # the Hub configuration / split actually read
-        summary["hub"] = source.resolved.to_summary()
+        summary.hub = source.resolved.to_summary()
     if empty_queries:
         log.warning("%d questions had no indexed word: their candidates are in corpus order", empty_queries)
     return summary

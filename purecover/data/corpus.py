@@ -210,7 +210,7 @@ def iter_corpus_rows(path: Path, skip_invalid: bool = False, invalid: list[Inval
             if not skip_invalid:
                 raise
             if invalid is not None:
-                invalid.append(InvalidRecord.from_error(err))
+                invalid.append(err.invalid_record())
             continue
         yield location, doc
 
@@ -238,7 +238,7 @@ def load_corpus_jsonl(path: str | Path, skip_invalid: bool = False,
                 if not skip_invalid:
                     raise err
                 if invalid is not None:
-                    invalid.append(InvalidRecord.from_error(err))
+                    invalid.append(err.invalid_record())
                 continue
             seen[doc.doc_id] = location
             yield doc

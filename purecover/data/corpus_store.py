@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import logging
 import time
 from array import array
@@ -43,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..records import CorpusFileIdentity, CorpusStoreMeta, RecordError, load_json_record
 from ..utils.index_lock import building_directory, key_lock
 from ..utils.io import atomic_write_json, disk_full_is_explained, ensure_output_dir
 from ..utils.memory import peak_rss_mb
@@ -72,9 +72,9 @@ def store_key(path: Path) -> str:
     return hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
 
 
-def _identity(path: Path) -> dict[str, Any]:
+def _identity(path: Path) -> CorpusFileIdentity:
     st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+    return CorpusFileIdentity(path=str(path.resolve()), size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
 
 
 class _SortedHashes:
@@ -104,9 +104,9 @@ class CorpusStore:
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
-        self.meta: dict[str, Any] = json.loads((self.directory / _META).read_text(encoding="utf-8"))
-        self.source: str = self.meta["source"]["path"]
-        self._n: int = int(self.meta["passages"])
+        self.meta = load_json_record(self.directory / _META, CorpusStoreMeta)
+        self.source: str = self.meta.source.path
+        self._n: int = self.meta.passages
         self._reader: Any = None
 
     # ------------------------------------------------------------------ interface
@@ -119,12 +119,12 @@ class CorpusStore:
 
     @property
     def fingerprint(self) -> str:
-        return str(self.meta["fingerprint"])
+        return self.meta.fingerprint
 
     @property
     def invalid_records(self) -> list[InvalidRecord]:
         """The records skipped as invalid when the store was built (with ``skip_invalid``)."""
-        return [InvalidRecord(**r) for r in self.meta.get("invalid_records", [])]
+        return list(self.meta.invalid_records)
 
     def _batch(self, b: int) -> Any:
         if self._reader is None:
@@ -227,14 +227,14 @@ class CorpusStore:
 # ---------------------------------------------------------------------- building
 
 
-def _usable(directory: Path, identity: dict[str, Any]) -> bool:
-    """Whether `directory` holds a complete store of this format for a file with this identity."""
+def _usable(directory: Path, identity: CorpusFileIdentity) -> bool:
+    """Whether `directory` holds a complete store of this format for a file with this identity (a store.json
+    that does not validate as a `CorpusStoreMeta` is not: the store is built again)."""
     try:
-        meta = json.loads((directory / _META).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        meta = load_json_record(directory / _META, CorpusStoreMeta)
+    except (OSError, RecordError):
         return False
-    return (meta.get("format") == STORE_FORMAT and meta.get("source") == identity
-            and (directory / _ARROW).is_file())
+    return meta.format == STORE_FORMAT and meta.source == identity and (directory / _ARROW).is_file()
 
 
 def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: bool = False,
@@ -270,7 +270,7 @@ def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: 
     return store
 
 
-def _build(path: Path, final: Path, identity: dict[str, Any], skip_invalid: bool, show_progress: bool) -> None:
+def _build(path: Path, final: Path, identity: CorpusFileIdentity, skip_invalid: bool, show_progress: bool) -> None:
     """Build the store of `path` in a temporary sibling and rename it to `final` (`building_directory`)."""
     started = time.perf_counter()
     with disk_full_is_explained(final, _KEPT), building_directory(final, _META) as tmp:
@@ -280,7 +280,7 @@ def _build(path: Path, final: Path, identity: dict[str, Any], skip_invalid: bool
         assert not isinstance(built, dict)
         n, fingerprint, invalid = built
         _write_meta(tmp, identity, n, fingerprint, invalid, started)
-    log.info("corpus store of %s: %d passages in %s (%.1f s)", identity["path"], n, final,
+    log.info("corpus store of %s: %d passages in %s (%.1f s)", identity.path, n, final,
              time.perf_counter() - started)
 
 
@@ -312,7 +312,7 @@ def _write_store(path: Path, tmp: Path, skip_invalid: bool, drop: dict[int, tupl
         for ordinal, (location, doc) in enumerate(iter_corpus_rows(path, skip_invalid, invalid, progress=progress)):
             if ordinal in drop:
                 doc_id, first = drop[ordinal]
-                invalid.append(InvalidRecord.from_error(duplicate_id_error(str(path), location, doc_id, first)))
+                invalid.append(duplicate_id_error(str(path), location, doc_id, first).invalid_record())
                 continue
             id_hash.append(hash64(doc.doc_id))
             key = normalize_title(doc.title)
@@ -377,22 +377,23 @@ def _repeated_ids(tmp: Path, path: Path, ids_sorted: np.ndarray, id_pos: np.ndar
     return repeats
 
 
-def _write_meta(tmp: Path, identity: dict[str, Any], n: int, fingerprint: str, invalid: list[InvalidRecord],
+def _write_meta(tmp: Path, identity: CorpusFileIdentity, n: int, fingerprint: str, invalid: list[InvalidRecord],
                 started: float) -> None:
     """``store.json``: written last, it is what makes a store complete."""
     import pyarrow as pa
 
     from .. import __version__
 
-    atomic_write_json(tmp / _META, {
-        "format": STORE_FORMAT,
-        "source": identity,
-        "passages": n,
-        "fingerprint": fingerprint,
-        "batch_rows": BATCH_ROWS,
-        "invalid_records": [r.to_dict() for r in invalid],
-        "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "build_seconds": round(time.perf_counter() - started, 2),
-        "build_peak_rss_mb": peak_rss_mb(),
-        "versions": {"purecover": __version__, "pyarrow": pa.__version__, "numpy": np.__version__},
-    })
+    meta = CorpusStoreMeta(
+        format=STORE_FORMAT,
+        source=identity,
+        passages=n,
+        fingerprint=fingerprint,
+        batch_rows=BATCH_ROWS,
+        invalid_records=invalid,
+        built_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        build_seconds=round(time.perf_counter() - started, 2),
+        build_peak_rss_mb=peak_rss_mb(),
+        versions={"purecover": __version__, "pyarrow": pa.__version__, "numpy": np.__version__},
+    )
+    atomic_write_json(tmp / _META, meta.to_json_dict())

@@ -11,20 +11,38 @@ opens the corpus store (one builds it, the others wait for it) and writes disjoi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import time
-from typing import Any
 
 from ..config import ConfigError, Recipe
 
-__all__ = ["encode_recipe_corpus", "main"]
+__all__ = ["EncodeSummary", "encode_recipe_corpus", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodeSummary:
+    """What one process of an encoding launch did (printed as one JSON line by `main`, in field order)."""
+
+    rank: int  # this process's rank
+    world_size: int  # processes in the launch
+    passages: int  # passages in the corpus
+    shard_dir: str  # the shard directory (shared by every rank)
+    shards_missing: int  # shards not encoded yet when this process finished (others' or a killed rank's)
+    seconds: float  # this process's wall time, 2 decimals
+    peak_rss_mb: float | None  # its peak resident memory, MiB (None where it cannot be read)
+    device: str  # the device it encoded on (cuda:N or cpu)
+
+    def to_json(self) -> str:
+        """One line of JSON, keys in field order."""
+        return json.dumps(dataclasses.asdict(self))
 
 
 def encode_recipe_corpus(recipe: Recipe, show_progress: bool = True, rank: int | None = None,
-                         world_size: int | None = None) -> dict[str, Any]:
-    """Encode this process's shards of the recipe's corpus; returns what it did (a JSON-able summary)."""
+                         world_size: int | None = None) -> EncodeSummary:
+    """Encode this process's shards of the recipe's corpus; returns what it did."""
     from ..utils.memory import peak_rss_mb
     from .corpus_store import open_corpus_store
     from .index_dir import resolve_index_dir
@@ -57,16 +75,17 @@ def encode_recipe_corpus(recipe: Recipe, show_progress: bool = True, rank: int |
                                     batch_size=cfg.dense_batch_size, embedding_dtype=cfg.embedding_dtype,
                                     shard_size=cfg.encode_shard_size, device=device, rank=rank,
                                     world_size=world_size, show_progress=show_progress and rank == 0)
-    return {"rank": rank, "world_size": world_size, "passages": len(store), "shard_dir": str(shard_dir),
-            "shards_missing": len(missing_shards(shard_dir)), "seconds": round(time.perf_counter() - started, 2),
-            "peak_rss_mb": peak_rss_mb(), "device": device or "cpu"}
+    return EncodeSummary(rank=rank, world_size=world_size, passages=len(store), shard_dir=str(shard_dir),
+                         shards_missing=len(missing_shards(shard_dir)),
+                         seconds=round(time.perf_counter() - started, 2), peak_rss_mb=peak_rss_mb(),
+                         device=device or "cpu")
 
 
 def main(argv: list[str] | None = None) -> int:
     from ..utils.entry import recipe_main
 
     return recipe_main("python -m purecover.data.encode", __doc__,
-                       lambda recipe, progress: json.dumps(encode_recipe_corpus(recipe, show_progress=progress)), argv)
+                       lambda recipe, progress: encode_recipe_corpus(recipe, show_progress=progress).to_json(), argv)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from ..records import InvalidRecord
 
 __all__ = ["DataFormatError", "HubDatasetError", "HubUnavailableError", "InvalidRecord"]
 
@@ -20,6 +19,10 @@ class DataFormatError(ValueError):
         what = f"field {field!r}: " if field else ""
         super().__init__(f"{where}: {what}{problem}")
 
+    def invalid_record(self) -> InvalidRecord:
+        """The record of this error for the data report (a record skipped with ``skip_invalid``)."""
+        return InvalidRecord(source=self.source, location=self.location, field=self.field, problem=self.problem)
+
 
 class HubUnavailableError(RuntimeError):
     """A Hub dataset was requested but the Hub cannot be reached (offline or blocked)."""
@@ -30,20 +33,3 @@ class HubDatasetError(ValueError):
 
     The message lists the configurations / splits that exist and names the recipe key to set.
     """
-
-
-@dataclass
-class InvalidRecord:
-    """One skipped record (with ``skip_invalid``), as written to the data report."""
-
-    source: str
-    location: str
-    field: str | None
-    problem: str
-
-    @classmethod
-    def from_error(cls, err: DataFormatError) -> InvalidRecord:
-        return cls(err.source, err.location, err.field, err.problem)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "location": self.location, "field": self.field, "problem": self.problem}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import JsonValue
 
 __all__ = ["Example", "Paragraph"]
 
@@ -39,7 +40,7 @@ class Example:
     paragraphs: list[Paragraph] = field(default_factory=list)
     supporting_titles: list[str] = field(default_factory=list)
     oracle_steps: list[str] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, JsonValue] = field(default_factory=dict)  # as the dataset gives it
 
     @property
     def supporting_paragraphs(self) -> list[Paragraph]:

@@ -1,9 +1,11 @@
 """Baseline selectors compared with the student on the same candidates, through one interface.
 
 Every selector answers ``select(candidate_record, label_record, selection_record, k)`` with
-candidate *positions* (indices into ``candidate_record["docs"]``), best first, at most ``k``, no
-duplicates. Records are those of DESIGN §4 (``candidates.jsonl``, ``labels.jsonl``,
-``selections.jsonl``); a selector that does not need the label or selection record ignores it.
+candidate *positions* (indices into ``candidate_record.docs``), best first, at most ``k``, no
+duplicates. Records are those of DESIGN §4: a `purecover.records.CandidateRecord` (``candidates.jsonl``),
+a `purecover.records.LabelRecord` (``labels.jsonl``) and a `StoredSelection` (a
+`purecover.records.SelectionRecord` of ``selections.jsonl``, or an external reranker's selection); a
+selector that does not need the label or selection record ignores it.
 
 Selectors (registry names of :func:`make_baseline` in brackets):
 
@@ -44,13 +46,14 @@ Tie rule (everywhere): among equal scores or gains, the earlier candidate (small
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from purecover.data.passage import doc_passage_text
+from purecover.data.passage import passage_text
 from purecover.data.retrieval.dense import encode_texts
+from purecover.records import CandidateDoc, CandidateRecord, LabelRecord
 from purecover.teacher.lancer_rank import LANCER_METHODS, lancer_rank
 
 __all__ = [
@@ -62,6 +65,7 @@ __all__ = [
     "IASelect",
     "LancerAggregation",
     "RetrievalTopK",
+    "StoredSelection",
     "StudentSelections",
     "TeacherLabels",
     "XQuAD",
@@ -69,7 +73,15 @@ __all__ = [
     "make_baseline",
 ]
 
-Record = Mapping[str, Any]
+class StoredSelection(Protocol):
+    """A subset stored for one question (a student's `purecover.records.SelectionRecord`, an external
+    reranker's selection, or a teacher's `purecover.records.LabelRecord`): candidate positions, best first."""
+
+    @property
+    def qid(self) -> str: ...
+
+    @property
+    def selected(self) -> list[int]: ...
 
 
 @runtime_checkable
@@ -78,15 +90,11 @@ class BaselineSelector(Protocol):
 
     name: str
 
-    def select(self, candidate_record: Record, label_record: Record | None,
-               selection_record: Record | None, k: int) -> list[int]: ...
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None,
+               selection_record: StoredSelection | None, k: int) -> list[int]: ...
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def _qid(record: Record) -> str:
-    return str(record.get("qid", "<no qid>"))
-
 
 def _check_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -94,23 +102,16 @@ def _check_k(k: Any) -> int:
     return int(k)
 
 
-def _docs(candidate_record: Record) -> list[Mapping[str, Any]]:
-    docs = candidate_record.get("docs")
-    if not isinstance(docs, list):
-        raise ValueError(f"question {_qid(candidate_record)}: candidate record has no 'docs' list")
-    return docs
+def _check_same_qid(candidate_record: CandidateRecord, other: StoredSelection, kind: str) -> None:
+    if other.qid != candidate_record.qid:
+        raise ValueError(f"{kind} record qid {other.qid!r} does not match candidate record qid "
+                         f"{candidate_record.qid!r}")
 
 
-def _check_same_qid(candidate_record: Record, other: Record, kind: str) -> None:
-    if "qid" in other and "qid" in candidate_record and str(other["qid"]) != str(candidate_record["qid"]):
-        raise ValueError(f"{kind} record qid {other['qid']!r} does not match candidate record qid "
-                         f"{candidate_record['qid']!r}")
-
-
-def doc_text(doc: Mapping[str, Any]) -> str:
-    """The text a passage is embedded or scored as: `purecover.data.passage.doc_passage_text`
+def doc_text(doc: CandidateDoc) -> str:
+    """The text a passage is embedded or scored as: `purecover.data.passage.passage_text`
     (``title\\ntext`` with both stripped, ``text`` when untitled)."""
-    return doc_passage_text(doc)
+    return passage_text(doc.title, doc.text)
 
 
 def _descending(scores: np.ndarray) -> list[int]:
@@ -171,10 +172,10 @@ class RetrievalTopK:
 
     name = "retrieval"
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
-        return list(range(min(k, len(_docs(candidate_record)))))
+        return list(range(min(k, len(candidate_record.docs))))
 
 
 class CrossEncoderRerank:
@@ -204,12 +205,12 @@ class CrossEncoderRerank:
             self._model = CrossEncoder(self.model_name, device=self.device, max_length=self.max_length)
         return self._model
 
-    def scores(self, candidate_record: Record) -> np.ndarray:
+    def scores(self, candidate_record: CandidateRecord) -> np.ndarray:
         """One score per candidate (in candidate order)."""
-        docs = _docs(candidate_record)
+        docs = candidate_record.docs
         if not docs:
             return np.zeros(0, dtype=np.float64)
-        question = str(candidate_record.get("question", ""))
+        question = candidate_record.question
         pairs = [(question, doc_text(d)) for d in docs]
         out = np.asarray(self.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
                                             convert_to_numpy=True), dtype=np.float64)
@@ -220,8 +221,8 @@ class CrossEncoderRerank:
                              f"{len(docs)} pairs; expected one score per pair (num_labels=1)")
         return out
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
         return _descending(self.scores(candidate_record))[:k]
 
@@ -230,17 +231,17 @@ class _EmbeddingSelector:
     def __init__(self, embedder: Any) -> None:
         self._embed = _EmbeddingCache(embedder)
 
-    def prepare(self, candidate_records: Sequence[Record]) -> None:
+    def prepare(self, candidate_records: Sequence[CandidateRecord]) -> None:
         """Embed the question and passages of each record ahead of `select` (one encoder call per record)."""
         for rec in candidate_records:
-            if _docs(rec):
+            if rec.docs:
                 self._embed(self._query_doc_texts(rec))
 
     @staticmethod
-    def _query_doc_texts(candidate_record: Record) -> list[str]:
-        return [str(candidate_record.get("question", ""))] + [doc_text(d) for d in _docs(candidate_record)]
+    def _query_doc_texts(candidate_record: CandidateRecord) -> list[str]:
+        return [candidate_record.question] + [doc_text(d) for d in candidate_record.docs]
 
-    def _query_docs(self, candidate_record: Record) -> tuple[np.ndarray, np.ndarray]:
+    def _query_docs(self, candidate_record: CandidateRecord) -> tuple[np.ndarray, np.ndarray]:
         vecs = self._embed(self._query_doc_texts(candidate_record))
         return vecs[0], vecs[1:]
 
@@ -259,10 +260,10 @@ class MMR(_EmbeddingSelector):
         super().__init__(embedder)
         self.lam = lam
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
-        if not _docs(candidate_record):
+        if not candidate_record.docs:
             return []
         q, D = self._query_docs(candidate_record)
         rel = D @ q
@@ -291,21 +292,18 @@ class _SubtopicSelector(_EmbeddingSelector):
         self.temperature = temperature
         self.fallback_count = 0
 
-    def subtopic_texts(self, candidate_record: Record, label_record: Record | None) -> list[str]:
+    def subtopic_texts(self, candidate_record: CandidateRecord, label_record: LabelRecord | None) -> list[str]:
         """The label's steps / sub-questions, or [question] when there are none (counted in fallback_count)."""
         if label_record is not None:
             _check_same_qid(candidate_record, label_record, "label")
-            values = label_record.get(self.subtopics) or []
-            if not isinstance(values, list):
-                raise ValueError(f"question {_qid(candidate_record)}: label field {self.subtopics!r} must be a "
-                                 f"list of strings")
-            texts = [str(v).strip() for v in values if str(v).strip()]
+            values = (label_record.steps if self.subtopics == "steps" else label_record.subquestions) or []
+            texts = [v.strip() for v in values if v.strip()]
             if texts:
                 return texts
         self.fallback_count += 1
-        return [str(candidate_record.get("question", ""))]
+        return [candidate_record.question]
 
-    def _probabilities(self, candidate_record: Record, label_record: Record | None
+    def _probabilities(self, candidate_record: CandidateRecord, label_record: LabelRecord | None
                        ) -> tuple[np.ndarray, np.ndarray]:
         """(P(d|q) over candidates (n,), P(d|s) (m, n)), softmax of cos/temperature over candidates."""
         q, D = self._query_docs(candidate_record)
@@ -327,10 +325,10 @@ class XQuAD(_SubtopicSelector):
         super().__init__(embedder, subtopics, temperature)
         self.lam = lam
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
-        n = len(_docs(candidate_record))
+        n = len(candidate_record.docs)
         if n == 0:
             return []
         p_dq, p_ds = self._probabilities(candidate_record, label_record)
@@ -371,16 +369,16 @@ class LancerAggregation:
         self.params = params
         self.name = "lancer_" + method.replace("-", "_")
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
-        qid = _qid(candidate_record)
-        n = len(_docs(candidate_record))
-        if label_record is None or label_record.get("ratings") is None:
+        qid = candidate_record.qid
+        n = len(candidate_record.docs)
+        if label_record is None or label_record.ratings is None:
             raise ValueError(f"question {qid}: {self.name} needs LANCER 'ratings' in the label record, "
                              f"but {'there is no label record' if label_record is None else 'it has none'}")
         _check_same_qid(candidate_record, label_record, "label")
-        R = np.asarray(label_record["ratings"], dtype=np.float64)
+        R = np.asarray(label_record.ratings, dtype=np.float64)
         if R.ndim != 2 or R.shape[0] != n:
             raise ValueError(f"question {qid}: ratings have shape {R.shape}, expected ({n}, n_subquestions)")
         try:
@@ -394,11 +392,11 @@ class GoldSupporting:
 
     name = "gold_support"
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
-        gold = set(candidate_record.get("gold_doc_ids") or [])
-        return [i for i, d in enumerate(_docs(candidate_record)) if d.get("doc_id") in gold][:k]
+        gold = set(candidate_record.gold_doc_ids)
+        return [i for i, d in enumerate(candidate_record.docs) if d.doc_id in gold][:k]
 
 
 class _StoredSelection:
@@ -407,21 +405,20 @@ class _StoredSelection:
     name = ""
     source = ""  # "label" or "selection"
 
-    def _record(self, label_record: Record | None, selection_record: Record | None) -> Record | None:
+    def _record(self, label_record: LabelRecord | None,
+                selection_record: StoredSelection | None) -> StoredSelection | None:
         return label_record if self.source == "label" else selection_record
 
-    def select(self, candidate_record: Record, label_record: Record | None = None,
-               selection_record: Record | None = None, k: int = 5) -> list[int]:
+    def select(self, candidate_record: CandidateRecord, label_record: LabelRecord | None = None,
+               selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
-        qid = _qid(candidate_record)
+        qid = candidate_record.qid
         record = self._record(label_record, selection_record)
         what = "label record" if self.source == "label" else "selections record"
         if record is None:
             raise ValueError(f"question {qid}: the {self.name} baseline needs a {what}")
         _check_same_qid(candidate_record, record, self.source)
-        if "selected" not in record:
-            raise ValueError(f"question {qid}: {what} has no 'selected' field")
-        return _positions(record["selected"], len(_docs(candidate_record)), qid, f"{self.source} 'selected'")[:k]
+        return _positions(record.selected, len(candidate_record.docs), qid, f"{self.source} 'selected'")[:k]
 
 
 class TeacherLabels(_StoredSelection):

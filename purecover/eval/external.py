@@ -1,6 +1,6 @@
 """Selections of any external reranker, for the ``selections:PATH=name`` evaluation method.
 
-Two formats, resolved against the evaluation candidates into ``{qid, selected: [position]}`` records
+Two formats, resolved against the evaluation candidates into `ExternalSelection`s (qid, selected positions)
 that the ``student`` baseline (`purecover.eval.baselines.StudentSelections`) cuts to each budget K:
 
 * JSONL (``purecover select`` output, or your own): ``{qid, selected?: [k], selected_doc_ids?: [id]}``
@@ -16,40 +16,50 @@ Doc ids compare as strings; a candidate without ``doc_id`` is named by its 1-bas
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..data.doc_ids import candidate_doc_id
 from ..data.errors import DataFormatError
+from ..records import CandidateRecord
 from ..utils.io import read_jsonl
 from ..utils.trec import looks_like_trec, read_trec_run
 
-__all__ = ["read_external_selections"]
+__all__ = ["ExternalSelection", "read_external_selections"]
 
 
-def _doc_positions(question: dict[str, Any]) -> dict[str, int]:
+@dataclasses.dataclass(frozen=True)
+class ExternalSelection:
+    """One question's selection from an external file: candidate positions, best first."""
+
+    qid: str
+    selected: list[int]
+
+
+def _doc_positions(question: CandidateRecord) -> dict[str, int]:
     positions: dict[str, int] = {}
-    for i, doc in enumerate(question["docs"]):
-        positions.setdefault(candidate_doc_id(doc, i), i)  # a repeated id: its first candidate
+    for i, doc in enumerate(question.docs):
+        # a repeated id: its first candidate
+        positions.setdefault(candidate_doc_id(doc, i), i)
     return positions
 
 
-def read_external_selections(path: str | Path, questions: Sequence[dict[str, Any]], name: str
-                             ) -> dict[str, dict[str, Any]]:
-    """qid -> ``{qid, selected}`` (positions, best first) for the `questions` (candidates records) that
-    `path` covers; `name` is the method's name for messages. Module docstring for the formats."""
+def read_external_selections(path: str | Path, questions: Sequence[CandidateRecord], name: str
+                             ) -> dict[str, ExternalSelection]:
+    """qid -> its `ExternalSelection` for the `questions` (their candidates) that `path` covers; `name` is
+    the method's name for messages. Module docstring for the formats."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"method {name}: {path} does not exist")
-    by_qid = {str(q["qid"]): q for q in questions}
+    by_qid = {q.qid: q for q in questions}
     if looks_like_trec(path):
         return _from_trec(path, by_qid)
     return _from_jsonl(path, by_qid)
 
 
-def _from_trec(path: Path, by_qid: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _from_trec(path: Path, by_qid: dict[str, CandidateRecord]) -> dict[str, ExternalSelection]:
+    out: dict[str, ExternalSelection] = {}
     for qid, ranked in read_trec_run(path).items():
         question = by_qid.get(qid)
         if question is None:
@@ -61,12 +71,12 @@ def _from_trec(path: Path, by_qid: dict[str, dict[str, Any]]) -> dict[str, dict[
                 raise DataFormatError(str(path), str(lineno), "doc_id",
                                       f"{doc_id!r} is not among the {len(positions)} candidates of question {qid!r}")
             selected.append(positions[doc_id])
-        out[qid] = {"qid": qid, "selected": selected}
+        out[qid] = ExternalSelection(qid, selected)
     return out
 
 
-def _from_jsonl(path: Path, by_qid: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def _from_jsonl(path: Path, by_qid: dict[str, CandidateRecord]) -> dict[str, ExternalSelection]:
+    out: dict[str, ExternalSelection] = {}
     seen: dict[str, int] = {}
     for lineno, rec in read_jsonl(path):
         def bad(field: str, problem: str, lineno: int = lineno) -> DataFormatError:
@@ -90,7 +100,7 @@ def _from_jsonl(path: Path, by_qid: dict[str, dict[str, Any]]) -> dict[str, dict
             raise bad("selected", "neither 'selected' (positions) nor 'selected_doc_ids' is given")
         if not isinstance(values, list):
             raise bad(field, f"not a list (got {type(values).__name__})")
-        n = len(question["docs"])
+        n = len(question.docs)
         positions = _doc_positions(question) if field == "selected_doc_ids" else {}
         selected: list[int] = []
         for i, value in enumerate(values):
@@ -107,5 +117,5 @@ def _from_jsonl(path: Path, by_qid: dict[str, dict[str, Any]]) -> dict[str, dict
             if k in selected:
                 raise bad(f"{field}[{i}]", f"{value!r} is selected twice")
             selected.append(k)
-        out[qid] = {"qid": qid, "selected": selected}
+        out[qid] = ExternalSelection(qid, selected)
     return out

@@ -1,7 +1,8 @@
 """Generations cached by prompt hash, so an evaluation rerun only generates what is missing.
 
 The cache is a `ResumableJsonl` keyed by ``key`` = sha256 of (generator, max_new_tokens, prompt),
-one record ``{key, prediction, prompt_tokens, completion_tokens}`` per distinct prompt. Several
+one `purecover.records.GenerationRecord` ``{key, prediction, prompt_tokens, completion_tokens}`` per
+distinct prompt (checked when read back: errors name file, line and field). Several
 (method, budget) pairs that choose the same passages share one generation. Records are appended
 and fsynced batch by batch: a killed run keeps every finished batch, and a torn last line is cut
 off and redone on the next run.
@@ -9,21 +10,33 @@ off and redone on the next run.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from tqdm.auto import tqdm
 
 from ..models.generation import GenerationBackend
+from ..records import GenerationRecord, validate_line
 from ..utils.io import ResumableJsonl, read_jsonl
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GenerationCache", "prompt_key"]
+__all__ = ["GenerationCache", "GenerationStats", "prompt_key"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationStats:
+    """What one `GenerationCache.fill` did: prompts generated and found cached, seconds spent generating and the
+    throughput (None when nothing was generated)."""
+
+    generated: int
+    cached: int
+    seconds: float
+    prompts_per_second: float | None
 
 
 def prompt_key(generator: str, max_new_tokens: int, prompt: str) -> str:
@@ -37,17 +50,21 @@ class GenerationCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, GenerationRecord] = {}
         self._out = ResumableJsonl(self.path, key="key")  # repairs a torn last line before we read
         self.repaired = self._out.repaired
-        if self.path.exists():
-            for _, rec in read_jsonl(self.path):
-                self.records[rec["key"]] = rec
+        try:
+            for lineno, line in read_jsonl(self.path):
+                rec = validate_line(GenerationRecord, line, self.path, lineno)
+                self.records[rec.key] = rec
+        except BaseException:
+            self._out.close()
+            raise
 
     def __contains__(self, key: str) -> bool:
         return key in self.records
 
-    def __getitem__(self, key: str) -> dict[str, Any]:
+    def __getitem__(self, key: str) -> GenerationRecord:
         return self.records[key]
 
     def __len__(self) -> int:
@@ -55,16 +72,12 @@ class GenerationCache:
 
     def fill(self, prompts: Mapping[str, str], load_backend: Callable[[], GenerationBackend],
              count_tokens: Callable[[str], int], max_new_tokens: int, batch_size: int,
-             show_progress: bool = True) -> dict[str, Any]:
-        """Generate the prompts (key → text) missing from the cache; the backend is loaded only then.
-
-        Returns ``{"generated", "cached", "seconds", "prompts_per_second"}``.
-        """
+             show_progress: bool = True) -> GenerationStats:
+        """Generate the prompts (key → text) missing from the cache; the backend is loaded only then."""
         missing = [k for k in prompts if k not in self.records]
-        stats: dict[str, Any] = {"generated": 0, "cached": len(prompts) - len(missing), "seconds": 0.0,
-                                 "prompts_per_second": None}
+        cached = len(prompts) - len(missing)
         if not missing:
-            return stats
+            return GenerationStats(generated=0, cached=cached, seconds=0.0, prompts_per_second=None)
         backend = load_backend()
         t0 = time.perf_counter()
         bar = tqdm(total=len(missing), desc="generate", unit="prompt", disable=not show_progress)
@@ -76,9 +89,9 @@ class GenerationCache:
                 if len(outputs) != len(keys):
                     raise RuntimeError(f"the generator returned {len(outputs)} outputs for {len(keys)} prompts")
                 for key, text, out in zip(keys, texts, outputs):
-                    rec = {"key": key, "prediction": out.strip(), "prompt_tokens": count_tokens(text),
-                           "completion_tokens": count_tokens(out)}
-                    self._out.write(rec)
+                    rec = GenerationRecord(key=key, prediction=out.strip(), prompt_tokens=count_tokens(text),
+                                           completion_tokens=count_tokens(out))
+                    self._out.write(rec.to_json_dict())
                     self.records[key] = rec
                 bar.update(len(keys))
                 elapsed = time.perf_counter() - t0
@@ -86,11 +99,11 @@ class GenerationCache:
         finally:
             bar.close()
             backend.close()
-        stats["generated"] = len(missing)
-        stats["seconds"] = round(time.perf_counter() - t0, 3)
-        stats["prompts_per_second"] = round(len(missing) / stats["seconds"], 3) if stats["seconds"] else None
-        log.info("generated %d answers in %.1fs (%s prompts/s)", len(missing), stats["seconds"],
-                 stats["prompts_per_second"])
+        seconds = round(time.perf_counter() - t0, 3)
+        stats = GenerationStats(generated=len(missing), cached=cached, seconds=seconds,
+                                prompts_per_second=round(len(missing) / seconds, 3) if seconds else None)
+        log.info("generated %d answers in %.1fs (%s prompts/s)", len(missing), stats.seconds,
+                 stats.prompts_per_second)
         return stats
 
     def close(self) -> None:

@@ -38,18 +38,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..config import Recipe, recipe_to_dict
 from ..records import (
     BudgetResult,
-    CoveragePurity,
-    CruxCoverage,
-    EvaluationStatistics,
+    CandidateRecord,
+    EvaluateSummary,
     MetricsFile,
     PredictionRecord,
-    QuestionSample,
-    SupportingCoveragePurity,
+    StageSummary,
 )
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
@@ -62,7 +59,7 @@ from .methods import EMBEDDING_METHODS, MethodSpec, parse_methods
 from .qa_metrics import score_prediction
 from .questions import check_budgets, evaluation_questions
 from .rag_prompt import render_qa_prompt
-from .selection_metrics import question_selection, summarize_selection
+from .selection_metrics import QuestionSelection, question_selection, summarize_selection
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +77,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(sum(kept) / len(kept), 6) if kept else None
 
 
-def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[dict[str, Any]]) -> BudgetResult:
+def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[QuestionSelection]) -> BudgetResult:
     """Means over questions: QA scores and tokens from `rows`, coverage/purity via `summarize_selection`."""
     selection = summarize_selection(selection_rows)
     return BudgetResult(
@@ -88,17 +85,23 @@ def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[dict[s
         em=_mean([r.em for r in rows]),
         f1=_mean([r.f1 for r in rows]),
         acc=_mean([r.acc for r in rows]),
-        mean_k=selection["mean_k"],
-        answer=CoveragePurity(**selection["answer"]),
-        supporting=SupportingCoveragePurity(**selection["supporting"]),
-        crux=CruxCoverage(**selection["crux"]),
+        mean_k=selection.mean_k,
+        answer=selection.answer,
+        supporting=selection.supporting,
+        crux=selection.crux,
         prompt_tokens=_mean([r.prompt_tokens for r in rows]),
         completion_tokens=_mean([r.completion_tokens for r in rows]),
     )
 
 
-def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json``."""
+def _dataset(question: CandidateRecord, recipe: Recipe) -> str:
+    """The dataset whose prompt and scoring rules apply to `question` (its own, else data.dataset)."""
+    return question.dataset or recipe.data.dataset
+
+
+def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
+    """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json`` (an
+    `EvaluateSummary`; a complete stage's stored one when it is skipped)."""
     from ..stages import run_stage
 
     return run_stage("evaluate", recipe, show_progress)
@@ -126,7 +129,7 @@ def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
     return found
 
 
-def evaluate_methods(run: StageRun) -> dict[str, Any]:
+def evaluate_methods(run: StageRun) -> EvaluateSummary:
     """The evaluate stage's body: every method at every budget, answered and scored."""
     from .report import plot_metrics, render_report
     from .stats import annotate_results
@@ -144,8 +147,8 @@ def evaluate_methods(run: StageRun) -> dict[str, Any]:
     questions, source, sample = evaluation_questions(recipe, test_dir, show_progress)
     chosen, fallbacks = select_for_methods(specs, budgets, questions, recipe, test_dir, show_progress)
     # The teacher's LANCER ratings, when labelling rated the candidates: CRUX coverage of every method.
-    ratings = {qid: rec["ratings"] for qid, rec in method_labels(recipe, test_dir, MethodSpec("teacher", "teacher")).items()
-               if rec.get("ratings") is not None}
+    ratings = {qid: rec.ratings for qid, rec in method_labels(recipe, test_dir, MethodSpec("teacher", "teacher")).items()
+               if rec.ratings is not None}
 
     tokenizer = load_generator_tokenizer(recipe)
     generator_key = generator_id(recipe)
@@ -154,8 +157,7 @@ def evaluate_methods(run: StageRun) -> dict[str, Any]:
     for (name, k), rows in chosen.items():
         keys[(name, k)] = []
         for q, positions in zip(questions, rows):
-            text = render_qa_prompt(tokenizer, q["question"], [q["docs"][i] for i in positions],
-                                    q.get("dataset", recipe.data.dataset))
+            text = render_qa_prompt(tokenizer, q.question, [q.docs[i] for i in positions], _dataset(q, recipe))
             key = prompt_key(generator_key, cfg.max_new_tokens, text)
             prompts[key] = text
             keys[(name, k)].append(key)
@@ -177,34 +179,34 @@ def evaluate_methods(run: StageRun) -> dict[str, Any]:
             per_k: dict[str, BudgetResult] = {}
             for k in budgets:
                 rows: list[PredictionRecord] = []
-                selection_rows: list[dict[str, Any]] = []
+                selection_rows: list[QuestionSelection] = []
                 for q, positions, key in zip(questions, chosen[(spec.name, k)], keys[(spec.name, k)]):
                     gen = cache[key]
-                    scores = score_prediction(q.get("dataset", recipe.data.dataset), gen["prediction"], q["answers"])
-                    sel = question_selection(q, positions, ratings.get(q["qid"]))
+                    scores = score_prediction(_dataset(q, recipe), gen.prediction, q.answers)
+                    sel = question_selection(q, positions, ratings.get(q.qid))
                     selection_rows.append(sel)
                     rows.append(PredictionRecord(
-                        qid=q["qid"], prediction=gen["prediction"], method=spec.name, k=k, selected=positions,
-                        doc_ids=[q["docs"][i].get("doc_id") for i in positions], prompt_key=key,
-                        prompt_tokens=gen["prompt_tokens"], completion_tokens=gen["completion_tokens"], **scores,
-                        **{f: sel[f] for f in ("answer_coverage", "answer_purity", "support_coverage", "support_purity",
-                                               "crux_coverage")}))
+                        qid=q.qid, prediction=gen.prediction, method=spec.name, k=k, selected=positions,
+                        doc_ids=[q.docs[i].doc_id for i in positions], prompt_key=key,
+                        prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens, **scores,
+                        answer_coverage=sel.answer_coverage, answer_purity=sel.answer_purity,
+                        support_coverage=sel.support_coverage, support_purity=sel.support_purity,
+                        crux_coverage=sel.crux_coverage))
                 write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", [r.to_json_dict() for r in rows])
                 per_k[str(k)] = _aggregate(rows, selection_rows)
                 question_scores[(spec.name, str(k))] = {"em": [r.em for r in rows], "f1": [r.f1 for r in rows],
                                                         "acc": [r.acc for r in rows]}
             results[spec.name] = per_k
 
-    datasets = sorted({str(q.get("dataset", recipe.data.dataset)) for q in questions})
+    datasets = sorted({_dataset(q, recipe) for q in questions})
     # bootstrap intervals (`ci`) and paired tests against retrieval (`vs_retrieval`) added to each result
-    annotated = {name: {k: r.to_json_dict() for k, r in per_k.items()} for name, per_k in results.items()}
-    statistics = annotate_results(annotated, question_scores, seed=recipe.seed)
+    annotated, statistics = annotate_results(results, question_scores, seed=recipe.seed)
     metrics = MetricsFile(
         dataset=datasets[0] if len(datasets) == 1 else "+".join(datasets),
         run_dir=str(run_dir),
         questions=len(questions),
         question_source=source,
-        question_sample=None if sample is None else QuestionSample(**sample),
+        question_sample=sample,
         generator=cfg.generator,
         backend=cfg.backend,
         max_new_tokens=cfg.max_new_tokens,
@@ -212,38 +214,38 @@ def evaluate_methods(run: StageRun) -> dict[str, Any]:
         table_budget=cfg.table_budget,
         methods={s.name: s.kind for s in specs},
         fallbacks=fallbacks,
-        results={name: {k: BudgetResult.model_validate(r) for k, r in per_k.items()}
-                 for name, per_k in annotated.items()},
-        statistics=EvaluationStatistics(**statistics),
+        results=annotated,
+        statistics=statistics,
         versions=package_versions(),
         recipe=recipe_to_dict(recipe),
-    ).to_json_dict()
-    atomic_write_json(rd.path_of("metrics"), metrics)
+    )
+    atomic_write_json(rd.path_of("metrics"), metrics.to_json_dict())
     plots = plot_metrics(metrics, eval_dir / "plots")
     atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
 
     main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
-    summary = {
-        "status": "complete",
-        "questions": len(questions),
-        "methods": [s.name for s in specs],
-        "budgets": budgets,
-        "prompts": len(prompts),
-        "generated": gen_stats["generated"],
-        "cached": gen_stats["cached"],
-        "repaired_lines": repaired,
-        "prompts_per_second": gen_stats["prompts_per_second"],
-        f"em@{main_k}": {name: res[main_k].em for name, res in results.items()},
-        "report": str(rd.path_of("report")),
-        "metrics": str(rd.path_of("metrics")),
-        "plots": [str(p) for p in plots],
-    }
+    summary = EvaluateSummary(
+        status="complete",
+        questions=len(questions),
+        methods=[s.name for s in specs],
+        budgets=budgets,
+        prompts=len(prompts),
+        generated=gen_stats.generated,
+        cached=gen_stats.cached,
+        repaired_lines=repaired,
+        prompts_per_second=gen_stats.prompts_per_second,
+        report=str(rd.path_of("report")),
+        metrics=str(rd.path_of("metrics")),
+        plots=[str(p) for p in plots],
+        # the mean EM of every method at the report's main budget, written after prompts_per_second
+        **{f"em@{main_k}": {name: res[main_k].em for name, res in results.items()}},
+    )
 
-    def track(summary: dict[str, Any]) -> None:
+    def track(summary: StageSummary) -> None:
         from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
         from .report import metrics_table
 
-        track_stage(recipe, "evaluate", summary, tables={"metrics": metrics_table(metrics)})
+        track_stage(recipe, "evaluate", summary.to_json_dict(), tables={"metrics": metrics_table(metrics)})
 
     run.after_complete.append(track)
     return summary

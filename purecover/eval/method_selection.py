@@ -10,17 +10,17 @@ external file keeps its own, more lenient, reader (`purecover.eval.external`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
 from ..config import Recipe
-from ..records import LabelRecord, LineRecordError, SelectionRecord, validate_line
+from ..records import CandidateRecord, LabelRecord, LineRecordError, SelectionRecord, validate_line
 from ..rundir import RunDir
 from ..utils.io import read_jsonl
-from .baselines import BaselineSelector, make_baseline
+from .baselines import BaselineSelector, StoredSelection, make_baseline
 from .external import read_external_selections
 from .methods import EMBEDDING_METHODS, EXTERNAL, NO_RETRIEVAL, MethodSpec
 
@@ -30,23 +30,25 @@ _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "la
                  "lancer_greedy_alpha")
 _OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
 
+R = TypeVar("R", LabelRecord, SelectionRecord)
 
-def _read_by_qid(path: Path, record: type[LabelRecord] | type[SelectionRecord]) -> dict[str, dict[str, Any]]:
+
+def _read_by_qid(path: Path, record: type[R]) -> dict[str, R]:
     """qid -> line of the JSONL `path` (none when it does not exist), each line checked as a `record`; a
     repeated qid is an error naming its line."""
     if not path.is_file():
         return {}
-    out: dict[str, dict[str, Any]] = {}
-    for lineno, rec in read_jsonl(path):
-        qid = validate_line(record, rec, path, lineno).qid
-        if qid in out:
-            raise LineRecordError(path, lineno, "qid", f"duplicate {qid!r}")
-        out[qid] = rec
+    out: dict[str, R] = {}
+    for lineno, line in read_jsonl(path):
+        rec = validate_line(record, line, path, lineno)
+        if rec.qid in out:
+            raise LineRecordError(path, lineno, "qid", f"duplicate {rec.qid!r}")
+        out[rec.qid] = rec
     return out
 
 
-def method_labels(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
-    """qid -> the teacher's label record (as read) that `spec` selects with: its own run directory's labels.jsonl
+def method_labels(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, LabelRecord]:
+    """qid -> the teacher's label record that `spec` selects with: its own run directory's labels.jsonl
     (``teacher:DIR``), else those of run_dir and of the test set (the test set's win)."""
     if spec.source is not None:
         path = spec.source / "labels.jsonl"
@@ -58,7 +60,7 @@ def method_labels(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str,
             **_read_by_qid(RunDir(test_dir).path_of("labels"), LabelRecord)}
 
 
-def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, dict[str, Any]]:
+def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, SelectionRecord]:
     if spec.source is not None:
         path = spec.source / "selections.jsonl"
         if not path.is_file():
@@ -67,16 +69,17 @@ def _selections(recipe: Recipe, test_dir: Path, spec: MethodSpec) -> dict[str, d
     # The select stage writes them (`purecover evaluate` and the pipeline run it first).
     rd = RunDir(test_dir if recipe.eval.path else recipe.run_path)
     path = rd.path_of("selections")
-    manifest = rd.manifest("select") or {}
-    if not path.is_file() or (manifest.get("summary") or {}).get("status") != "complete":
+    manifest = rd.manifest("select")
+    if not path.is_file() or manifest is None or manifest.summary.status != "complete":
         raise FileNotFoundError(f"method {spec.name}: {path} is missing or incomplete: run `purecover select RECIPE` "
                                 "first (`purecover evaluate` and `purecover pipeline` run it for you)")
     return _read_by_qid(path, SelectionRecord)
 
 
-def _require(records: dict[str, dict[str, Any]], questions: Sequence[dict[str, Any]], spec: MethodSpec,
+def _require(records: Container[str], questions: Sequence[CandidateRecord], spec: MethodSpec,
              what: str, remedy: str) -> None:
-    missing = [q["qid"] for q in questions if q["qid"] not in records]
+    """`records` (by qid) must hold every question."""
+    missing = [q.qid for q in questions if q.qid not in records]
     if missing:
         raise ValueError(f"method {spec.name}: {len(missing)} of {len(questions)} evaluation questions have no "
                          f"{what} (first: {', '.join(missing[:3])}); {remedy}")
@@ -85,19 +88,18 @@ def _require(records: dict[str, dict[str, Any]], questions: Sequence[dict[str, A
 def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineSelector | None:
     if spec.kind == NO_RETRIEVAL:
         return None
-    kwargs: dict[str, Any] = {}
-    if spec.kind in EMBEDDING_METHODS:
-        kwargs["embedder"] = embedder
-    if spec.kind in ("xquad", "ia_select"):
-        kwargs["subtopics"] = recipe.eval.subtopics
-    if spec.kind == "cross_encoder":
-        kwargs["model_name"] = recipe.eval.cross_encoder
     if spec.kind == EXTERNAL:  # stored selections cut to K: the student's baseline reads them
         return make_baseline("student")
-    return make_baseline(spec.kind, **kwargs)
+    if spec.kind in ("xquad", "ia_select"):
+        return make_baseline(spec.kind, embedder=embedder, subtopics=recipe.eval.subtopics)
+    if spec.kind in EMBEDDING_METHODS:
+        return make_baseline(spec.kind, embedder=embedder)
+    if spec.kind == "cross_encoder":
+        return make_baseline(spec.kind, model_name=recipe.eval.cross_encoder)
+    return make_baseline(spec.kind)
 
 
-def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: Sequence[dict[str, Any]],
+def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: Sequence[CandidateRecord],
                        recipe: Recipe, test_dir: Path, show_progress: bool
                        ) -> tuple[dict[tuple[str, int], list[list[int]]], dict[str, int]]:
     """Selected positions per (method name, K), one list per question; and fallback counts per method."""
@@ -108,10 +110,10 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
         embedder = load_sentence_transformer(recipe.eval.embedding_model)
     chosen: dict[tuple[str, int], list[list[int]]] = {}
     fallbacks: dict[str, int] = {}
-    labels_by_source: dict[Path | None, dict[str, dict[str, Any]]] = {}  # each labels file is read once
+    labels_by_source: dict[Path | None, dict[str, LabelRecord]] = {}  # each labels file is read once
     for spec in specs:
-        labels: dict[str, dict[str, Any]] = {}
-        selections: dict[str, dict[str, Any]] = {}
+        labels: dict[str, LabelRecord] = {}
+        selections: Mapping[str, StoredSelection] = {}
         if spec.kind in _NEEDS_LABELS or spec.kind in _OPTIONAL_LABELS:
             if spec.source not in labels_by_source:
                 labels_by_source[spec.source] = method_labels(recipe, test_dir, spec)
@@ -135,10 +137,10 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
             rows = []
             for q in tqdm(questions, desc=f"select {spec.name}@{k}", unit="q", disable=not show_progress,
                           leave=False):
-                if selector is None or not q["docs"]:
+                if selector is None or not q.docs:
                     rows.append([])
                     continue
-                rows.append(selector.select(q, labels.get(q["qid"]), selections.get(q["qid"]), k))
+                rows.append(selector.select(q, labels.get(q.qid), selections.get(q.qid), k))
             chosen[(spec.name, k)] = rows
             if k == budgets[0]:  # count questions once, not once per budget
                 fallbacks[spec.name] = int(getattr(selector, "fallback_count", 0) or 0)

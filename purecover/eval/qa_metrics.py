@@ -16,6 +16,7 @@ collapse whitespace. Every metric is the maximum over the gold answer and its al
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import string
 from collections import Counter
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "YES_NO_DATASETS",
+    "QAScores",
     "accuracy",
     "exact_match",
     "f1_score",
@@ -147,13 +149,24 @@ def _first(items: Sequence[str], k: int = 5) -> str:
     return shown + (", ..." if len(items) > k else "")
 
 
+@dataclasses.dataclass(frozen=True)
+class QAScores:
+    """Mean EM, F1 and Acc (fractions in 0..1) over `n` scored questions; `missing` gold questions had no
+    prediction."""
+
+    em: float
+    f1: float
+    acc: float
+    n: int
+    missing: int
+
+
 def score_predictions(dataset: str, predictions: Mapping[str, str], golds: Mapping[str, Sequence[str]],
                       allow_missing: bool = False, allow_missing_option: str = "allow_missing=True"
-                      ) -> dict[str, float | int]:
+                      ) -> QAScores:
     """Mean EM/F1/Acc (fractions in 0..1) over the gold questions that have a prediction.
 
-    Returns ``{"em", "f1", "acc", "n", "missing"}``: `n` questions scored, `missing` gold questions
-    without a prediction. Missing predictions are an error (naming how many and the first qids)
+    Returns their `QAScores`: `n` questions scored, `missing` gold questions without a prediction. Missing predictions are an error (naming how many and the first qids)
     unless `allow_missing` (named in the message as `allow_missing_option`: the caller's spelling, e.g. the
     command line's ``--allow-missing``); predictions for qids absent from `golds` are always an error (they
     mean the wrong gold file or split).
@@ -177,5 +190,4 @@ def score_predictions(dataset: str, predictions: Mapping[str, str], golds: Mappi
         n += 1
     if n == 0:
         raise ValueError("no predictions to score")
-    return {"em": totals["em"] / n, "f1": totals["f1"] / n, "acc": totals["acc"] / n, "n": n,
-            "missing": len(missing)}
+    return QAScores(em=totals["em"] / n, f1=totals["f1"] / n, acc=totals["acc"] / n, n=n, missing=len(missing))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..config import Recipe
-from ..data.candidates import read_candidates
+from ..data.candidates import read_candidate_records
+from ..records import CandidateRecord, QuestionSample
 from ..rundir import RunDir
 
 __all__ = ["check_budgets", "evaluation_questions"]
@@ -32,9 +32,9 @@ def check_budgets(budgets: Sequence[int]) -> list[int]:
 
 
 def evaluation_questions(recipe: Recipe, test_dir: Path,
-                         show_progress: bool) -> tuple[list[dict[str, Any]], str, dict[str, Any] | None]:
-    """The evaluation questions (candidates records), a description of where they came from, and the
-    record of the seeded sample (``{size, seed, population, population_source}``; None without ``eval.sample``).
+                         show_progress: bool) -> tuple[list[CandidateRecord], str, QuestionSample | None]:
+    """The evaluation questions (their candidates), a description of where they came from, and the
+    record of the seeded sample (None without ``eval.sample``).
 
     Order: the held-out filter (without ``eval.path``), then ``eval.limit`` (the first N), then
     ``eval.sample`` (`purecover.data.splits.sample_questions`). With ``eval.path`` the data stage
@@ -50,19 +50,20 @@ def evaluation_questions(recipe: Recipe, test_dir: Path,
         run_data_stage(evaluation_recipe(recipe), show_progress=show_progress)
         rd = RunDir(test_dir)
         path = rd.path_of("candidates")
-        records = read_candidates(path)
+        records = read_candidate_records(path)
         source = f"{cfg.path} (split {cfg.split}) → {path}"
-        population = ((rd.manifest("data") or {}).get("summary") or {}).get("sampled_from") or len(records)
+        data_manifest = rd.manifest("data")
+        population = (getattr(data_manifest.summary, "sampled_from", None) if data_manifest else None) or len(records)
         population_source = f"{cfg.path} (split {cfg.split}" + (f", first {cfg.limit}" if cfg.limit else "") + ")"
     else:
         path = RunDir.of(recipe).path_of("candidates")
-        records = read_candidates(path)
+        records = read_candidate_records(path)
         source = f"{path} (all questions)"
         if cfg.questions == "heldout":
             from ..data.splits import question_split  # the student's own split rule
 
             frac, share = recipe.student.eval_fraction, recipe.student.calibration_share
-            records = [r for r in records if question_split(r["qid"], frac, share, recipe.seed) == "test"]
+            records = [r for r in records if question_split(r.qid, frac, share, recipe.seed) == "test"]
             source = (f"{path} (the student's test split: held out from training and from τ3, "
                       f"student.eval_fraction={frac}, student.calibration_share={share})")
             if not records:
@@ -79,6 +80,7 @@ def evaluation_questions(recipe: Recipe, test_dir: Path,
     if cfg.sample > population:
         raise ValueError(f"eval.sample: cannot sample {cfg.sample} questions from the {population} of "
                          f"{population_source}; lower eval.sample or set it to null (every question)")
-    records = sample_questions(records, cfg.sample, cfg.seed, key="eval.sample")
-    sample = {"size": len(records), "seed": cfg.seed, "population": population, "population_source": population_source}
+    records = sample_questions(records, cfg.sample, cfg.seed, key="eval.sample", qid=lambda r: r.qid)
+    sample = QuestionSample(size=len(records), seed=cfg.seed, population=population,
+                            population_source=population_source)
     return records, f"a random sample of {len(records)} (eval.seed {cfg.seed}) of {population} questions: {source}", sample

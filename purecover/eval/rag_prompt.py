@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..models.chat import render_chat
+from ..records import CandidateDoc
 
 __all__ = ["qa_messages", "render_qa_prompt"]
 
@@ -31,20 +32,24 @@ def _system(dataset: str, with_documents: bool) -> str:
     return f"{head} {_YES_NO_ONLY if dataset == 'strategyqa' else _ANSWER_ONLY}"
 
 
-def _document_line(i: int, doc: Mapping[str, Any]) -> str:
-    title = (doc.get("title") or "").strip()
-    text = " ".join((doc.get("text") or "").split())
+Doc = CandidateDoc | Mapping[str, Any]  # a candidate, or a plain ``{title, text}`` (the demo tokenizer's texts)
+
+
+def _document_line(i: int, doc: Doc) -> str:
+    raw_title, raw_text = (doc.get("title"), doc.get("text")) if isinstance(doc, Mapping) else (doc.title, doc.text)
+    title = (raw_title or "").strip()
+    text = " ".join((raw_text or "").split())
     return f"Document {i} (Title: {title}): {text}" if title else f"Document {i}: {text}"
 
 
-def qa_messages(question: str, docs: Sequence[Mapping[str, Any]], dataset: str) -> tuple[str, str]:
-    """(system, user) messages for `question` with `docs` (``{title, text}``) in the given order."""
+def qa_messages(question: str, docs: Sequence[Doc], dataset: str) -> tuple[str, str]:
+    """(system, user) messages for `question` with `docs` (candidates, or ``{title, text}``) in the given order."""
     lines = [_document_line(i, d) for i, d in enumerate(docs, start=1)]
     body = ("\n".join(lines) + "\n\n") if lines else ""
     return _system(dataset, bool(lines)), f"{body}Question: {question.strip()}"
 
 
-def render_qa_prompt(tokenizer: Any, question: str, docs: Sequence[Mapping[str, Any]], dataset: str) -> str:
+def render_qa_prompt(tokenizer: Any, question: str, docs: Sequence[Doc], dataset: str) -> str:
     """The full prompt text (chat template applied, generation prompt appended)."""
     system, user = qa_messages(question, docs, dataset)
     return render_chat(tokenizer, system, user).text

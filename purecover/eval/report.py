@@ -11,19 +11,34 @@ and Purity@K vs K (answer-containing candidates), and the generator's input toke
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..records import MetricsFile, load_json_record
+from ..records import BudgetResult, MetricsFile, load_json_record
 from ..utils.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["REFERENCE_METHODS", "build_figures", "combined_table", "metrics_table", "plot_metrics", "read_metrics",
            "render_report"]
 
 REFERENCE_METHODS = ("gold_support",)  # method kinds drawn as references, not competitors
-_REFERENCE_STYLE = {"color": "0.45", "linestyle": "--", "marker": "s", "zorder": 5}
+
+
+class _LineStyle(TypedDict, total=False):
+    """Keyword arguments of one method's line (`matplotlib.axes.Axes.plot`)."""
+
+    color: str
+    linestyle: str
+    marker: str
+    zorder: int
+    label: str
+    clip_on: bool
+
+
+_REFERENCE_STYLE = _LineStyle(color="0.45", linestyle="--", marker="s", zorder=5)
 
 
 def _pct(value: float | None) -> str:
@@ -51,41 +66,41 @@ def _p_value(p: float, floor: float | None) -> str:
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
-def _paired_section(metrics: Mapping[str, Any], k: str) -> list[str]:
+def _paired_section(metrics: MetricsFile, k: str) -> list[str]:
     """The paired-test table of every method against ``retrieval`` at budget `k` (empty for old metrics.json)."""
-    stats = metrics.get("statistics")
+    stats = metrics.statistics
     if not stats:
         return []
     out = ["", f"## Paired test against retrieval at K = {k}", ""]
-    if not stats.get("baseline"):
+    if not stats.baseline:
         return [*out, "`retrieval` is not among the evaluated methods: no paired test."]
-    perms = stats.get("permutations")
-    floor = 1 / (1 + perms) if perms else None
+    perms = stats.permutations
+    floor = 1 / (1 + perms)
     out += [f"Mean per-question difference (method − retrieval, in points) with its paired bootstrap "
-            f"{100 * stats['confidence']:.0f}% interval ({stats['bootstrap_resamples']} resamples), and the "
-            f"two-sided p-value of a {stats['test'].replace(' (two-sided)', '')} ({perms} random sign "
+            f"{100 * stats.confidence:.0f}% interval ({stats.bootstrap_resamples} resamples), and the "
+            f"two-sided p-value of a {stats.test.replace(' (two-sided)', '')} ({perms} random sign "
             "flips, exact over all sign vectors for very few questions; seed "
-            f"{stats['seed']}). Not corrected for multiple comparisons.", ""]
+            f"{stats.seed}). Not corrected for multiple comparisons.", ""]
     header = ["method"]
     for m in ("EM", "F1", "Acc"):
-        header += [f"Δ{m} [{100 * stats['confidence']:.0f}% CI]", f"p ({m})"]
+        header += [f"Δ{m} [{100 * stats.confidence:.0f}% CI]", f"p ({m})"]
     rows = []
-    for name, per_k in metrics["results"].items():
-        tests = per_k[k].get("vs_retrieval")
+    for name, per_k in metrics.results.items():
+        tests = per_k[k].vs_retrieval
         if not tests:
             continue
         row = [name]
         for m in ("em", "f1", "acc"):
             t = tests[m]
-            row += [f"{_signed_pct(t['diff'])} [{_signed_pct(t['low'])}, {_signed_pct(t['high'])}]",
-                    _p_value(t["p"], floor if t.get("p_method") == "monte_carlo" else None)]
+            row += [f"{_signed_pct(t.diff)} [{_signed_pct(t.low)}, {_signed_pct(t.high)}]",
+                    _p_value(t.p, floor if t.p_method == "monte_carlo" else None)]
         rows.append(row)
     return out + _table(header, rows)
 
 
-def _main_k(metrics: Mapping[str, Any]) -> str:
-    budgets = [int(k) for k in metrics["budgets"]]
-    k = int(metrics.get("table_budget", budgets[-1]))
+def _main_k(metrics: MetricsFile) -> str:
+    budgets = metrics.budgets
+    k = metrics.table_budget
     return str(k if k in budgets else budgets[-1])
 
 
@@ -95,22 +110,23 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def render_report(metrics: Mapping[str, Any], plots: Sequence[str | Path] = ()) -> str:
-    """The markdown report of one evaluation (`metrics` as written to metrics.json)."""
-    results = metrics["results"]
-    budgets = [str(k) for k in metrics["budgets"]]
+def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str:
+    """The markdown report of one evaluation (`metrics`: its metrics.json)."""
+    results = metrics.results
+    budgets = [str(k) for k in metrics.budgets]
     k = _main_k(metrics)
-    ds = metrics["dataset"]
+    ds = metrics.dataset
+    stats = metrics.statistics
     out = [
         f"# Evaluation: {ds}",
         "",
-        f"{metrics['questions']} questions from {metrics['question_source']}; generator "
-        f"`{metrics['generator']}` ({metrics['backend']}, greedy, at most {metrics['max_new_tokens']} new tokens). "
+        f"{metrics.questions} questions from {metrics.question_source}; generator "
+        f"`{metrics.generator}` ({metrics.backend}, greedy, at most {metrics.max_new_tokens} new tokens). "
         "Scores in %. Coverage@K and Purity@K count the candidates that contain a gold answer "
         "(the paper's proxy) and, separately, the gold supporting paragraphs."
-        + (f" EM, F1 and Acc show the {100 * metrics['statistics']['confidence']:.0f}% percentile bootstrap "
-           f"interval over questions in brackets ({metrics['statistics']['bootstrap_resamples']} resamples)."
-           if metrics.get("statistics") else ""),
+        + (f" EM, F1 and Acc show the {100 * stats.confidence:.0f}% percentile bootstrap "
+           f"interval over questions in brackets ({stats.bootstrap_resamples} resamples)."
+           if stats else ""),
         "",
         f"## QA at K = {k}",
         "",
@@ -118,38 +134,42 @@ def render_report(metrics: Mapping[str, Any], plots: Sequence[str | Path] = ()) 
     rows = []
     for name, per_k in results.items():
         r = per_k[k]
-        ci = r.get("ci") or {}
-        rows.append([name, _with_ci(r["em"], ci.get("em")), _with_ci(r["f1"], ci.get("f1")),
-                     _with_ci(r["acc"], ci.get("acc")), _num(r["mean_k"], 2),
-                     _pct(r["answer"]["coverage"]), _pct(r["answer"]["purity"]), _num(r["prompt_tokens"], 0)])
+        ci = r.ci or {}
+        rows.append([name, _with_ci(r.em, ci.get("em")), _with_ci(r.f1, ci.get("f1")),
+                     _with_ci(r.acc, ci.get("acc")), _num(r.mean_k, 2),
+                     _pct(r.answer.coverage), _pct(r.answer.purity), _num(r.prompt_tokens, 0)])
     out += _table(["method", f"{ds} EM", f"{ds} F1", f"{ds} Acc", "mean \\|D\\|", "Coverage", "Purity",
                    "input tokens"], rows)
     out += _paired_section(metrics, k)
     out += ["", "## EM by budget K", ""]
     out += _table(["method", *[f"K={b}" for b in budgets]],
-                  [[name, *[_pct(per_k[b]["em"]) for b in budgets]] for name, per_k in results.items()])
+                  [[name, *[_pct(per_k[b].em) for b in budgets]] for name, per_k in results.items()])
     for title, key in (("answer-containing candidates", "answer"), ("gold supporting paragraphs", "supporting")):
         out += ["", f"## Coverage@K / Purity@K against {title}", ""]
+        parts = {name: [per_k[b].answer if key == "answer" else per_k[b].supporting for b in budgets]
+                 for name, per_k in results.items()}
         out += _table(["method", *[f"K={b}" for b in budgets]],
-                      [[name, *[f"{_pct(per_k[b][key]['coverage'])} / {_pct(per_k[b][key]['purity'])}"
-                                for b in budgets]] for name, per_k in results.items()])
-    if any((per_k[b].get("crux") or {}).get("n") for per_k in results.values() for b in budgets):
+                      [[name, *[f"{_pct(p.coverage)} / {_pct(p.purity)}" for p in row]] for name, row in parts.items()])
+    if any(per_k[b].crux is not None and per_k[b].crux.n for per_k in results.values() for b in budgets):
         out += ["", "## CRUX Cov@K: sub-questions answered by the selection (teacher's LANCER ratings >= 3)", "",
                 "The lancer_* baselines (and the teacher with teacher.lancer.beta > 0) select with these same "
                 "ratings, so this column favours them.", ""]
         out += _table(["method", *[f"K={b}" for b in budgets]],
-                      [[name, *[_pct((per_k[b].get("crux") or {}).get("coverage")) for b in budgets]]
-                       for name, per_k in results.items()])
+                      [[name, *[_pct(_crux(per_k[b])) for b in budgets]] for name, per_k in results.items()])
     out += ["", "## Generator input tokens per question", ""]
     out += _table(["method", *[f"K={b}" for b in budgets]],
-                  [[name, *[_num(per_k[b]["prompt_tokens"], 0) for b in budgets]] for name, per_k in results.items()])
-    fallbacks = {m: n for m, n in metrics.get("fallbacks", {}).items() if n}
+                  [[name, *[_num(per_k[b].prompt_tokens, 0) for b in budgets]] for name, per_k in results.items()])
+    fallbacks = {m: n for m, n in metrics.fallbacks.items() if n}
     if fallbacks:
         out += ["", "Fallbacks (questions without teacher subtopics, the question used instead): "
                 + ", ".join(f"{m}: {n}" for m, n in fallbacks.items())]
     if plots:
         out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).as_posix()})" for p in plots]
     return "\n".join(out) + "\n"
+
+
+def _crux(result: BudgetResult) -> float | None:
+    return result.crux.coverage if result.crux is not None else None
 
 
 def _percent_limits(ax: Any, values: Sequence[float]) -> None:
@@ -159,7 +179,7 @@ def _percent_limits(ax: Any, values: Sequence[float]) -> None:
     ax.set_ylim(0.0, 100.0 if top <= 0 else min(100.0, top * 1.1 + 1.0))
 
 
-def build_figures(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def build_figures(metrics: MetricsFile) -> dict[str, Figure]:
     """The report's matplotlib figures, by file name: em_vs_k.png, coverage_purity_vs_k.png, input_tokens.png.
 
     Reference methods (`REFERENCE_METHODS`, by kind) are drawn last in `_REFERENCE_STYLE` and labelled
@@ -170,30 +190,30 @@ def build_figures(metrics: Mapping[str, Any]) -> dict[str, Any]:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    results = metrics["results"]
-    budgets = [int(k) for k in metrics["budgets"]]
-    ds = metrics["dataset"]
-    kinds = metrics.get("methods") or {}
+    results = metrics.results
+    budgets = metrics.budgets
+    ds = metrics.dataset
+    kinds = metrics.methods
     references = [n for n in results if kinds.get(n, n) in REFERENCE_METHODS]
     names = [n for n in results if n not in references] + references  # references drawn last, on top
 
-    def series(name: str, get: Any) -> list[float]:
-        return [float("nan") if get(results[name][str(b)]) is None else 100 * get(results[name][str(b)])
-                for b in budgets]
+    def series(name: str, get: Callable[[BudgetResult], float | None]) -> list[float]:
+        values = [get(results[name][str(b)]) for b in budgets]
+        return [float("nan") if v is None else 100 * v for v in values]
 
-    def style(name: str) -> dict[str, Any]:
+    def style(name: str) -> _LineStyle:
         if name in references:
-            return {**_REFERENCE_STYLE, "label": f"{name} (reference)", "clip_on": False}
-        return {"marker": "o", "label": name, "zorder": 3, "clip_on": False}  # markers at 0 stay whole
+            return _LineStyle(**_REFERENCE_STYLE, label=f"{name} (reference)", clip_on=False)
+        return _LineStyle(marker="o", label=name, zorder=3, clip_on=False)  # markers at 0 stay whole
 
-    figures: dict[str, Any] = {}
+    figures: dict[str, Figure] = {}
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     em_values: list[float] = []
     for name in names:
-        em = series(name, lambda r: r["em"])
+        em = series(name, lambda r: r.em)
         em_values += em
         (line,) = ax.plot(budgets, em, **style(name))
-        cis = [results[name][str(b)].get("ci", {}).get("em") for b in budgets]
+        cis = [(results[name][str(b)].ci or {}).get("em") for b in budgets]
         if all(cis):
             ax.fill_between(budgets, [100 * c[0] for c in cis], [100 * c[1] for c in cis], color=line.get_color(),
                             alpha=0.12, linewidth=0, zorder=line.get_zorder() - 1)
@@ -208,7 +228,7 @@ def build_figures(metrics: Mapping[str, Any]) -> dict[str, Any]:
     for ax, what, key in zip(axes, ("Coverage@K", "Purity@K"), ("coverage", "purity")):
         values: list[float] = []
         for name in names:
-            ys = series(name, lambda r, key=key: r["answer"][key])
+            ys = series(name, lambda r, key=key: r.answer.coverage if key == "coverage" else r.answer.purity)
             values += ys
             ax.plot(budgets, ys, **style(name))
         ax.set(xlabel="budget K (passages)", ylabel=f"{what} (%)", title=f"{ds}: {what} (answer-containing)",
@@ -220,7 +240,7 @@ def build_figures(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name in names:
-        tokens = [results[name][str(b)]["prompt_tokens"] for b in budgets]
+        tokens = [results[name][str(b)].prompt_tokens for b in budgets]
         ax.plot(budgets, [float("nan") if t is None else t for t in tokens], **style(name))
     ax.set(xlabel="budget K (passages)", ylabel="input tokens per question", title=f"{ds}: generator input",
            xticks=budgets)
@@ -231,7 +251,7 @@ def build_figures(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def plot_metrics(metrics: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
+def plot_metrics(metrics: MetricsFile, out_dir: str | Path) -> list[Path]:
     """Write `build_figures`' PNGs into `out_dir` (each atomically); return the paths."""
     import matplotlib.pyplot as plt
 
@@ -250,7 +270,7 @@ def plot_metrics(metrics: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
     return paths
 
 
-def metrics_table(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+def metrics_table(metrics: MetricsFile) -> tuple[list[str], list[list[str | int | float | None]]]:
     """(columns, rows): one row per method and budget K with the QA means (fractions), their interval
     bounds, mean |D|, answer Coverage/Purity, input tokens and the paired test against retrieval
     (None where absent). The experiment tracker's table of the evaluate stage."""
@@ -260,52 +280,51 @@ def metrics_table(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[Any]
     columns += ["mean_k", "coverage", "purity", "prompt_tokens"]
     for m in ("em", "f1", "acc"):
         columns += [f"{m}_diff_vs_retrieval", f"{m}_p_vs_retrieval"]
-    rows: list[list[Any]] = []
-    for name, per_k in metrics["results"].items():
+    rows: list[list[str | int | float | None]] = []
+    for name, per_k in metrics.results.items():
         for k in sorted(per_k, key=int):
             r = per_k[k]
-            ci = r.get("ci") or {}
-            row: list[Any] = [name, int(k)]
+            ci = r.ci or {}
+            row: list[str | int | float | None] = [name, int(k)]
+            for m, value in (("em", r.em), ("f1", r.f1), ("acc", r.acc)):
+                row += [value, *(ci.get(m) or (None, None))]
+            row += [r.mean_k, r.answer.coverage, r.answer.purity, r.prompt_tokens]
+            tests = r.vs_retrieval or {}
             for m in ("em", "f1", "acc"):
-                row += [r[m], *(ci.get(m) or (None, None))]
-            row += [r["mean_k"], r["answer"]["coverage"], r["answer"]["purity"], r["prompt_tokens"]]
-            tests = r.get("vs_retrieval") or {}
-            for m in ("em", "f1", "acc"):
-                row += [tests[m]["diff"], tests[m]["p"]] if m in tests else [None, None]
+                row += [tests[m].diff, tests[m].p] if m in tests else [None, None]
             rows.append(row)
     return columns, rows
 
 
-def read_metrics(path: str | Path) -> dict[str, Any]:
-    """A metrics.json, given the file or a run directory (``<run_dir>/eval/metrics.json``), checked as a
-    `MetricsFile` (a mismatch is a `RecordError` naming the file and field) and returned as read."""
+def read_metrics(path: str | Path) -> MetricsFile:
+    """A metrics.json, given the file or a run directory (``<run_dir>/eval/metrics.json``), read as a
+    `MetricsFile` (a mismatch is a `RecordError` naming the file and field)."""
     p = Path(path)
     if p.is_dir():
         p = p / "eval" / "metrics.json" if (p / "eval" / "metrics.json").is_file() else p / "metrics.json"
     if not p.is_file():
         raise FileNotFoundError(f"{p} does not exist: run `purecover evaluate RECIPE` first")
-    load_json_record(p, MetricsFile, hint="is it a metrics.json written by `purecover evaluate`?")
-    return json.loads(p.read_text(encoding="utf-8"))
+    return load_json_record(p, MetricsFile, hint="is it a metrics.json written by `purecover evaluate`?")
 
 
-def combined_table(runs: Sequence[Mapping[str, Any]], k: int | None = None) -> str:
+def combined_table(runs: Sequence[MetricsFile], k: int | None = None) -> str:
     """The paper's table over several evaluations: rows methods, column groups datasets × EM/F1/Acc.
 
     `k` defaults to each run's ``table_budget``; a method missing from a run shows ``—``.
     """
     methods: list[str] = []
     for m in runs:
-        methods += [name for name in m["results"] if name not in methods]
+        methods += [name for name in m.results if name not in methods]
     header = ["method"]
     for m in runs:
-        header += [f"{m['dataset']} EM", f"{m['dataset']} F1", f"{m['dataset']} Acc"]
+        header += [f"{m.dataset} EM", f"{m.dataset} F1", f"{m.dataset} Acc"]
     rows = []
     for name in methods:
         row = [name]
         for m in runs:
             kk = str(k) if k is not None else _main_k(m)
-            r = m["results"].get(name, {}).get(kk)
-            row += [_pct(r["em"]), _pct(r["f1"]), _pct(r["acc"])] if r else ["—"] * 3
+            r = m.results.get(name, {}).get(kk)
+            row += [_pct(r.em), _pct(r.f1), _pct(r.acc)] if r else ["—"] * 3
         rows.append(row)
     budgets = sorted({str(k) if k is not None else _main_k(m) for m in runs})
     title = f"QA at K = {', '.join(budgets)} (scores in %)"

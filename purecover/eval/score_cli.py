@@ -10,12 +10,12 @@ rules (`purecover.eval.qa_metrics`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from .qa_metrics import score_predictions
+from .qa_metrics import QAScores, score_predictions
 
 __all__ = ["add_score_arguments", "main_score", "read_predictions", "run_score"]
 
@@ -61,8 +61,8 @@ def read_predictions(path: str | Path) -> dict[str, str]:
 
 
 def run_score(predictions_path: str | Path, dataset: str, gold_path: str | Path, allow_missing: bool = False,
-              aliases: str | Path | None = None, allow_missing_option: str = "allow_missing=True") -> dict[str, Any]:
-    """Score `predictions_path` against the gold answers of `gold_path`: ``{"em","f1","acc","n","missing"}``."""
+              aliases: str | Path | None = None, allow_missing_option: str = "allow_missing=True") -> QAScores:
+    """Score `predictions_path` against the gold answers of `gold_path` (means and counts)."""
     from ..data.loaders import ExampleSource
 
     if dataset not in _DATASETS:
@@ -104,9 +104,9 @@ def main_score(args: argparse.Namespace) -> int:
         print(f"purecover score: error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(dataclasses.asdict(summary)))
         return 0
-    print(f"purecover score: {args.dataset}, {summary['n']} question(s) scored, {summary['missing']} missing")
-    for key, label in (("em", "EM"), ("f1", "F1"), ("acc", "Acc")):
-        print(f"  {label:<4}{100 * summary[key]:7.2f}")
+    print(f"purecover score: {args.dataset}, {summary.n} question(s) scored, {summary.missing} missing")
+    for value, label in ((summary.em, "EM"), (summary.f1, "F1"), (summary.acc, "Acc")):
+        print(f"  {label:<4}{100 * value:7.2f}")
     return 0

@@ -15,17 +15,25 @@ Coverage (LANCER / CRUX):
 
 Undefined values (empty gold, empty selection, no sub-questions) are ``None`` and are skipped by
 the aggregations, which report how many questions entered each mean.
+
+A question's figures are a `QuestionSelection`; their means over the questions a `SelectionMeans`, whose
+parts are the records metrics.json stores (`purecover.records.CoveragePurity`, ...).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import string
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from typing import Any
+
+from ..records import CandidateDoc, CandidateRecord, CoveragePurity, CruxCoverage, SupportingCoveragePurity
 
 __all__ = [
     "YES_NO",
+    "QuestionSelection",
+    "SelectionMeans",
     "answer_containing",
     "coverage_at_k",
     "crux_coverage",
@@ -46,18 +54,11 @@ def _normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def _field(doc: Any, name: str) -> Any:
-    if isinstance(doc, Mapping):
-        return doc.get(name)
-    return getattr(doc, name, None)
-
-
-def answer_containing(docs: Sequence[Any], answers: Iterable[str]) -> set[int]:
+def answer_containing(docs: Sequence[CandidateDoc], answers: Iterable[str]) -> set[int]:
     """Positions of the candidates whose normalised ``title + text`` contains a gold answer.
 
     "Contains" means the normalised answer occurs as a whole-token span: "new york" is in
-    "New York City", "york" is not in "Yorkshire". Docs are ``candidates.jsonl`` dicts (or
-    objects with ``title``/``text``). Answers that normalise to "yes"/"no" (StrategyQA, HotpotQA
+    "New York City", "york" is not in "Yorkshire". Answers that normalise to "yes"/"no" (StrategyQA, HotpotQA
     comparison questions) or to nothing are ignored: no passage "contains" a yes/no answer, so a
     yes/no question has an empty answer-containing set (its Coverage@K is undefined).
     """
@@ -70,9 +71,8 @@ def answer_containing(docs: Sequence[Any], answers: Iterable[str]) -> set[int]:
         return set()
     found = set()
     for i, doc in enumerate(docs):
-        title = _field(doc, "title") or ""
-        text = _field(doc, "text") or ""
-        hay = f" {_normalize(f'{title} {text}')} "
+        title = doc.title or ""
+        hay = f" {_normalize(f'{title} {doc.text}')} "
         if any(g in hay for g in golds):
             found.add(i)
     return found
@@ -94,9 +94,7 @@ def purity_at_k(selected: Collection[Hashable], gold: Collection[Hashable]) -> f
     return len(sel & set(gold)) / len(sel)
 
 
-def _selected_positions(selected: Any, n_docs: int, qid: str) -> list[int]:
-    if isinstance(selected, Mapping):
-        selected = selected.get("selected")
+def _selected_positions(selected: Sequence[int], n_docs: int, qid: str) -> list[int]:
     if selected is None or isinstance(selected, (str, bytes)):
         raise ValueError(f"question {qid!r}: field 'selected': expected a list of candidate positions")
     out = []
@@ -109,35 +107,48 @@ def _selected_positions(selected: Any, n_docs: int, qid: str) -> list[int]:
     return out
 
 
-def question_selection(record: Mapping[str, Any], selected: Any, ratings: Any = None) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class QuestionSelection:
+    """Coverage@K and Purity@K of one question's selection against both gold definitions (None: undefined)."""
+
+    qid: str
+    k: int  # passages selected
+    answer_coverage: float | None
+    answer_purity: float | None
+    support_coverage: float | None
+    support_purity: float | None
+    n_answer_gold: int  # answer-containing candidates
+    n_support_gold: int  # gold supporting paragraphs among the candidates
+    gold_not_retrieved: int  # gold supporting paragraphs that are not candidates
+    crux_coverage: float | None  # None without the teacher's LANCER ratings
+
+
+def question_selection(record: CandidateRecord, selected: Sequence[int], ratings: Any = None) -> QuestionSelection:
     """Coverage and purity of one question against both gold definitions.
 
-    `record` is a ``candidates.jsonl`` record; `selected` a list of candidate positions (or a
-    ``selections.jsonl`` record with ``selected``). `ratings`, the teacher's LANCER ratings of the
-    question (one row per candidate in retrieval order, one column per sub-question), adds
-    ``crux_coverage``: the share of sub-questions some selected candidate answers (`crux_coverage`).
+    `record` is the question's candidates; `selected` a list of candidate positions. `ratings`, the
+    teacher's LANCER ratings of the question (one row per candidate in retrieval order, one column per
+    sub-question), adds ``crux_coverage``: the share of sub-questions some selected candidate answers
+    (`crux_coverage`).
     """
-    qid = str(record.get("qid", "?"))
-    docs = record.get("docs")
-    if not isinstance(docs, list):
-        raise ValueError(f"question {qid!r}: field 'docs': expected a list of candidates")
+    qid, docs = record.qid, record.docs
     sel = set(_selected_positions(selected, len(docs), qid))
-    answer_gold = answer_containing(docs, record.get("answers") or [])
-    gold_ids = set(record.get("gold_doc_ids") or [])
-    support_gold = {i for i, d in enumerate(docs) if _field(d, "doc_id") in gold_ids}
-    retrieved_ids = {_field(d, "doc_id") for d in docs}
-    return {
-        "qid": qid,
-        "k": len(sel),
-        "answer_coverage": coverage_at_k(sel, answer_gold),
-        "answer_purity": purity_at_k(sel, answer_gold),
-        "support_coverage": coverage_at_k(sel, support_gold),
-        "support_purity": purity_at_k(sel, support_gold),
-        "n_answer_gold": len(answer_gold),
-        "n_support_gold": len(support_gold),
-        "gold_not_retrieved": len(gold_ids - retrieved_ids),
-        "crux_coverage": _selected_crux(ratings, sorted(sel), qid),
-    }
+    answer_gold = answer_containing(docs, record.answers)
+    gold_ids = set(record.gold_doc_ids)
+    support_gold = {i for i, d in enumerate(docs) if d.doc_id in gold_ids}
+    retrieved_ids = {d.doc_id for d in docs}
+    return QuestionSelection(
+        qid=qid,
+        k=len(sel),
+        answer_coverage=coverage_at_k(sel, answer_gold),
+        answer_purity=purity_at_k(sel, answer_gold),
+        support_coverage=coverage_at_k(sel, support_gold),
+        support_purity=purity_at_k(sel, support_gold),
+        n_answer_gold=len(answer_gold),
+        n_support_gold=len(support_gold),
+        gold_not_retrieved=len(gold_ids - retrieved_ids),
+        crux_coverage=_selected_crux(ratings, sorted(sel), qid),
+    )
 
 
 def _selected_crux(ratings: Any, positions: Sequence[int], qid: str) -> float | None:
@@ -154,7 +165,18 @@ def _mean(values: list[float | None]) -> tuple[float | None, int]:
     return (sum(kept) / len(kept) if kept else None), len(kept)
 
 
-def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class SelectionMeans:
+    """Means of `QuestionSelection`s over the questions (`summarize_selection`)."""
+
+    n_questions: int
+    mean_k: float | None  # mean passages selected; None without questions
+    answer: CoveragePurity  # against answer-containing candidates
+    supporting: SupportingCoveragePurity  # against gold supporting paragraphs
+    crux: CruxCoverage  # CRUX coverage over the questions with ratings
+
+
+def summarize_selection(rows: Sequence[QuestionSelection]) -> SelectionMeans:
     """Mean Coverage@K and Purity@K over `question_selection` rows, against answer-containing candidates
     (``answer``) and gold supporting paragraphs (``supporting``).
 
@@ -162,25 +184,23 @@ def summarize_selection(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     ``n_undefined_*`` those left out.
     """
     n = len(rows)
-    report: dict[str, Any] = {
-        "n_questions": n,
-        "mean_k": (sum(r["k"] for r in rows) / n) if n else None,
-    }
-    for name in ("answer", "support"):
-        cov, n_cov = _mean([r[f"{name}_coverage"] for r in rows])
-        pur, n_pur = _mean([r[f"{name}_purity"] for r in rows])
-        report["answer" if name == "answer" else "supporting"] = {
-            "coverage": cov,
-            "purity": pur,
-            "n_coverage": n_cov,
-            "n_purity": n_pur,
-            "n_undefined_coverage": n - n_cov,
-            "n_undefined_purity": n - n_pur,
-        }
-    report["supporting"]["gold_not_retrieved"] = sum(r["gold_not_retrieved"] for r in rows)
-    crux, n_crux = _mean([r.get("crux_coverage") for r in rows])
-    report["crux"] = {"coverage": crux, "n": n_crux}
-    return report
+    answer_cov, n_answer_cov = _mean([r.answer_coverage for r in rows])
+    answer_pur, n_answer_pur = _mean([r.answer_purity for r in rows])
+    support_cov, n_support_cov = _mean([r.support_coverage for r in rows])
+    support_pur, n_support_pur = _mean([r.support_purity for r in rows])
+    crux, n_crux = _mean([r.crux_coverage for r in rows])
+    return SelectionMeans(
+        n_questions=n,
+        mean_k=(sum(r.k for r in rows) / n) if n else None,
+        answer=CoveragePurity(coverage=answer_cov, purity=answer_pur, n_coverage=n_answer_cov,
+                              n_purity=n_answer_pur, n_undefined_coverage=n - n_answer_cov,
+                              n_undefined_purity=n - n_answer_pur),
+        supporting=SupportingCoveragePurity(coverage=support_cov, purity=support_pur, n_coverage=n_support_cov,
+                                            n_purity=n_support_pur, n_undefined_coverage=n - n_support_cov,
+                                            n_undefined_purity=n - n_support_pur,
+                                            gold_not_retrieved=sum(r.gold_not_retrieved for r in rows)),
+        crux=CruxCoverage(coverage=crux, n=n_crux),
+    )
 
 
 # --------------------------------------------------------------------------- coverage metrics

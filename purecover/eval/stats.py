@@ -7,20 +7,24 @@
   two-sided p-value from a paired sign-flip permutation test (under H0 the sign of each d_i is
   exchangeable; p = (1 + #{|mean(s·d)| ≥ |mean(d)|}) / (1 + R) over R random sign vectors s, or the
   exact p over all 2^n sign vectors when 2^n ≤ R).
-* `annotate_results`: adds both to the ``results`` of a metrics.json (every method and K).
+* `annotate_results`: adds both to every method and K of an evaluation's results (`BudgetResult`s).
 
 All functions are deterministic for a given seed; resampling is vectorised in chunks (bounded memory).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BASELINE", "METRICS", "annotate_results", "bootstrap_ci", "paired_test", "statistics_meta"]
+from ..records import BudgetResult, EvaluationStatistics, PairedTest
+
+__all__ = ["BASELINE", "METRICS", "BootstrapInterval", "annotate_results", "bootstrap_ci", "paired_test",
+           "statistics_meta"]
 
 METRICS = ("em", "f1", "acc")
 BASELINE = "retrieval"  # the method every other is tested against
@@ -29,6 +33,16 @@ BOOTSTRAP_RESAMPLES = 1000
 PERMUTATIONS = 10_000
 TEST_NAME = "paired sign-flip permutation test (two-sided) on per-question differences"
 _CHUNK_ELEMENTS = 4_000_000  # resamples × questions per vectorised chunk
+
+
+@dataclasses.dataclass(frozen=True)
+class BootstrapInterval:
+    """The mean of n per-question scores and its percentile bootstrap interval [low, high]."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
 
 
 def _as_matrix(values: Any, what: str) -> np.ndarray:
@@ -89,7 +103,7 @@ def _sign_flip_p(d: np.ndarray, permutations: int, rng: np.random.Generator) -> 
 
 
 def _paired(a: np.ndarray, b: np.ndarray, resamples: int, permutations: int, confidence: float,
-            seed: int) -> list[dict[str, Any]]:
+            seed: int) -> list[PairedTest]:
     """`paired_test` of every column of `a` against the same column of `b` (both shape (n, m))."""
     if a.shape != b.shape:
         raise ValueError(f"paired_test: {a.shape[0]} and {b.shape[0]} scores; both methods must score the "
@@ -99,28 +113,28 @@ def _paired(a: np.ndarray, b: np.ndarray, resamples: int, permutations: int, con
     lo, hi = _bootstrap_intervals(d, resamples, confidence, rng)
     p, how = _sign_flip_p(d, permutations, rng)
     diff = d.mean(axis=0)
-    return [{"diff": float(diff[j]), "low": float(lo[j]), "high": float(hi[j]), "p": float(min(1.0, p[j])),
-             "n": d.shape[0], "p_method": how} for j in range(d.shape[1])]
+    return [PairedTest(diff=float(diff[j]), low=float(lo[j]), high=float(hi[j]), p=float(min(1.0, p[j])),
+                       n=d.shape[0], p_method=how) for j in range(d.shape[1])]
 
 
 def bootstrap_ci(values: Sequence[float] | np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
-                 confidence: float = CONFIDENCE, seed: int = 0) -> dict[str, float | int]:
-    """``{"mean", "low", "high", "n"}``: the mean of `values` (n per-question scores) and its percentile
-    bootstrap interval (`resamples` resamples of the n questions with replacement)."""
+                 confidence: float = CONFIDENCE, seed: int = 0) -> BootstrapInterval:
+    """The mean of `values` (n per-question scores) and its percentile bootstrap interval (`resamples`
+    resamples of the n questions with replacement)."""
     _check(resamples, 1, confidence)
     arr = _as_matrix(values, "bootstrap_ci")
     if arr.shape[1] != 1:
         raise ValueError(f"bootstrap_ci: expected a 1-d sequence, got shape {arr.shape}")
     lo, hi = _bootstrap_intervals(arr, resamples, confidence, np.random.default_rng(seed))
-    return {"mean": float(arr.mean()), "low": float(lo[0]), "high": float(hi[0]), "n": arr.shape[0]}
+    return BootstrapInterval(mean=float(arr.mean()), low=float(lo[0]), high=float(hi[0]), n=arr.shape[0])
 
 
 def paired_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
                 resamples: int = BOOTSTRAP_RESAMPLES, permutations: int = PERMUTATIONS,
-                confidence: float = CONFIDENCE, seed: int = 0) -> dict[str, Any]:
+                confidence: float = CONFIDENCE, seed: int = 0) -> PairedTest:
     """Method `a` against method `b` on the same n questions (`a[i]`, `b[i]`: question i's scores).
 
-    Returns ``{"diff", "low", "high", "p", "n", "p_method"}``: the mean of a − b, its paired bootstrap
+    Returns the mean of a − b (``diff``), its paired bootstrap
     percentile interval, the two-sided sign-flip permutation p-value (``monte_carlo``: floor
     1 / (1 + permutations); ``exact`` over all 2^n sign vectors when 2^n <= permutations), and n.
     """
@@ -131,38 +145,50 @@ def paired_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     return _paired(x, y, resamples, permutations, confidence, seed)[0]
 
 
-def statistics_meta(seed: int, baseline_present: bool) -> dict[str, Any]:
+def statistics_meta(seed: int, baseline_present: bool) -> EvaluationStatistics:
     """What metrics.json's ``statistics`` field records about how the intervals and tests were made."""
-    return {"confidence": CONFIDENCE, "interval": "percentile bootstrap over questions",
-            "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "test": TEST_NAME, "permutations": PERMUTATIONS,
-            "seed": seed, "baseline": BASELINE if baseline_present else None}
+    return EvaluationStatistics(confidence=CONFIDENCE, interval="percentile bootstrap over questions",
+                                bootstrap_resamples=BOOTSTRAP_RESAMPLES, test=TEST_NAME, permutations=PERMUTATIONS,
+                                seed=seed, baseline=BASELINE if baseline_present else None)
 
 
 def _r(x: float) -> float:
     return round(float(x), 6)
 
 
-def annotate_results(results: dict[str, dict[str, dict[str, Any]]],
-                     scores: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], seed: int = 0) -> dict[str, Any]:
-    """Add ``ci`` and, when `BASELINE` is a method, ``vs_retrieval`` to every ``results[method][K]`` (in place).
+def _rounded(test: PairedTest) -> PairedTest:
+    """`test` as metrics.json stores it: diff, bounds and p to 6 decimals."""
+    return test.model_copy(update={f: _r(getattr(test, f)) for f in ("diff", "low", "high", "p")})
+
+
+def annotate_results(results: Mapping[str, Mapping[str, BudgetResult]],
+                     scores: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], seed: int = 0
+                     ) -> tuple[dict[str, dict[str, BudgetResult]], EvaluationStatistics]:
+    """Every ``results[method][K]`` with ``ci`` and, when `BASELINE` is a method, ``vs_retrieval`` added;
+    and `statistics_meta`.
 
     `scores[(method, K)][metric]` holds the per-question scores in one fixed question order shared by
-    all methods (the pairing). ``ci[metric] = [low, high]``; ``vs_retrieval[metric] = {diff, low, high,
-    p, n, p_method}`` (absent for the baseline itself). Returns `statistics_meta`.
+    all methods (the pairing). ``ci[metric] = [low, high]``; ``vs_retrieval[metric]`` a `PairedTest`
+    (absent for the baseline itself). A result without questions is returned as it is.
     """
     has_baseline = BASELINE in results
+    annotated: dict[str, dict[str, BudgetResult]] = {}
     for name, per_k in results.items():
+        annotated[name] = {}
         for k, entry in per_k.items():
+            annotated[name][k] = entry
             own = scores[(name, k)]
             if not len(own[METRICS[0]]):
                 continue
             values = _as_matrix(np.column_stack([own[m] for m in METRICS]), f"{name}@{k} scores")
             lo, hi = _bootstrap_intervals(values, BOOTSTRAP_RESAMPLES, CONFIDENCE, np.random.default_rng(seed))
-            entry["ci"] = {m: [_r(lo[j]), _r(hi[j])] for j, m in enumerate(METRICS)}
-            if has_baseline and name != BASELINE:
-                base = scores[(BASELINE, k)]
-                base_values = _as_matrix(np.column_stack([base[m] for m in METRICS]), f"{BASELINE}@{k} scores")
-                tests = _paired(values, base_values, BOOTSTRAP_RESAMPLES, PERMUTATIONS, CONFIDENCE, seed)
-                entry["vs_retrieval"] = {m: {**t, **{f: _r(t[f]) for f in ("diff", "low", "high", "p")}}
-                                         for m, t in zip(METRICS, tests)}
-    return statistics_meta(seed, has_baseline)
+            ci = {m: [_r(lo[j]), _r(hi[j])] for j, m in enumerate(METRICS)}
+            if not has_baseline or name == BASELINE:
+                annotated[name][k] = entry.model_copy(update={"ci": ci})
+                continue
+            base = scores[(BASELINE, k)]
+            base_values = _as_matrix(np.column_stack([base[m] for m in METRICS]), f"{BASELINE}@{k} scores")
+            tests = _paired(values, base_values, BOOTSTRAP_RESAMPLES, PERMUTATIONS, CONFIDENCE, seed)
+            annotated[name][k] = entry.model_copy(
+                update={"ci": ci, "vs_retrieval": {m: _rounded(t) for m, t in zip(METRICS, tests)}})
+    return annotated, statistics_meta(seed, has_baseline)

@@ -108,12 +108,10 @@ class VLLMGenerator:
                 "(needs a CUDA GPU), or set teacher.backend=hf"
             ) from exc
         self._vllm = vllm
-        kwargs: dict[str, Any] = {"model": model, "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
-                                  "trust_remote_code": trust_remote_code, "seed": seed,
-                                  "gpu_memory_utilization": gpu_memory_utilization}
-        if max_model_len:
-            kwargs["max_model_len"] = max_model_len
-        self.llm = vllm.LLM(**kwargs)
+        self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                            trust_remote_code=trust_remote_code, seed=seed,
+                            gpu_memory_utilization=gpu_memory_utilization,
+                            **({"max_model_len": max_model_len} if max_model_len else {}))
         self.tokenizer = tokenizer if tokenizer is not None else self.llm.get_tokenizer()
 
     def token_prompts(self, prompts: Sequence[str]) -> list[dict[str, list[int]]]:

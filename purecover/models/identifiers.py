@@ -15,6 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import JsonValue
+
+from ..records import IdentifiersRecord, validate_record
+
 __all__ = ["SCHEMES", "IdentifierError", "IdentifierScheme"]
 
 SCHEMES: dict[str, tuple[str, ...]] = {
@@ -86,9 +90,22 @@ class IdentifierScheme:
         out.append(end_id)
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_record(self) -> IdentifiersRecord:
+        """The scheme as stored (``identifiers`` of selector_config.json and of the student metadata)."""
+        return IdentifiersRecord(name=self.name, separator=self.separator, labels=list(self.labels))
+
+    def to_dict(self) -> dict[str, str | list[str]]:
+        """`to_record` as JSON: ``{"name", "separator", "labels"}``."""
         return {"name": self.name, "separator": self.separator, "labels": list(self.labels)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> IdentifierScheme:
-        return cls(name=data["name"], separator=data["separator"], labels=tuple(data["labels"]))
+    def from_record(cls, record: IdentifiersRecord) -> IdentifierScheme:
+        """The scheme a stored `IdentifiersRecord` describes (not yet bound to a tokenizer)."""
+        return cls(name=record.name, separator=record.separator, labels=tuple(record.labels))
+
+    @classmethod
+    def from_dict(cls, data: IdentifiersRecord | dict[str, JsonValue]) -> IdentifierScheme:
+        """`from_record` of a record, or of its JSON form (validated: a bad value is a ValueError naming the field)."""
+        record = data if isinstance(data, IdentifiersRecord) else validate_record(IdentifiersRecord, data,
+                                                                                  "identifiers")
+        return cls.from_record(record)

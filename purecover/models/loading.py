@@ -80,17 +80,13 @@ def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_
     name = check_model_path(name)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    kwargs: dict[str, Any] = {
-        "dtype": resolve_dtype(dtype, device),
-        "use_safetensors": True,
-        "trust_remote_code": trust_remote_code,
-        "attn_implementation": attn_implementation,
-    }
-    if device_map:
-        kwargs["device_map"] = device_map
-    model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    torch_dtype = resolve_dtype(dtype, device)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, use_safetensors=True,
+                                                 trust_remote_code=trust_remote_code,
+                                                 attn_implementation=attn_implementation,
+                                                 **({"device_map": device_map} if device_map else {}))
     if not device_map:
         model.to(device)
     model.eval()
-    log.info("loaded %s (%s, %s)", name, kwargs["dtype"], device_map or device)
+    log.info("loaded %s (%s, %s)", name, torch_dtype, device_map or device)
     return model

@@ -40,11 +40,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import torch
+from pydantic import JsonValue
 
-from ..records import SelectorConfig, load_json_record, validate_record
+from ..records import CandidateDoc, SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selector_prompt import build_selector_prompt, prompt_template
@@ -58,6 +59,7 @@ __all__ = [
     "VLLM_LOGPROBS_MODES",
     "HFSelectorBackend",
     "SelectionResult",
+    "SelectionRow",
     "Selector",
     "SelectorBackend",
     "VLLMSelectorBackend",
@@ -75,6 +77,16 @@ SCORE_SPACES = ("logit", "logprob")
 VLLM_LOGPROBS_MODES: tuple[str | None, ...] = ("processed_logits", "processed_logprobs", None)
 
 
+class SelectionRow(TypedDict):
+    """`SelectionResult.to_record`: a selections.jsonl record without the doc ids (DESIGN §4)."""
+
+    qid: str
+    selected: list[int]
+    logits: list[float]
+    probabilities: list[float]
+    score_space: str
+
+
 @dataclass
 class SelectionResult:
     """One question's selection: kept candidate positions (best first) and the scores of all candidates.
@@ -88,7 +100,7 @@ class SelectionResult:
     probabilities: list[float]
     score_space: str = "logit"
 
-    def to_record(self, qid: str) -> dict[str, Any]:
+    def to_record(self, qid: str) -> SelectionRow:
         """The selections.jsonl record (DESIGN §4), plus ``score_space``."""
         return {"qid": qid, "selected": list(self.indices), "logits": list(self.logits),
                 "probabilities": list(self.probabilities), "score_space": self.score_space}
@@ -166,19 +178,19 @@ class HFSelectorBackend:
         self.batch_size = batch_size
 
     @classmethod
-    def load(cls, path: str | Path, config: Mapping[str, Any], *, pad_id: int = 0, device: str = "auto",
+    def load(cls, path: str | Path, config: SelectorConfig, *, pad_id: int = 0, device: str = "auto",
              dtype: str = "auto", device_map: str | None = None, trust_remote_code: bool = False,
              batch_size: int = 8, attn_implementation: str = "sdpa") -> HFSelectorBackend:
         from .loading import load_causal_lm
 
         kwargs = {"dtype": dtype, "device": device, "device_map": device_map,
                   "trust_remote_code": trust_remote_code, "attn_implementation": attn_implementation}
-        if config.get("adapter"):
+        if config.adapter:
             try:
                 from peft import PeftModel
             except ImportError as exc:  # pragma: no cover - peft is a dependency
                 raise ImportError(f"{path} holds a LoRA adapter (export.merge: false); loading it needs peft") from exc
-            base = load_causal_lm(str(config["base_model"]), **kwargs)
+            base = load_causal_lm(config.base_model, **kwargs)
             model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
             model.eval()
         else:
@@ -308,33 +320,43 @@ class VLLMSelectorBackend:
 # --------------------------------------------------------------------------- Selector
 
 
-def read_selector_config(path: str | Path) -> dict[str, Any]:
-    """``selector_config.json`` of a selector directory, validated as a `SelectorConfig` (types, ranges,
-    finite thresholds). Keys that older exports lack get their defaults; unknown keys are kept.
+def read_selector_config(path: str | Path) -> SelectorConfig:
+    """``selector_config.json`` of a selector directory as a `SelectorConfig` (types, ranges, finite
+    thresholds checked). Keys that older exports lack get their defaults; unknown keys are kept
+    (``model_extra``).
 
     A bad value raises one ValueError naming the file, the field and the problem.
     """
     file = Path(path) / SELECTOR_CONFIG
     if not file.is_file():
         raise FileNotFoundError(f"{file} does not exist: not a selector directory (run `purecover export RECIPE`)")
-    record = load_json_record(file, SelectorConfig, hint=_CONFIG_HINT)
-    return record.model_dump(mode="json")
+    return load_json_record(file, SelectorConfig, hint=_CONFIG_HINT)
 
 
-def _as_doc(doc: Any, position: int) -> dict[str, Any]:
+def _as_doc(doc: Any, position: int) -> CandidateDoc:
+    """A candidate as a `CandidateDoc` (title and text): a str is the text; a mapping or another object needs a
+    ``text`` string and may have a ``title`` (a string or None)."""
+    if isinstance(doc, CandidateDoc):
+        return doc
     if isinstance(doc, str):
-        return {"title": "", "text": doc}
-    if isinstance(doc, Mapping) and isinstance(doc.get("text"), str):
-        return dict(doc)
-    raise TypeError(f"candidate {position}: expected a dict with a 'text' string (and optional 'title') or a str, "
-                    f"got {type(doc).__name__}")
+        return CandidateDoc(title="", text=doc)
+    if isinstance(doc, Mapping):
+        text, title = doc.get("text"), doc.get("title")
+    else:
+        text, title = getattr(doc, "text", None), getattr(doc, "title", None)
+    if not isinstance(text, str):
+        raise TypeError(f"candidate {position}: expected a dict with a 'text' string (and optional 'title'), an "
+                        f"object with a 'text' attribute or a str, got {type(doc).__name__}")
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"candidate {position}: 'title' must be a str or None, got {type(title).__name__}")
+    return CandidateDoc(title=title, text=text)
 
 
 class Selector:
     """A trained selector bound to its tokenizer, identifier scheme and threshold (see module docstring).
 
-    `config`: the content of selector_config.json (validated as a `SelectorConfig`; a bad value is a
-    ValueError naming the field). Questions longer than `max_question_tokens` tokens are cut to that
+    `config`: a `SelectorConfig` (`read_selector_config`), or the content of selector_config.json as a dict
+    (validated as one; a bad value is a ValueError naming the field). Questions longer than `max_question_tokens` tokens are cut to that
     many (the question appears twice in the prompt, so an unbounded one would make the prompt, the
     time and the memory of the forward pass unbounded), like passages are cut to ``max_passage_tokens``.
     The default, `MAX_QUESTION_TOKENS` = 256, is well above the questions the selector is trained on
@@ -342,14 +364,15 @@ class Selector:
     training; only pathological ones are cut. `questions_truncated` counts the questions cut so far.
     """
 
-    def __init__(self, tokenizer: Any, config: Mapping[str, Any], backend: SelectorBackend, *,
+    def __init__(self, tokenizer: Any, config: SelectorConfig | Mapping[str, JsonValue], backend: SelectorBackend, *,
                  max_question_tokens: int = MAX_QUESTION_TOKENS) -> None:
-        record = validate_record(SelectorConfig, dict(config), "selector config", hint=_CONFIG_HINT)
+        record = config if isinstance(config, SelectorConfig) else validate_record(
+            SelectorConfig, dict(config), "selector config", hint=_CONFIG_HINT)
         if isinstance(max_question_tokens, bool) or not isinstance(max_question_tokens, int) \
                 or max_question_tokens < 1:
             raise ValueError(f"max_question_tokens must be an integer >= 1, got {max_question_tokens!r}")
         self.tokenizer = tokenizer
-        self.config = record.model_dump(mode="json")
+        self.config: SelectorConfig = record
         self.backend = backend
         self.k1: int = record.k1
         self.tau3: float = record.tau3
@@ -371,7 +394,7 @@ class Selector:
         self.max_passage_tokens: int = record.max_passage_tokens
         self.max_question_tokens: int = max_question_tokens
         self.questions_truncated: int = 0  # questions cut to max_question_tokens so far (see class docstring)
-        self.scheme = IdentifierScheme.from_dict(self.config["identifiers"]).check(tokenizer, self.k1)
+        self.scheme = IdentifierScheme.from_record(record.identifiers).check(tokenizer, self.k1)
         expected = prompt_template()
         stored = record.prompt_template
         if stored.get("hash") != expected["hash"]:
@@ -397,7 +420,7 @@ class Selector:
             raise ValueError(f"unknown selector backend {backend!r}; expected hf or vllm")
         path = Path(path)
         config = read_selector_config(path)
-        if backend == "vllm" and config.get("adapter"):
+        if backend == "vllm" and config.adapter:
             raise ValueError(f"{path} holds a LoRA adapter (export.merge: false); the vllm backend needs a merged "
                              "export: rerun `purecover export` with export.merge=true")
         tokenizer = load_tokenizer(str(path), trust_remote_code=trust_remote_code, padding_side="left")
@@ -408,7 +431,7 @@ class Selector:
                                           trust_remote_code=trust_remote_code, batch_size=batch_size,
                                           **backend_kwargs)
         else:
-            impl = VLLMSelectorBackend(path, int(config["k1"]), dtype=dtype, trust_remote_code=trust_remote_code,
+            impl = VLLMSelectorBackend(path, config.k1, dtype=dtype, trust_remote_code=trust_remote_code,
                                        **backend_kwargs)
         return cls(tokenizer, config, impl, max_question_tokens=max_question_tokens)
 
@@ -463,7 +486,8 @@ class Selector:
 
     def select(self, question: str, docs: Sequence[Any], tau: float | None = None, k_max: int | None = None,
                min_select: int | None = None) -> SelectionResult:
-        """Select among `docs` (dicts with ``text`` and optional ``title``, or plain strings, in retrieval order).
+        """Select among `docs` (`CandidateDoc` records, dicts with ``text`` and optional ``title``, or plain
+        strings, in retrieval order).
 
         `tau`, `k_max`, `min_select` default to the calibrated values in selector_config.json (`tau`:
         ``tau3`` for logits, ``tau3_logprob`` for a log-prob backend; see `score_space`).

@@ -22,11 +22,14 @@ selected passages, one per line, most useful first, then the end-of-turn token.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..data.passage import doc_passage_text
+from pydantic import JsonValue
+
+from ..data.passage import doc_passage_text, passage_text
+from ..records import CandidateDoc
 from .chat import render_chat
 from .identifiers import IdentifierScheme
 
@@ -64,14 +67,22 @@ def _truncate(tokenizer: Any, body: str, max_tokens: int) -> str:
     return tokenizer.decode(ids[:max_tokens]).strip()
 
 
-def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[dict[str, Any]], scheme: IdentifierScheme,
-                          max_passage_tokens: int = 192) -> SelectorPrompt:
-    """Render the prompt for `docs` (dicts with ``title``/``text``); `scheme` must be checked for len(docs)."""
+def _passage(doc: CandidateDoc | Mapping[str, JsonValue]) -> str:
+    """The passage a candidate is shown as (`purecover.data.passage`): a `CandidateDoc` or its JSON form."""
+    if isinstance(doc, CandidateDoc):
+        return passage_text(doc.title, doc.text)
+    return doc_passage_text(doc)
+
+
+def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc | Mapping[str, JsonValue]],
+                          scheme: IdentifierScheme, max_passage_tokens: int = 192) -> SelectorPrompt:
+    """Render the prompt for `docs` (`CandidateDoc` records, or dicts with ``title``/``text`` as in
+    candidates.jsonl); `scheme` must be checked for len(docs)."""
     if len(docs) > len(scheme.token_ids):
         raise ValueError(f"{len(docs)} passages but the identifier scheme is bound to {len(scheme.token_ids)}")
     lines = []
     for label, d in zip(scheme.labels, docs):
-        body = _truncate(tokenizer, doc_passage_text(d), max_passage_tokens)
+        body = _truncate(tokenizer, _passage(d), max_passage_tokens)
         lines.append(f"{label}: {body}")
     q = question.strip()
     user = f"{SELECTOR_INSTRUCTIONS}\n\nQuestion: {q}\n\nPassages:\n" + "\n".join(lines) + f"\n\nQuestion: {q}"

@@ -26,7 +26,7 @@ def byo_main(argv: list[str]) -> int:
     if problem:
         parser.error(problem)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    print(json.dumps(run_byo(args), indent=2))
+    print(json.dumps(run_byo(args).to_json_dict(), indent=2))
     return 0
 
 

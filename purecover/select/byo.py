@@ -41,14 +41,22 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ..data.doc_ids import candidate_doc_id
 from ..data.errors import DataFormatError
-from ..models.selector import MAX_QUESTION_TOKENS, Selector, read_selector_config
+from ..models.selector import MAX_QUESTION_TOKENS, Selector
+from ..records import (
+    ByoSelectRun,
+    ByoSelectSummary,
+    CandidateDoc,
+    SelectInputRecord,
+    SelectionRecord,
+    SelectorConfig,
+    validate_line,
+)
 from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, open_in_place, read_jsonl
 from ..utils.trec import check_trec_token, trec_run_lines
-from .job import BATCH_SIZE, _selector_fingerprint, select_into, summarize_selections
+from .job import BATCH_SIZE, _selector_fingerprint, select_into, selector_config, summarize_selections
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +75,9 @@ def _hash_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_select_input(path: str | Path, k1: int, *, trec: bool = False) -> list[dict[str, Any]]:
-    """The questions of a bring-your-own input file as ``{qid, question, docs: [{doc_id, title, text}]}``
-    (module docstring for the format); errors (`DataFormatError`) name the file, line and field.
+def read_select_input(path: str | Path, k1: int, *, trec: bool = False) -> list[SelectInputRecord]:
+    """The questions of a bring-your-own input file, each doc with its id and title (module docstring for the
+    format); errors (`DataFormatError`) name the file, line and field.
 
     `k1`: the most docs a question may have (the selector's). `trec`: qids and doc ids must also be
     usable in a TREC run file (non-empty, no whitespace).
@@ -97,8 +105,8 @@ def _first_non_utf8(path: Path) -> tuple[int, int, int]:
     return 0, 0, 0  # not reached: the caller saw a decoding error
 
 
-def _read_select_input(path: Path, k1: int, trec: bool) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+def _read_select_input(path: Path, k1: int, trec: bool) -> list[SelectInputRecord]:
+    records: list[SelectInputRecord] = []
     seen: dict[str, int] = {}
     for lineno, rec in read_jsonl(path):
         def bad(field: str, problem: str, lineno: int = lineno) -> DataFormatError:
@@ -122,7 +130,7 @@ def _read_select_input(path: Path, k1: int, trec: bool) -> list[dict[str, Any]]:
             raise bad("docs", f"not a list (got {type(docs).__name__})")
         if len(docs) > k1:
             raise bad("docs", f"{len(docs)} candidates, more than the selector's k1={k1}: pass at most the top {k1}")
-        rows: list[dict[str, Any]] = []
+        rows: list[CandidateDoc] = []
         ids: dict[str, int] = {}
         for i, doc in enumerate(docs):
             if isinstance(doc, str):
@@ -141,20 +149,23 @@ def _read_select_input(path: Path, k1: int, trec: bool) -> list[dict[str, Any]]:
             problem = check_trec_token(doc_id, "doc id") if trec else None
             if problem:
                 raise bad(f"docs[{i}].doc_id", problem + " (needed by --trec)")
-            rows.append({"doc_id": doc_id, "title": doc.get("title") or "", "text": doc["text"]})
+            rows.append(CandidateDoc(doc_id=doc_id, title=doc.get("title") or "", text=doc["text"]))
         problem = check_trec_token(qid, "qid") if trec else None
         if problem:
             raise bad("qid", problem + " (needed by --trec)")
-        records.append({"qid": qid, "question": rec["question"], "docs": rows})
+        records.append(SelectInputRecord(qid=qid, question=rec["question"], docs=rows))
     if not records:
         raise ValueError(f"--input {path} has no records")
     return records
 
 
-def trec_ranking(record: dict[str, Any], all_candidates: bool) -> list[tuple[str, float]]:
-    """(doc_id, logit) of one output record, best first: the selected, then (`all_candidates`) the rest
-    by logit (ties: earlier position)."""
-    logits, ids, selected = record["logits"], record["doc_ids"], record["selected"]
+def trec_ranking(record: SelectionRecord, all_candidates: bool) -> list[tuple[str, float]]:
+    """(doc_id, logit) of one output record (written with ``doc_ids``), best first: the selected, then
+    (`all_candidates`) the rest by logit (ties: earlier position)."""
+    logits, selected = record.logits, record.selected
+    ids = record.doc_ids
+    if ids is None:
+        raise ValueError(f"question {record.qid!r}: the selections record has no doc_ids")
     order = list(selected)
     if all_candidates:
         chosen = set(selected)
@@ -165,7 +176,7 @@ def trec_ranking(record: dict[str, Any], all_candidates: bool) -> list[tuple[str
 def run_byo_select(selector_dir: str | Path, input_path: str | Path, out_path: str | Path, *,
                    trec_path: str | Path | None = None, trec_all: bool = False, run_name: str | None = None,
                    batch_size: int = BATCH_SIZE, backend: str = "hf", device: str = "auto", dtype: str = "auto",
-                   show_progress: bool = True) -> dict[str, Any]:
+                   show_progress: bool = True) -> ByoSelectSummary:
     """Select with the selector in `selector_dir` for every question of `input_path` into `out_path`
     (and a TREC run at `trec_path`); module docstring for the formats. Returns the summary, also
     written to ``OUT.run.json``.
@@ -185,63 +196,69 @@ def run_byo_select(selector_dir: str | Path, input_path: str | Path, out_path: s
         raise ValueError(f"--backend: unknown selector backend {backend!r}; expected hf or vllm")
     if len({p.resolve() for p in (input_path, out_path, *([trec_file] if trec_file else []))}) < 2 + bool(trec_file):
         raise ValueError("--input, --out and --trec must be different files")
-    config = read_selector_config(sel_dir)
-    records = read_select_input(input_path, int(config["k1"]), trec=trec_file is not None)
+    config = selector_config(sel_dir)
+    records = read_select_input(input_path, config.k1, trec=trec_file is not None)
     with output_lock(out_path):
         summary = _select_locked(sel_dir, input_path, out_path, records, config, started, trec_file=trec_file,
                                  trec_all=trec_all, run_name=run_name, batch_size=batch_size, backend=backend,
                                  device=device, dtype=dtype, show_progress=show_progress)
-    log.info("selected for %d questions -> %s", summary["questions"], out_path)
+    log.info("selected for %d questions -> %s", summary.questions, out_path)
     return summary
 
 
-def _select_locked(sel_dir: Path, input_path: Path, out_path: Path, records: list[dict[str, Any]],
-                   config: dict[str, Any], started: _dt.datetime, *, trec_file: Path | None, trec_all: bool,
+def _select_locked(sel_dir: Path, input_path: Path, out_path: Path, records: list[SelectInputRecord],
+                   config: SelectorConfig, started: _dt.datetime, *, trec_file: Path | None, trec_all: bool,
                    run_name: str, batch_size: int, backend: str, device: str, dtype: str,
-                   show_progress: bool) -> dict[str, Any]:
+                   show_progress: bool) -> ByoSelectSummary:
     """The part of `run_byo_select` done under `output_lock`: guard, select, TREC file, summary."""
     sidecar = out_path.with_name(out_path.name + ".run.json")
-    identity = {"selector": str(sel_dir), "selector_fingerprint": _selector_fingerprint(sel_dir),
-                "input": str(input_path), "input_sha256": _hash_file(input_path)}
-    _guard(out_path, sidecar, identity)
+    running = ByoSelectRun(selector=str(sel_dir), selector_fingerprint=_selector_fingerprint(sel_dir),
+                           input=str(input_path), input_sha256=_hash_file(input_path), status="running",
+                           started=started.isoformat(timespec="seconds"))
+    _guard(out_path, sidecar, running)
     _check_no_duplicates(out_path, sidecar)
-    atomic_write_json(sidecar, {**identity, "status": "running", "started": started.isoformat(timespec="seconds")})
+    atomic_write_json(sidecar, running.to_json_dict())
     loaded: list[Selector] = []
 
     def load() -> Selector:
-        kwargs: dict[str, Any] = {"device": device, "dtype": dtype, "batch_size": batch_size} if backend == "hf" \
-            else {"dtype": dtype}
-        loaded.append(Selector.from_pretrained(sel_dir, backend=backend, **kwargs))
-        return loaded[-1]
+        if backend == "hf":
+            selector = Selector.from_pretrained(sel_dir, backend=backend, device=device, dtype=dtype,
+                                                batch_size=batch_size)
+        else:
+            selector = Selector.from_pretrained(sel_dir, backend=backend, dtype=dtype)
+        loaded.append(selector)
+        return selector
 
     progress = select_into(out_path, records, load, batch_size=batch_size, with_doc_ids=True,
                            show_progress=show_progress)
-    by_qid = {str(r["qid"]): r for _, r in read_jsonl(out_path)}
-    missing = [r["qid"] for r in records if r["qid"] not in by_qid]
+    by_qid = {r.qid: r for r in (validate_line(SelectionRecord, line, out_path, lineno)
+                                 for lineno, line in read_jsonl(out_path))}
+    missing = [r.qid for r in records if r.qid not in by_qid]
     if missing or len(by_qid) != len(records):
         raise RuntimeError(f"{out_path} has {len(by_qid)} records for {len(records)} questions "
                            f"(missing: {', '.join(missing[:3]) or 'none'})")
     trec_lines = 0
     if trec_file is not None:
         lines = [line for r in records
-                 for line in trec_run_lines(r["qid"], trec_ranking(by_qid[r["qid"]], trec_all), run_name)]
+                 for line in trec_run_lines(r.qid, trec_ranking(by_qid[r.qid], trec_all), run_name)]
         atomic_write_text(trec_file, "".join(line + "\n" for line in lines))
         trec_lines = len(lines)
-    summary = {
-        **summarize_selections(out_path, len(records), progress, backend, sel_dir, config),
-        "input": str(input_path),
-        "trec": str(trec_file) if trec_file is not None else None,
-        "trec_lines": trec_lines,
+    summary = ByoSelectSummary(
+        **summarize_selections(out_path, len(records), progress, backend, sel_dir, config).model_dump(),
+        input=str(input_path),
+        trec=str(trec_file) if trec_file is not None else None,
+        trec_lines=trec_lines,
         # Questions cut to max_question_tokens among those selected by this command (0 when all were done).
-        "questions_truncated": sum(sel.questions_truncated for sel in loaded),
-        "max_question_tokens": loaded[0].max_question_tokens if loaded else MAX_QUESTION_TOKENS,
-    }
-    if summary["questions_truncated"]:
+        questions_truncated=sum(sel.questions_truncated for sel in loaded),
+        max_question_tokens=loaded[0].max_question_tokens if loaded else MAX_QUESTION_TOKENS,
+    )
+    if summary.questions_truncated:
         log.warning("%d question(s) longer than %d tokens were cut to that length for the selector",
-                    summary["questions_truncated"], summary["max_question_tokens"])
-    atomic_write_json(sidecar, {**identity, "status": "complete", "started": started.isoformat(timespec="seconds"),
-                                "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                                "summary": summary})
+                    summary.questions_truncated, summary.max_question_tokens)
+    complete = running.model_copy(update={
+        "status": "complete", "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "summary": summary})
+    atomic_write_json(sidecar, complete.to_json_dict())
     return summary
 
 
@@ -315,8 +332,9 @@ def _check_no_duplicates(out_path: Path, sidecar: Path) -> None:
             f"{sidecar.name} to redo the selections, or delete the duplicate lines to keep the rest")
 
 
-def _guard(out_path: Path, sidecar: Path, identity: dict[str, str]) -> None:
-    """Refuse to append to `out_path` when it was written for another selector or input (or not by us)."""
+def _guard(out_path: Path, sidecar: Path, identity: ByoSelectRun) -> None:
+    """Refuse to append to `out_path` when it was written for another selector or input (or not by us): the
+    sidecar is read leniently (any JSON object; what it lacks counts as different)."""
     if not out_path.exists() or out_path.stat().st_size == 0:
         return
     remedy = f"delete {out_path} (and {sidecar.name}) to redo the selections, or choose another --out"
@@ -329,6 +347,6 @@ def _guard(out_path: Path, sidecar: Path, identity: dict[str, str]) -> None:
         raise ValueError(f"{sidecar}: unreadable ({exc}); {remedy}") from None
     previous = previous if isinstance(previous, dict) else {}
     for key, name, what in (("selector_fingerprint", "selector", "selector"), ("input_sha256", "input", "input file")):
-        if previous.get(key) != identity[key]:
+        if previous.get(key) != getattr(identity, key):
             raise ValueError(f"--out {out_path} holds the selections of another {what} (recorded in {sidecar.name}: "
                              f"{previous.get(name)!r}, sha256/fingerprint {str(previous.get(key))[:16]}); {remedy}")

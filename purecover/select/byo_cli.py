@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..records import ByoSelectSummary
 
 __all__ = ["BYO_FLAGS", "add_byo_arguments", "byo_requested", "byo_usage_error", "run_byo", "select_command"]
 
@@ -85,7 +88,7 @@ def byo_usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_byo(args: argparse.Namespace) -> dict[str, Any]:
+def run_byo(args: argparse.Namespace) -> ByoSelectSummary:
     """Run bring-your-own selection from parsed options (checked with `byo_usage_error` first)."""
     from .byo import run_byo_select
     from .job import BATCH_SIZE

@@ -21,6 +21,7 @@ the file and line.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
@@ -31,10 +32,19 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..config import Recipe
-from ..data.candidates import evaluation_recipe, read_candidates, run_data_stage
+from ..data.candidates import evaluation_recipe, read_candidate_records, run_data_stage
 from ..data.doc_ids import candidate_doc_id
 from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
-from ..records import SelectionRecord, validate_line
+from ..records import (
+    CandidateDoc,
+    CandidateRecord,
+    SelectInputRecord,
+    SelectionRecord,
+    SelectorConfig,
+    SelectSummary,
+    StageSummary,
+    validate_line,
+)
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..stages import config_hash as stage_config_hash
@@ -42,16 +52,35 @@ from ..utils.io import ResumableJsonl, read_jsonl
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "run_select_stage", "select_candidates", "select_into", "selection_inputs",
-           "selection_record", "selector_fingerprint", "summarize_selections", "write_selections"]
+__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "SelectProgress", "run_select_stage", "select_candidates", "select_into",
+           "selection_inputs", "selection_record", "selector_config", "selector_fingerprint", "summarize_selections",
+           "write_selections"]
 
 SELECTIONS_FILE = FILES["selections"]
 BATCH_SIZE = 8
 
+Question = CandidateRecord | SelectInputRecord  # what is selected for: a question and its candidates
 
-def _load_candidates(path: Path, k1: int) -> list[dict[str, Any]]:
+
+@dataclasses.dataclass(frozen=True)
+class SelectProgress:
+    """What one `select_into` did: records written and found already written, torn lines cut off, and the
+    seconds spent selecting (without loading the selector)."""
+
+    written: int
+    already_done: int
+    repaired_lines: int
+    elapsed: float
+
+
+def selector_config(selector_dir: Path) -> SelectorConfig:
+    """The selector's ``selector_config.json`` as its record (`read_selector_config` checks it)."""
+    return SelectorConfig.model_validate(read_selector_config(selector_dir))
+
+
+def _load_candidates(path: Path, k1: int) -> list[CandidateRecord]:
     """The records of candidates.jsonl, checked for what selection needs (errors name line and field)."""
-    return read_candidates(path, max_docs=k1, max_docs_hint=(
+    return read_candidate_records(path, max_docs=k1, max_docs_hint=(
         f", the k1={k1} the selector was trained for; rebuild the candidates with data.k1 <= {k1}"))
 
 
@@ -72,37 +101,36 @@ def _selector_fingerprint(selector_dir: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _select_batch(selector: Selector, batch: Sequence[dict[str, Any]]) -> list[SelectionResult]:
+def _select_batch(selector: Selector, batch: Sequence[Question]) -> list[SelectionResult]:
     """Selections for one batch; questions without candidates get an empty selection."""
-    present = [r for r in batch if r["docs"]]
-    results = iter(selector.select_batch([r["question"] for r in present], [r["docs"] for r in present]))
-    return [next(results) if r["docs"] else SelectionResult([], [], []) for r in batch]
+    present = [r for r in batch if r.docs]
+    results = iter(selector.select_batch([r.question for r in present], [r.docs for r in present]))
+    return [next(results) if r.docs else SelectionResult([], [], []) for r in batch]
 
 
-def selection_record(qid: str, result: SelectionResult, docs: Sequence[Any], with_doc_ids: bool = False
+def selection_record(qid: str, result: SelectionResult, docs: Sequence[CandidateDoc], with_doc_ids: bool = False
                      ) -> SelectionRecord:
     """One selections.jsonl record: ``{qid, selected, selected_doc_ids, logits, probabilities, score_space}``
     (+ ``doc_ids`` of all candidates in candidate order with `with_doc_ids`); doc ids by `candidate_doc_id`.
     `score_space` says what `logits` holds: ``logit`` (first-token logits) or ``logprob`` (a vLLM log-prob mode,
     renormalised over the identifiers). Its `SelectionRecord.to_json_dict` is the line written."""
     ids = [candidate_doc_id(d, i) for i, d in enumerate(docs)]
-    rec = result.to_record(qid)
-    return SelectionRecord(qid=rec["qid"], selected=rec["selected"],
-                           selected_doc_ids=[ids[k] for k in result.indices], logits=rec["logits"],
-                           probabilities=rec["probabilities"], score_space=rec["score_space"],
-                           **({"doc_ids": ids} if with_doc_ids else {}))
+    record = SelectionRecord(qid=qid, selected=list(result.indices), selected_doc_ids=[ids[k] for k in result.indices],
+                             logits=list(result.logits), probabilities=list(result.probabilities),
+                             score_space=result.score_space)
+    return record.model_copy(update={"doc_ids": ids}) if with_doc_ids else record
 
 
-def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector: Callable[[], Selector], *,
+def select_into(out_path: Path, records: Sequence[Question], load_selector: Callable[[], Selector], *,
                 batch_size: int = BATCH_SIZE, with_doc_ids: bool = False, show_progress: bool = True
-                ) -> dict[str, Any]:
-    """The worker of both `select` paths: select for `records` (``{qid, question, docs}``) into `out_path`.
+                ) -> SelectProgress:
+    """The worker of both `select` paths: select for `records` (questions with their candidates) into `out_path`.
 
     Appends one `selection_record` per question in `records` order through `ResumableJsonl`, in fixed
     batches of `batch_size` by position: qids already in the file are skipped and a partly written batch
     is redone whole (writing only its missing records), so a killed run, once rerun, writes the file of
     an uninterrupted one. `load_selector` is called only when work is left; the selector is closed at
-    the end. Returns ``{written, already_done, repaired_lines, elapsed}`` (elapsed in seconds).
+    the end.
     """
     if batch_size < 1:
         raise ValueError(f"batch size must be >= 1, got {batch_size}")
@@ -111,7 +139,7 @@ def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector
     t0 = time.perf_counter()
     try:
         with ResumableJsonl(out_path) as out:
-            already = sum(1 for r in records if r["qid"] in out.done)
+            already = sum(1 for r in records if r.qid in out.done)
             repaired = out.repaired
             if already < len(records):  # load only when there is work left
                 selector = load_selector()
@@ -119,24 +147,24 @@ def select_into(out_path: Path, records: Sequence[dict[str, Any]], load_selector
             bar = tqdm(total=len(records), initial=already, desc="select", unit="q", disable=not show_progress)
             for i in range(0, len(records), batch_size):
                 batch = records[i : i + batch_size]
-                if all(r["qid"] in out.done for r in batch):
+                if all(r.qid in out.done for r in batch):
                     continue
                 assert selector is not None
                 for rec, res in zip(batch, _select_batch(selector, batch)):
-                    if rec["qid"] not in out.done:
-                        out.write(selection_record(rec["qid"], res, rec["docs"], with_doc_ids).to_json_dict())
+                    if rec.qid not in out.done:
+                        out.write(selection_record(rec.qid, res, rec.docs, with_doc_ids).to_json_dict())
                         written += 1
                         bar.update(1)
             bar.close()
     finally:
         if selector is not None:
             selector.close()
-    return {"written": written, "already_done": already, "repaired_lines": repaired,
-            "elapsed": time.perf_counter() - t0}
+    return SelectProgress(written=written, already_done=already, repaired_lines=repaired,
+                          elapsed=time.perf_counter() - t0)
 
 
-def summarize_selections(out_path: Path, questions: int, progress: dict[str, Any], backend: str, sel_dir: Path,
-                         config: dict[str, Any]) -> dict[str, Any]:
+def summarize_selections(out_path: Path, questions: int, progress: SelectProgress, backend: str, sel_dir: Path,
+                         config: SelectorConfig) -> SelectSummary:
     """The summary of a finished selection into `out_path` (`progress` from `select_into`); checks
     that the file holds one `SelectionRecord` per question (errors name line and field)."""
     sizes, empty = [], 0
@@ -146,29 +174,30 @@ def summarize_selections(out_path: Path, questions: int, progress: dict[str, Any
         empty += not record.logits
     if len(sizes) != questions:
         raise RuntimeError(f"{out_path} has {len(sizes)} records for {questions} questions")
-    written, elapsed = progress["written"], progress["elapsed"]
-    return {
-        "status": "complete",
-        "questions": questions,
-        "written": written,
-        "already_done": progress["already_done"],
-        "repaired_lines": progress["repaired_lines"],
-        "no_candidates": empty,
-        "mean_selected": round(sum(sizes) / len(sizes), 4) if sizes else None,
-        "questions_per_second": round(written / elapsed, 3) if written and elapsed > 0 else None,
-        "backend": backend,
-        "selector": str(sel_dir),
-        "tau3": config["tau3"],
-        "k_max": config["k_max"],
-        "min_select": config["min_select"],
-        "selections": str(out_path),
-    }
+    written, elapsed = progress.written, progress.elapsed
+    return SelectSummary(
+        status="complete",
+        questions=questions,
+        written=written,
+        already_done=progress.already_done,
+        repaired_lines=progress.repaired_lines,
+        no_candidates=empty,
+        mean_selected=round(sum(sizes) / len(sizes), 4) if sizes else None,
+        questions_per_second=round(written / elapsed, 3) if written and elapsed > 0 else None,
+        backend=backend,
+        selector=str(sel_dir),
+        tau3=config.tau3,
+        k_max=config.k_max,
+        min_select=config.min_select,
+        selections=str(out_path),
+    )
 
 
-def run_select_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
+def run_select_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """The select stage: the recipe's exported selector over its evaluation questions (module docstring).
 
-    Skipped when complete for the same data/eval sections, the same selector and the same candidates.
+    Skipped when complete for the same data/eval sections, the same selector and the same candidates. Returns
+    its `SelectSummary` (a complete stage's stored one when skipped).
     """
     from ..stages import run_stage
 
@@ -183,17 +212,17 @@ def selection_inputs(recipe: Recipe) -> dict[str, Path]:
     return {"candidates.jsonl": RunDir(test_set_directory(recipe)).path_of("candidates")}
 
 
-def write_selections(run: StageRun) -> dict[str, Any]:
+def write_selections(run: StageRun) -> SelectSummary:
     """The select stage's body: the test set's data stage first when eval.path names one, then the
     selections of run_dir/selector for the evaluation questions."""
     recipe = run.recipe
     if recipe.eval.path:
         run_data_stage(evaluation_recipe(recipe), show_progress=run.show_progress)
-    return _select(run, RunDir.of(recipe).path_of("selector"), "hf", {})
+    return _select(run, RunDir.of(recipe).path_of("selector"), "hf")
 
 
 def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
-                      backend: str = "hf", config_hash: str | None = None, **backend_kwargs: Any) -> dict[str, Any]:
+                      backend: str = "hf", config_hash: str | None = None, **backend_kwargs: Any) -> StageSummary:
     """Write run_dir/selections.jsonl for run_dir/candidates.jsonl with the selector in run_dir/selector
     (or `selector_dir`), under the select stage's contract (`purecover.stages.execute_stage`).
 
@@ -212,17 +241,17 @@ def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, sh
             (stage_config_hash(recipe, "data") + _selector_fingerprint(sel_dir)).encode()).hexdigest()[:16]
     return execute_stage("select", recipe, show_progress, with_before=False, directory=rd,
                          config_hash_value=config_hash,
-                         body=lambda run: _select(run, sel_dir, backend, backend_kwargs)).summary
+                         body=lambda run: _select(run, sel_dir, backend, **backend_kwargs)).summary
 
 
-def _select(run: StageRun, sel_dir: Path, backend: str, backend_kwargs: dict[str, Any]) -> dict[str, Any]:
+def _select(run: StageRun, sel_dir: Path, backend: str, **backend_kwargs: Any) -> SelectSummary:
     """Selections of the selector in `sel_dir` for the candidates of the run's directory."""
     recipe = run.recipe
     rd = run.run_dir
     if not (sel_dir / SELECTOR_CONFIG).is_file():
         raise FileNotFoundError(f"{sel_dir / SELECTOR_CONFIG} does not exist: run `purecover export RECIPE` first")
-    config = read_selector_config(sel_dir)
-    candidates = _load_candidates(rd.path_of("candidates"), int(config["k1"]))
+    config = selector_config(sel_dir)
+    candidates = _load_candidates(rd.path_of("candidates"), config.k1)
     out_path = rd.path_of("selections")
 
     def load() -> Selector:
@@ -232,5 +261,5 @@ def _select(run: StageRun, sel_dir: Path, backend: str, backend_kwargs: dict[str
 
     progress = select_into(out_path, candidates, load, show_progress=run.show_progress)
     summary = summarize_selections(out_path, len(candidates), progress, backend, sel_dir, config)
-    log.info("selected for %d questions (%s questions/s)", summary["written"], summary["questions_per_second"])
+    log.info("selected for %d questions (%s questions/s)", summary.written, summary.questions_per_second)
     return summary

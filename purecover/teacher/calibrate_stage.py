@@ -4,11 +4,11 @@ holds the computation and the file's contract)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import torch
 
 from ..config import Recipe
+from ..records import CalibrateSummary, StageSummary
 from ..rundir import RunDir
 from ..stages import StageRun
 from .calibration import calibration_keys, compute_position_bias, save_bias
@@ -19,14 +19,16 @@ from .prompts import ReasoningPrompt
 __all__ = ["run_calibrate_stage", "write_bias"]
 
 
-def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json."""
+def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
+    """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json;
+    returns the summary also stored in calibrate.run.json (a `CalibrateSummary`; a complete stage's stored summary
+    that another version wrote may read as a plain `StageSummary`)."""
     from ..stages import run_stage
 
     return run_stage("calibrate", recipe, show_progress)
 
 
-def write_bias(run: StageRun) -> dict[str, Any]:
+def write_bias(run: StageRun) -> CalibrateSummary:
     """The calibrate stage's body: the position bias of the teacher into run_dir/bias.json.
 
     The dummy documents' token lengths follow ``teacher.calibration_lengths`` (the candidates'
@@ -49,9 +51,8 @@ def write_bias(run: StageRun) -> dict[str, Any]:
                                  max_chunk_bytes=cfg.capture_chunk_mb << 20, prompt=prompt)
     path = rd.path_of("bias")
     save_bias(path, bias, keys, lengths, prompt)
-    return {"status": "complete", "bias_file": str(path), "k1": recipe.data.k1,
-            "seconds": round(time.perf_counter() - t0, 2),
-            "bias_mean": stored(bias.bias.mean()), "bias_first_last": [stored(bias.bias[0]), stored(bias.bias[-1])],
-            "doc_tokens": lengths.summary(), "doc_tokens_measured": {"min": min(bias.doc_tokens),
-                                                                    "max": max(bias.doc_tokens)},
-            "doc_tokens_source": lengths.source, "keys": keys}
+    return CalibrateSummary(
+        bias_file=str(path), k1=recipe.data.k1, seconds=round(time.perf_counter() - t0, 2),
+        bias_mean=stored(bias.bias.mean()), bias_first_last=[stored(bias.bias[0]), stored(bias.bias[-1])],
+        doc_tokens=lengths.summary(), doc_tokens_measured={"min": min(bias.doc_tokens), "max": max(bias.doc_tokens)},
+        doc_tokens_source=lengths.source, keys=keys)

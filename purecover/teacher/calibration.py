@@ -29,8 +29,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import JsonValue
 
-from ..records import BiasDocTokens, BiasFile, RecordError, load_json_record
+from ..records import (
+    BiasDocTokens,
+    BiasFile,
+    BiasKeys,
+    CandidateDoc,
+    CandidateRecord,
+    LengthSource,
+    RecordError,
+    load_json_record,
+    validate_line,
+)
 from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import package_versions
 from .prompts import (
@@ -92,24 +103,25 @@ class CalibrationLengths:
     """Target token length of each dummy document, shape (K1,), and where the lengths come from."""
 
     target: list[int]
-    source: dict[str, Any]
+    source: LengthSource
 
     def summary(self) -> dict[str, int]:
         return {"min": min(self.target), "median": int(np.median(self.target)), "max": max(self.target)}
 
 
-def document_bodies(docs: Sequence[dict[str, Any]]) -> list[str]:
+def document_bodies(docs: Sequence[CandidateDoc]) -> list[str]:
     """Each document's body (title + text) exactly as the teacher prompt renders it."""
     return [document_body(d) for d in docs]
 
 
-def read_length_records(path: str | Path, limit: int = LENGTH_RECORDS) -> list[dict[str, Any]]:
-    """The first `limit` records of a candidates.jsonl (only their ``docs`` are used)."""
-    records: list[dict[str, Any]] = []
+def read_length_records(path: str | Path, limit: int = LENGTH_RECORDS) -> list[CandidateRecord]:
+    """The first `limit` records of a candidates.jsonl (only their ``docs`` are used), each checked as a
+    `CandidateRecord` (errors name line and field); the rest of the file is not read."""
+    records: list[CandidateRecord] = []
     reader = read_jsonl(path)
     try:
-        for _, rec in reader:
-            records.append(rec)
+        for lineno, rec in reader:
+            records.append(validate_line(CandidateRecord, rec, path, lineno))
             if len(records) >= limit:
                 break
     finally:
@@ -121,7 +133,7 @@ def _median(values: Sequence[int]) -> int:
     return max(1, int(np.floor(np.median(values) + 0.5)))
 
 
-def document_token_lengths(tokenizer: Any, candidates: Sequence[dict[str, Any]] | None, k1: int,
+def document_token_lengths(tokenizer: Any, candidates: Sequence[CandidateRecord] | None, k1: int,
                            setting: str | int) -> list[int]:
     """Target token length per position k = 0..K1-1 (tokens of the document body, no special tokens).
 
@@ -137,7 +149,7 @@ def document_token_lengths(tokenizer: Any, candidates: Sequence[dict[str, Any]] 
         raise ValueError(f"calibration_lengths must be 'candidates' or a token count, got {setting!r}")
     if candidates is None:
         raise ValueError(f"calibration_lengths='candidates' needs the candidates: {_MISSING_HINT}")
-    bodies = [document_bodies(rec.get("docs") or [])[:k1] for rec in candidates[:LENGTH_RECORDS]]
+    bodies = [document_bodies(rec.docs)[:k1] for rec in candidates[:LENGTH_RECORDS]]
     flat = [b for row in bodies for b in row]
     if not flat:
         raise ValueError(f"the candidates hold no documents to measure: {_MISSING_HINT}")
@@ -152,13 +164,13 @@ def document_token_lengths(tokenizer: Any, candidates: Sequence[dict[str, Any]] 
     return [_median(v) if v else overall for v in per_pos]
 
 
-def _fingerprint(candidates: Sequence[dict[str, Any]], k1: int) -> str:
+def _fingerprint(candidates: Sequence[CandidateRecord], k1: int) -> str:
     """Hash of the document bodies the lengths are measured on (K1 positions of the first records)."""
-    bodies = [document_bodies(rec.get("docs") or [])[:k1] for rec in candidates[:LENGTH_RECORDS]]
+    bodies = [document_bodies(rec.docs)[:k1] for rec in candidates[:LENGTH_RECORDS]]
     return hashlib.sha256(json.dumps([k1, bodies], ensure_ascii=False).encode()).hexdigest()[:16]
 
 
-def _length_records(setting: str | int, candidates_path: str | Path) -> list[dict[str, Any]] | None:
+def _length_records(setting: str | int, candidates_path: str | Path) -> list[CandidateRecord] | None:
     if setting != "candidates":
         return None
     path = Path(candidates_path)
@@ -168,14 +180,14 @@ def _length_records(setting: str | int, candidates_path: str | Path) -> list[dic
     return read_length_records(path)
 
 
-def _source(k1: int, setting: str | int, path: str | Path, records: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _source(k1: int, setting: str | int, path: str | Path, records: list[CandidateRecord] | None) -> LengthSource:
     if records is None:
-        return {"setting": setting}
-    return {"setting": "candidates", "file": Path(path).name, "records": len(records),
-            "fingerprint": _fingerprint(records, k1)}
+        return LengthSource(setting=setting)
+    return LengthSource(setting="candidates", file=Path(path).name, records=len(records),
+                        fingerprint=_fingerprint(records, k1))
 
 
-def length_source(k1: int, setting: str | int, candidates_path: str | Path) -> dict[str, Any]:
+def length_source(k1: int, setting: str | int, candidates_path: str | Path) -> LengthSource:
     """Where the lengths come from, without a tokenizer: the setting, or the candidates' fingerprint.
 
     Raises FileNotFoundError (one line, with the fix) when ``"candidates"`` and the file is missing.
@@ -254,22 +266,22 @@ def weights_fingerprint(model_name: str) -> str:
 
 def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int],
               doc_tokens: Sequence[int], weights: str | None = None,
-              prompt: ReasoningPrompt | None = None) -> dict[str, Any]:
+              prompt: ReasoningPrompt | None = None) -> BiasKeys:
     """The identity of a calibration: what must match for a bias vector to be valid.
 
     `weights` defaults to `weights_fingerprint(model_name)`; ``model`` is kept for display.
     ``template`` hashes the reasoning prompt's wording (`prompt`, default ours) and the chat template.
     """
-    return {"model": model_name,
-            "weights": weights if weights is not None else weights_fingerprint(model_name),
-            "k1": int(k1), "template": template_key(tokenizer, prompt),
-            "layers": layers if isinstance(layers, str) else [int(i) for i in layers],
-            "doc_tokens": [int(n) for n in doc_tokens]}
+    return BiasKeys(model=model_name,
+                    weights=weights if weights is not None else weights_fingerprint(model_name),
+                    k1=int(k1), template=template_key(tokenizer, prompt),
+                    layers=layers if isinstance(layers, str) else [int(i) for i in layers],
+                    doc_tokens=[int(n) for n in doc_tokens])
 
 
 def calibration_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int], setting: str | int,
                      candidates_path: str | Path, prompt: ReasoningPrompt | None = None
-                     ) -> tuple[dict[str, Any], CalibrationLengths]:
+                     ) -> tuple[BiasKeys, CalibrationLengths]:
     """The bias keys of a run and its target lengths: the one helper the calibrate and label stages share."""
     lengths = calibration_lengths(tokenizer, k1, setting, candidates_path)
     return bias_keys(model_name, k1, tokenizer, layers, lengths.target, prompt=prompt), lengths
@@ -289,15 +301,15 @@ def _cut(tokenizer: Any, head: str, n_tokens: int) -> str:
         reps *= 2
 
 
-def dummy_document(tokenizer: Any, n_tokens: int) -> dict[str, str]:
+def dummy_document(tokenizer: Any, n_tokens: int) -> CandidateDoc:
     """A content-free document whose body (``N/A`` + newline + filler) is `n_tokens` tokens on its own.
 
     Too short for the title and some text: the filler alone, without a title.
     """
     title, _, text = _cut(tokenizer, FILLER_TITLE + "\n", n_tokens).partition("\n")
     if not text.strip():
-        return {"title": "", "text": _cut(tokenizer, "", n_tokens)}
-    return {"title": title, "text": text}
+        return CandidateDoc(title="", text=_cut(tokenizer, "", n_tokens))
+    return CandidateDoc(title=title, text=text)
 
 
 @dataclass
@@ -331,7 +343,7 @@ def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int],
     return PositionBias(matrix.numpy().mean(axis=0), [b - a for a, b in seq.doc_spans])
 
 
-def save_bias(path: str | Path, bias: PositionBias, keys: dict[str, Any], lengths: CalibrationLengths,
+def save_bias(path: str | Path, bias: PositionBias, keys: BiasKeys, lengths: CalibrationLengths,
               prompt: ReasoningPrompt | None = None) -> None:
     """Write bias.json: keys, Bias(k), the dummy lengths (target, measured, their source) and the reasoning
     prompt's wording (`ReasoningPrompt.record`, which `bias_inputs_fingerprint` hashes without a tokenizer)."""
@@ -353,38 +365,44 @@ def read_bias_file(path: str | Path) -> BiasFile | None:
         return None
 
 
-def load_bias(path: str | Path, expected: dict[str, Any]) -> tuple[np.ndarray, str]:
+def load_bias(path: str | Path, expected: BiasKeys) -> tuple[np.ndarray, str]:
     """The bias vector and its key string; raises BiasMismatchError naming the first differing key (and
-    a `RecordError` naming the field when the file is not a valid bias.json)."""
+    a `RecordError` naming the field when the file is not a valid bias.json).
+
+    Every key `expected` holds is compared (in its order) with the file's, but ``model`` when ``weights`` is
+    there: a key the file lacks (an early version's) differs from any value.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: run `purecover calibrate RECIPE` first "
                                 "(or set teacher.calibrate=false)")
     record = load_json_record(path, BiasFile, hint=_RECALIBRATE)
     keys = record.keys
-    for name, value in expected.items():
-        if name == "model" and "weights" in expected:
+    written = keys.to_json_dict()
+    wanted = expected.to_json_dict()
+    for name, value in wanted.items():
+        if name == "model" and "weights" in wanted:
             continue  # display only: the weights fingerprint decides
-        if name == "weights" and keys.get(name) != value:
+        if name == "weights" and written.get(name) != value:
             raise BiasMismatchError(_weights_mismatch(path, keys, expected))
-        if keys.get(name) != value:
+        if written.get(name) != value:
             raise BiasMismatchError(
-                f"{path}: calibration key {name!r} differs: the file has {keys.get(name)!r}, this run needs "
+                f"{path}: calibration key {name!r} differs: the file has {written.get(name)!r}, this run needs "
                 f"{value!r}; {_RECALIBRATE}"
             )
     bias = np.asarray(record.bias, dtype=np.float64)
-    if bias.shape[0] != expected["k1"]:
-        raise BiasMismatchError(f"{path}: {bias.shape[0]} bias values for k1={expected['k1']}")
+    if bias.shape[0] != expected.k1:
+        raise BiasMismatchError(f"{path}: {bias.shape[0]} bias values for k1={expected.k1}")
     return bias, key_string(keys)
 
 
-def _weights_mismatch(path: Path, keys: dict[str, Any], expected: dict[str, Any]) -> str:
-    if "weights" not in keys:
+def _weights_mismatch(path: Path, keys: BiasKeys, expected: BiasKeys) -> str:
+    if keys.weights is None:
         return (f"{path}: calibration key 'weights' is missing: the file was written before bias.json recorded a "
-                f"fingerprint of the teacher's weights (teacher {keys.get('model')!r}), so it cannot be matched to "
-                f"this run's teacher {expected.get('model')!r}; rerun `purecover calibrate` for this configuration")
-    return (f"{path}: calibration key 'weights' differs: the file has {keys['weights']!r} (teacher "
-            f"{keys.get('model')!r}), this run needs {expected['weights']!r} (teacher {expected.get('model')!r}): "
+                f"fingerprint of the teacher's weights (teacher {keys.model!r}), so it cannot be matched to "
+                f"this run's teacher {expected.model!r}; rerun `purecover calibrate` for this configuration")
+    return (f"{path}: calibration key 'weights' differs: the file has {keys.weights!r} (teacher "
+            f"{keys.model!r}), this run needs {expected.weights!r} (teacher {expected.model!r}): "
             "the bias was computed with other model weights; rerun `purecover calibrate` for this configuration")
 
 
@@ -397,15 +415,18 @@ def bias_inputs_fingerprint(recipe: Any) -> str:
     from .prompts import ReasoningPrompt
 
     t = recipe.teacher
+    source: JsonValue
     try:
-        source: Any = length_source(recipe.data.k1, t.calibration_lengths, RunDir.of(recipe).path_of("candidates"))
+        source = length_source(recipe.data.k1, t.calibration_lengths,
+                               RunDir.of(recipe).path_of("candidates")).to_json_dict()
     except (OSError, ValueError):
         source = "missing"
-    parts = {"weights": weights_fingerprint(t.model), "prompt": ReasoningPrompt.from_config(t).record(),
+    parts = {"weights": weights_fingerprint(t.model), "prompt": ReasoningPrompt.from_config(t).record().to_json_dict(),
              "lengths": source}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def key_string(keys: dict[str, Any]) -> str:
-    """Compact printable form of the keys (stored as labels.jsonl's `bias_key`)."""
-    return json.dumps(keys, sort_keys=True, separators=(",", ":"))
+def key_string(keys: BiasKeys) -> str:
+    """Compact printable form of the keys (stored as labels.jsonl's `bias_key`): the keys as written (a file's
+    own keys, unknown ones included), sorted."""
+    return json.dumps(keys.to_json_dict(), sort_keys=True, separators=(",", ":"))

@@ -51,17 +51,27 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ..config import TeacherConfig
+from ..records import EstimationSettings
 
-__all__ = ["LAM_DEFAULTS", "SIGNAL_DEFAULTS", "EstimationParams", "resolve_params", "sources"]
+__all__ = ["LAM_DEFAULTS", "SIGNAL_DEFAULTS", "EstimationParams", "SignalDefaults", "resolve_params", "sources"]
 
 Scale = Literal["absolute", "zscore"]
 
-# (signal, scale) -> temperature; signal is "attention" or "similarity".
-SIGNAL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "attention": {"scale": "zscore", "e": {"absolute": 4.0e-5, "zscore": 0.4},
-                  "W": {"absolute": 4.0e-5, "zscore": 0.4}},
-    "similarity": {"scale": "absolute", "e": {"absolute": 8.0, "zscore": 4.0},
-                   "W": {"absolute": 0.15, "zscore": 1.0}},
+
+@dataclass(frozen=True)
+class SignalDefaults:
+    """The defaults of one signal (attention or cosine similarity): its default score scale, and the temperature
+    of e and of W in each scale."""
+
+    scale: Scale
+    e: dict[Scale, float]
+    W: dict[Scale, float]
+
+
+# signal ("attention" or "similarity") -> its default scale and temperatures
+SIGNAL_DEFAULTS: dict[str, SignalDefaults] = {
+    "attention": SignalDefaults("zscore", e={"absolute": 4.0e-5, "zscore": 0.4}, W={"absolute": 4.0e-5, "zscore": 0.4}),
+    "similarity": SignalDefaults("absolute", e={"absolute": 8.0, "zscore": 4.0}, W={"absolute": 0.15, "zscore": 1.0}),
 }
 LAM_DEFAULTS = {("attention", "absolute"): 0.3, ("attention", "zscore"): 0.1, ("similarity", "absolute"): 0.1,
                 ("similarity", "zscore"): 0.1}
@@ -89,8 +99,9 @@ class EstimationParams:
     beta: float
     selection: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_record(self) -> EstimationSettings:
+        """The parameters as labels, the label stage's summary and tune.json record them."""
+        return EstimationSettings(**asdict(self))
 
 
 def sources(estimator: str) -> tuple[str, str]:
@@ -113,13 +124,13 @@ def resolve_params(cfg: TeacherConfig, **changes: Any) -> EstimationParams:
     values.update(changes)
     e_src, w_src = sources(cfg.estimator)
     # One scale per run: the scale of W's signal decides (W carries the selection).
-    scale = values["normalize"] or SIGNAL_DEFAULTS[w_src]["scale"]
+    scale = values["normalize"] or SIGNAL_DEFAULTS[w_src].scale
     if scale not in ("absolute", "zscore"):
         raise ValueError(f"normalize must be 'absolute' or 'zscore', got {scale!r}")
     e_key = "tau1" if e_src == "attention" else "embedding_tau_e"
     w_key = "tau2" if w_src == "attention" else "embedding_tau"
-    tau_e = values[e_key] if values[e_key] is not None else SIGNAL_DEFAULTS[e_src]["e"][scale]
-    tau_w = values[w_key] if values[w_key] is not None else SIGNAL_DEFAULTS[w_src]["W"][scale]
+    tau_e = values[e_key] if values[e_key] is not None else SIGNAL_DEFAULTS[e_src].e[scale]
+    tau_w = values[w_key] if values[w_key] is not None else SIGNAL_DEFAULTS[w_src].W[scale]
     lam = values["lam"] if values["lam"] is not None else LAM_DEFAULTS[(w_src, scale)]
     for name, v in (("tau_e", tau_e), ("tau_w", tau_w)):
         if not float(v) > 0:

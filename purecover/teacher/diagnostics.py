@@ -1,8 +1,8 @@
 """Diagnostics of a labels.jsonl: are the teacher's selections healthy? (DESIGN §3.3, "the labels are the product").
 
-Pure functions over ``labels.jsonl`` records (and ``candidates.jsonl`` records for the gold
-comparison); no I/O. Every number they return is a plain float rounded to 4 decimals (or None
-when undefined), so the results are JSON-serialisable as they are.
+Pure functions over ``labels.jsonl`` records (`LabelRecord`; and `CandidateRecord`s for the gold
+comparison); no I/O. Every figure they return is a plain float rounded to 4 decimals (or None
+when undefined), in the records `LabelDiagnostics` and `GoldComparison`.
 
 Older labels files lack ``fallback_reasons`` and ``stop``: such records are counted under
 ``"unknown"`` instead of failing.
@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from ..records import CandidateRecord, GoldComparison, LabelDiagnostics, LabelRecord, PrecisionRecall
 
 __all__ = [
     "FALLBACK_CODES",
@@ -31,8 +33,6 @@ __all__ = [
 FALLBACK_CODES = ("reply_parse", "no_oracle_steps", "answer_span_empty", "min_select")
 STOP_CODES = ("budget", "threshold", "first_step", "candidates", "ranking")
 UNKNOWN = "unknown"
-
-Record = Mapping[str, Any]
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -50,31 +50,25 @@ def _mean(values: Sequence[float]) -> float | None:
     return _round(sum(values) / len(values)) if values else None
 
 
-def _is_error(record: Record) -> bool:
-    return record.get("status") == "error"
+def _is_error(record: LabelRecord) -> bool:
+    return record.status == "error"
 
 
-def _selected(record: Record) -> list[Any]:
-    return list(record.get("selected") or [])
-
-
-def resolve_budget(records: Sequence[Record], budget: int | None = None) -> int:
+def resolve_budget(records: Sequence[LabelRecord], budget: int | None = None) -> int:
     """The budget K (passages): `budget` if given, else the largest ``teacher.budget`` of the records,
     else the largest |S| seen (0 for no records)."""
     if budget is not None:
         return int(budget)
-    found = [int(r["teacher"]["budget"]) for r in records
-             if isinstance(r.get("teacher"), Mapping) and isinstance(r["teacher"].get("budget"), int)]
+    found = [r.teacher.budget for r in records if r.teacher.budget is not None]
     if found:
         return max(found)
-    return max((len(_selected(r)) for r in records), default=0)
+    return max((len(r.selected) for r in records), default=0)
 
 
-def size_histogram(records: Iterable[Record], budget: int, status: str | None = None) -> dict[str, int]:
+def size_histogram(records: Iterable[LabelRecord], budget: int, status: str | None = None) -> dict[str, int]:
     """Count of questions per selection size |S| (passages), keys "0".."budget" (extended when a
     record selected more), over non-error records; only those with `status` when given."""
-    sizes = [len(_selected(r)) for r in records
-             if not _is_error(r) and (status is None or r.get("status") == status)]
+    sizes = [len(r.selected) for r in records if not _is_error(r) and (status is None or r.status == status)]
     top = max([budget, *sizes])
     counts = Counter(sizes)
     return {str(n): counts.get(n, 0) for n in range(top + 1)}
@@ -83,37 +77,36 @@ def size_histogram(records: Iterable[Record], budget: int, status: str | None = 
 # --------------------------------------------------------------------------- fallbacks and stops
 
 
-def _fallback_reason_counts(records: Sequence[Record]) -> dict[str, int]:
+def _fallback_reason_counts(records: Sequence[LabelRecord]) -> dict[str, int]:
     """code -> number of records listing it; fallback records without codes count as "unknown"."""
     counts: Counter[str] = Counter()
     for r in records:
-        codes = r.get("fallback_reasons")
-        if codes:
-            counts.update(str(c) for c in codes)
-        elif r.get("status") == "fallback":
+        if r.fallback_reasons:
+            counts.update(r.fallback_reasons)
+        elif r.status == "fallback":
             counts[UNKNOWN] += 1
     return dict(counts.most_common())
 
 
-def _stop_counts(records: Sequence[Record]) -> dict[str, int]:
+def _stop_counts(records: Sequence[LabelRecord]) -> dict[str, int]:
     """stop code -> count over the records given; a record without ``stop`` counts as "unknown"."""
-    counts = Counter(str(r.get("stop") or UNKNOWN) for r in records)
+    counts = Counter(r.stop or UNKNOWN for r in records)
     return dict(counts.most_common())
 
 
-def _first_step_stop_rate(records: Sequence[Record]) -> float | None:
+def _first_step_stop_rate(records: Sequence[LabelRecord]) -> float | None:
     """Share of the given (non-error) records whose ``stop`` is "first_step", among those that record a
     stop at all; None when none does (older files)."""
-    known = [r["stop"] for r in records if r.get("stop")]
+    known = [r.stop for r in records if r.stop]
     return _round(sum(s == "first_step" for s in known) / len(known)) if known else None
 
 
 # --------------------------------------------------------------------------- e and W
 
 
-def _normalised_e(record: Record) -> np.ndarray | None:
+def _normalised_e(record: LabelRecord) -> np.ndarray | None:
     """The step weights e of a record scaled to sum 1; None when empty, non-finite or not positive."""
-    e = np.asarray([np.nan if x is None else x for x in record.get("e") or []], dtype=np.float64)
+    e = np.asarray([np.nan if x is None else x for x in record.e], dtype=np.float64)
     if e.size == 0 or not np.all(np.isfinite(e)) or np.any(e < 0) or e.sum() <= 0:
         return None
     return e / e.sum()
@@ -125,7 +118,7 @@ def _entropy(p: np.ndarray) -> float:
     return float(-(nz * np.log(nz)).sum())
 
 
-def _e_stats(records: Sequence[Record]) -> dict[str, float | None]:
+def _e_stats(records: Sequence[LabelRecord]) -> tuple[float | None, float | None, float | None]:
     """Mean entropy of e (nats), the same divided by log N (N = 1 counts as 1.0), and mean max e."""
     ent, ent_norm, peak = [], [], []
     for r in records:
@@ -136,12 +129,12 @@ def _e_stats(records: Sequence[Record]) -> dict[str, float | None]:
         ent.append(h)
         ent_norm.append(h / math.log(p.size) if p.size > 1 else 1.0)
         peak.append(float(p.max()))
-    return {"e_entropy": _mean(ent), "e_entropy_normalised": _mean(ent_norm), "max_e": _mean(peak)}
+    return _mean(ent), _mean(ent_norm), _mean(peak)
 
 
-def _mean_max_w(record: Record) -> float | None:
+def _mean_max_w(record: LabelRecord) -> float | None:
     """Mean over steps of the largest coverage W[k, i] over documents k; nulls are ignored."""
-    rows = record.get("W") or []
+    rows = record.W
     if not rows or not any(rows):
         return None
     try:
@@ -161,10 +154,10 @@ def _mean_max_w(record: Record) -> float | None:
 # --------------------------------------------------------------------------- public API
 
 
-def label_diagnostics(records: Iterable[Record], budget: int | None = None) -> dict[str, Any]:
+def label_diagnostics(records: Iterable[LabelRecord], budget: int | None = None) -> LabelDiagnostics:
     """Health figures of a labels file.
 
-    Keys:
+    Fields:
 
     - ``questions``: records; ``ok`` / ``fallback`` / ``error``: records per status;
     - ``budget``: the K used for the histogram (`budget`, else the records' ``teacher.budget``);
@@ -188,40 +181,40 @@ def label_diagnostics(records: Iterable[Record], budget: int | None = None) -> d
     labelled = [r for r in records if not _is_error(r)]
     n = len(records)
     k = resolve_budget(records, budget)
-    status = Counter(r.get("status") for r in records)
+    status = Counter(r.status for r in records)
     max_w = [m for m in (_mean_max_w(r) for r in labelled) if m is not None]
-    return {
-        "questions": n,
-        "ok": status.get("ok", 0),
-        "fallback": status.get("fallback", 0),
-        "error": status.get("error", 0),
-        "budget": k,
-        "size_histogram": size_histogram(labelled, k),
-        "fallback_size_histogram": size_histogram(labelled, k, status="fallback"),
-        "mean_size": _mean([float(len(_selected(r))) for r in labelled]),
-        "fallback_rate": _round(status.get("fallback", 0) / n) if n else None,
-        "fallback_reasons": _fallback_reason_counts(records),
-        "first_step_stop_rate": _first_step_stop_rate(labelled),
-        "stop_counts": _stop_counts(labelled),
-        **_e_stats(labelled),
-        "max_W": _mean(max_w),
-    }
+    e_entropy, e_entropy_normalised, max_e = _e_stats(labelled)
+    return LabelDiagnostics(
+        questions=n,
+        ok=status.get("ok", 0),
+        fallback=status.get("fallback", 0),
+        error=status.get("error", 0),
+        budget=k,
+        size_histogram=size_histogram(labelled, k),
+        fallback_size_histogram=size_histogram(labelled, k, status="fallback"),
+        mean_size=_mean([float(len(r.selected)) for r in labelled]),
+        fallback_rate=_round(status.get("fallback", 0) / n) if n else None,
+        fallback_reasons=_fallback_reason_counts(records),
+        first_step_stop_rate=_first_step_stop_rate(labelled),
+        stop_counts=_stop_counts(labelled),
+        e_entropy=e_entropy, e_entropy_normalised=e_entropy_normalised, max_e=max_e,
+        max_W=_mean(max_w),
+    )
 
 
-def _dominant_reason(diag: Mapping[str, Any]) -> str | None:
+def _dominant_reason(diag: LabelDiagnostics) -> str | None:
     """The fallback code behind more than half of the fallback records, if any."""
-    reasons: Mapping[str, int] = diag.get("fallback_reasons") or {}
-    total = max(int(diag.get("fallback") or 0), 1)
-    for code, count in reasons.items():
+    total = max(diag.fallback, 1)
+    for code, count in diag.fallback_reasons.items():
         if code != UNKNOWN and 2 * count > total:
             return code
     return None
 
 
-def fallback_warning(diag: Mapping[str, Any], threshold: float) -> str | None:
+def fallback_warning(diag: LabelDiagnostics, threshold: float) -> str | None:
     """One line of advice when the fallback rate of `diag` (from :func:`label_diagnostics`) exceeds
     `threshold` (a share in [0, 1]); None otherwise. The advice follows the dominant fallback code."""
-    rate = diag.get("fallback_rate")
+    rate = diag.fallback_rate
     if rate is None or rate <= threshold:
         return None
     head = f"label: {100 * rate:.0f}% of questions fell back"
@@ -252,19 +245,13 @@ def prf(chosen: Sequence[Any], gold: set[Any]) -> tuple[float, float, float]:
     return p, r, 2 * p * r / (p + r)
 
 
-def _label_doc_ids(record: Record, docs: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """``selected_doc_ids`` of a label record, else the doc ids at its ``selected`` positions."""
-    if record.get("selected_doc_ids") is not None:
-        return list(record["selected_doc_ids"])
-    return [docs[k].get("doc_id") for k in _selected(record) if 0 <= int(k) < len(docs)]
+def _summarise(rows: Sequence[tuple[float, float, float, int]]) -> PrecisionRecall:
+    precision, recall, f1, mean_size = (_mean([row[i] for row in rows]) for i in range(4))
+    return PrecisionRecall(precision=precision, recall=recall, f1=f1, mean_size=mean_size)
 
 
-def _summarise(rows: Sequence[tuple[float, float, float, int]]) -> dict[str, float | None]:
-    return {name: _mean([row[i] for row in rows])
-            for i, name in enumerate(("precision", "recall", "f1", "mean_size"))}
-
-
-def gold_comparison(records: Iterable[Record], candidates: Mapping[Any, Record], k: int) -> dict[str, Any]:
+def gold_comparison(records: Iterable[LabelRecord], candidates: Mapping[str, CandidateRecord], k: int
+                    ) -> GoldComparison:
     """Selected passages against gold passages, next to plain retrieval.
 
     Over label records with status != "error" whose candidates record has a non-empty
@@ -285,18 +272,20 @@ def gold_comparison(records: Iterable[Record], candidates: Mapping[Any, Record],
     rows: dict[str, list[tuple[float, float, float, int]]] = {
         "labels": [], "retrieval_top_size": [], "retrieval_top_2": [], "retrieval_top_k": []}
     for r in records:
-        cand = candidates.get(r.get("qid"))
-        if _is_error(r) or cand is None or not cand.get("gold_doc_ids"):
+        cand = candidates.get(r.qid)
+        if _is_error(r) or cand is None or not cand.gold_doc_ids:
             continue
-        gold = set(cand["gold_doc_ids"])
-        docs = cand.get("docs") or []
-        ranked = [d.get("doc_id") for d in docs]
+        gold = set(cand.gold_doc_ids)
+        ranked = [d.doc_id for d in cand.docs]
         chosen = {
-            "labels": _label_doc_ids(r, docs),
-            "retrieval_top_size": ranked[: len(_selected(r))],
+            "labels": list(r.selected_doc_ids),
+            "retrieval_top_size": ranked[: len(r.selected)],
             "retrieval_top_2": ranked[:2],
             "retrieval_top_k": ranked[:k],
         }
         for name, ids in chosen.items():
             rows[name].append((*prf(ids, gold), len(set(ids))))
-    return {"questions": len(rows["labels"]), "k": k, **{name: _summarise(v) for name, v in rows.items()}}
+    return GoldComparison(questions=len(rows["labels"]), k=k, labels=_summarise(rows["labels"]),
+                          retrieval_top_size=_summarise(rows["retrieval_top_size"]),
+                          retrieval_top_2=_summarise(rows["retrieval_top_2"]),
+                          retrieval_top_k=_summarise(rows["retrieval_top_k"]))

@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..records import StoredAttention, StoredSimilarity
+from .label_record import stored_nested
+
 if TYPE_CHECKING:
     from .defaults import EstimationParams
 
@@ -72,14 +75,16 @@ class SegmentAttention:
         return cls(step_doc=m[:n_steps, :n_docs], step_step=m[:n_steps, n_docs:], answer_step=m[n_steps, n_docs:])
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SegmentAttention:
-        """From a labels.jsonl `attention` field (null = non-finite)."""
-        return cls(step_doc=_array(d["step_doc"]), step_step=_array(d["step_step"]),
-                   answer_step=_array(d["answer_step"]))
+    def from_record(cls, record: StoredAttention) -> SegmentAttention:
+        """From a labels.jsonl `attention` block (null = non-finite)."""
+        return cls(step_doc=_array(record.step_doc), step_step=_array(record.step_step),
+                   answer_step=_array(record.answer_step))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step_doc": self.step_doc.tolist(), "step_step": self.step_step.tolist(),
-                "answer_step": self.answer_step.tolist()}
+    def to_record(self) -> StoredAttention:
+        """The labels.jsonl `attention` block: every value at stored precision (null for non-finite)."""
+        return StoredAttention(step_doc=stored_nested(self.step_doc.tolist()),
+                               step_step=stored_nested(self.step_step.tolist()),
+                               answer_step=stored_nested(self.answer_step.tolist()))
 
 
 @dataclass
@@ -99,11 +104,14 @@ class SimilarityScores:
         return cls(step_doc=np.asarray(step_doc, dtype=np.float64), answer_step=np.asarray(answer, dtype=np.float64))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SimilarityScores:
-        return cls(step_doc=_array(d["step_doc"]), answer_step=_array(d["answer_step"]))
+    def from_record(cls, record: StoredSimilarity) -> SimilarityScores:
+        """From a labels.jsonl `similarity` block (null = non-finite)."""
+        return cls(step_doc=_array(record.step_doc), answer_step=_array(record.answer_step))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"step_doc": self.step_doc.tolist(), "answer_step": self.answer_step.tolist()}
+    def to_record(self) -> StoredSimilarity:
+        """The labels.jsonl `similarity` block: every value at stored precision (null for non-finite)."""
+        return StoredSimilarity(step_doc=stored_nested(self.step_doc.tolist()),
+                                answer_step=stored_nested(self.answer_step.tolist()))
 
 
 def _array(values: Any) -> np.ndarray:

@@ -30,10 +30,21 @@ from typing import Any
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from typing_extensions import TypedDict
 
 from ..config import Recipe
-from ..data.candidates import read_candidates
-from ..records import LabelRecord
+from ..data.candidates import read_candidate_records
+from ..records import (
+    CandidateRecord,
+    LabelRecord,
+    LabelSummary,
+    LancerShardRecord,
+    ReplyShardRecord,
+    StageSummary,
+    StoredAttention,
+    StoredSimilarity,
+    validate_line,
+)
 from ..rundir import RunDir
 from ..stages import StageRun
 from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl
@@ -42,7 +53,7 @@ from .capture import SegmentSpec, capture_segment_attention
 from .defaults import resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
 from .estimation import SegmentAttention, SimilarityScores, estimate
-from .label_record import lancer_templates, stored, stored_array, stored_nested, teacher_meta
+from .label_record import lancer_templates, stored, stored_array, teacher_meta
 from .loading import TeacherResources
 from .parsing import ParsedReply, parse_reply
 from .prompts import ReasoningPrompt, build_reasoning_prompt, build_teacher_sequence
@@ -54,9 +65,19 @@ log = logging.getLogger(__name__)
 __all__ = ["LABELS_FILE", "SHARD_DIR", "load_candidates", "run_label_stage", "write_labels"]
 
 
-def load_candidates(path: str | Path) -> list[dict[str, Any]]:
+def load_candidates(path: str | Path) -> list[CandidateRecord]:
     """Read candidates.jsonl and check the fields labelling needs (errors name line and field)."""
-    return read_candidates(path)
+    return read_candidate_records(path)
+
+
+class _WhenTheyApply(TypedDict, total=False):
+    """The `LabelRecord` fields written only when they apply (keyword arguments: a field passed is written)."""
+
+    attention: StoredAttention
+    similarity: StoredSimilarity
+    reply: str
+    ratings: list[list[int | float]]
+    subquestions: list[str]
 
 
 class _Labeler:
@@ -72,10 +93,9 @@ class _Labeler:
         self.bias: np.ndarray | None = None
         self.bias_key: str | None = None
         self.params = resolve_params(self.cfg)
-        self.meta = teacher_meta(self.cfg, self.params)
-        self.lancer_templates = lancer_templates(self.cfg, self.meta)
+        self.lancer_templates = lancer_templates(self.cfg)
         self.prompt = ReasoningPrompt.from_config(self.cfg)  # the reasoning prompt's wording, read once
-        self.meta["prompt"] = self.prompt.record()
+        self.meta = teacher_meta(self.cfg, self.params, self.lancer_templates, self.prompt.record())
 
     def shard_file(self, kind: str) -> Path:
         return shard_path(self.recipe.run_path, kind, self.rank, self.world)
@@ -97,73 +117,79 @@ class _Labeler:
                               tokenizer=self.tokenizer())
 
     # ---- pass 1: generation
-    def generate(self, shard: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    def generate(self, shard: list[CandidateRecord]) -> tuple[dict[str, str], dict[str, LancerShardRecord]]:
         need_replies = self.cfg.steps == "model"
         need_lancer = self.cfg.lancer.enabled
         replies: dict[str, str] = {}
-        lancer: dict[str, dict[str, Any]] = {}
+        lancer: dict[str, LancerShardRecord] = {}
         if not (need_replies or need_lancer):
             return replies, lancer
         generator = None
         with ResumableJsonl(self.shard_file("replies")) as rfile, ResumableJsonl(self.shard_file("lancer")) as lfile:
-            todo_r = [r for r in shard if need_replies and r["qid"] not in rfile.done]
-            todo_l = [r for r in shard if need_lancer and r["qid"] not in lfile.done]
+            todo_r = [r for r in shard if need_replies and r.qid not in rfile.done]
+            todo_l = [r for r in shard if need_lancer and r.qid not in lfile.done]
             if todo_r or todo_l:
                 generator = self._generator()
             bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
-                if need_replies and any(r["qid"] not in rfile.done for r in batch):
-                    prompts = [build_reasoning_prompt(self.tokenizer(), r["question"], r["docs"], self.prompt)[0]
+                if need_replies and any(r.qid not in rfile.done for r in batch):
+                    prompts = [build_reasoning_prompt(self.tokenizer(), r.question, r.docs, self.prompt)[0]
                                for r in batch]
                     outs = generator.generate(prompts, self.cfg.max_new_tokens)
                     for r, out in zip(batch, outs):
-                        if r["qid"] not in rfile.done:
-                            rfile.write({"qid": r["qid"], "reply": out})
-                if need_lancer and any(r["qid"] not in lfile.done for r in batch):
+                        if r.qid not in rfile.done:
+                            rfile.write(ReplyShardRecord(qid=r.qid, reply=out).to_json_dict())
+                if need_lancer and any(r.qid not in lfile.done for r in batch):
                     self._lancer_batch(generator, batch, lfile)
                 bar.update(len(batch))
             bar.close()
         if generator is not None:
             generator.close()
-        for path, target, key in ((self.shard_file("replies"), replies, "reply"), (self.shard_file("lancer"), lancer, None)):
-            if path.exists():
-                for _, rec in read_jsonl(path):
-                    target[rec["qid"]] = rec[key] if key else rec
+        path = self.shard_file("replies")
+        if path.exists():
+            for lineno, line in read_jsonl(path):
+                reply = validate_line(ReplyShardRecord, line, path, lineno)
+                replies[reply.qid] = reply.reply
+        path = self.shard_file("lancer")
+        if path.exists():
+            for lineno, line in read_jsonl(path):
+                rated = validate_line(LancerShardRecord, line, path, lineno)
+                lancer[rated.qid] = rated
         return replies, lancer
 
-    def _lancer_batch(self, generator: Any, batch: Sequence[dict[str, Any]], lfile: ResumableJsonl) -> None:
+    def _lancer_batch(self, generator: Any, batch: Sequence[CandidateRecord], lfile: ResumableJsonl) -> None:
         from .lancer import rate_documents, write_subquestions
 
         lc = self.cfg.lancer
         rating_t, sub_t = self.lancer_templates
-        subs = write_subquestions(generator, self.tokenizer(), [r["question"] for r in batch], lc.n_subquestions,
+        subs = write_subquestions(generator, self.tokenizer(), [r.question for r in batch], lc.n_subquestions,
                                   template=sub_t)
         for r, (questions, reason) in zip(batch, subs):
             # ints (JSON 3, not 3.0), or expected ratings as floats
-            ratings = rate_documents(generator, self.tokenizer(), r["question"], questions, r["docs"],
+            ratings = rate_documents(generator, self.tokenizer(), r.question, questions, r.docs,
                                      expected=lc.expected_rating, template=rating_t)
-            if r["qid"] not in lfile.done:
-                lfile.write({"qid": r["qid"], "subquestions": questions, "subquestion_reason": reason,
-                             "ratings": ratings})
+            if r.qid not in lfile.done:
+                lfile.write(LancerShardRecord(qid=r.qid, subquestions=questions, subquestion_reason=reason,
+                                              ratings=ratings).to_json_dict())
 
     # ---- pass 2: estimation and selection
-    def steps_for(self, rec: dict[str, Any], replies: dict[str, str]) -> ParsedReply:
+    def steps_for(self, rec: CandidateRecord, replies: dict[str, str]) -> ParsedReply:
         if self.cfg.steps == "oracle":
-            steps = [s for s in rec.get("oracle_steps") or [] if s.strip()][: self.cfg.max_steps]
-            answer = (rec.get("answers") or [""])[0]
+            steps = [s for s in rec.oracle_steps if s.strip()][: self.cfg.max_steps]
+            answer = (rec.answers or [""])[0]
             if not steps:
-                return ParsedReply([rec["question"]], answer, "fallback",
+                return ParsedReply([rec.question], answer, "fallback",
                                    "no oracle steps for this question: used the question as the only step")
             return ParsedReply(steps, answer)
-        return parse_reply(replies.get(rec["qid"], ""), rec["question"], self.cfg.max_steps)
+        return parse_reply(replies.get(rec.qid, ""), rec.question, self.cfg.max_steps)
 
-    def capture_attention(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]
+    def capture_attention(self, batch: Sequence[CandidateRecord], parsed: Sequence[ParsedReply]
                           ) -> list[SegmentAttention]:
         """Segment attention of each question (stored precision), from one capture pass over the batch."""
         tok, model = self.tokenizer(), self.model()
         seqs, specs = [], []
         for rec, p in zip(batch, parsed):
-            prompt, doc_chars = build_reasoning_prompt(tok, rec["question"], rec["docs"], self.prompt)
+            prompt, doc_chars = build_reasoning_prompt(tok, rec.question, rec.docs, self.prompt)
             seq = build_teacher_sequence(tok, prompt, doc_chars, p.steps, p.answer)
             seqs.append(seq)
             specs.append(SegmentSpec.of([*seq.step_spans, seq.answer_span], [*seq.doc_spans, *seq.step_spans]))
@@ -180,10 +206,10 @@ class _Labeler:
         device = next(model.parameters()).device
         mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=self.cfg.layers,
                                          max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
-        return [SegmentAttention.from_matrix(stored_array(m.numpy()), len(rec["docs"]), len(p.steps))
+        return [SegmentAttention.from_matrix(stored_array(m.numpy()), len(rec.docs), len(p.steps))
                 for rec, p, m in zip(batch, parsed, mats)]
 
-    def similarities(self, batch: Sequence[dict[str, Any]], parsed: Sequence[ParsedReply]) -> list[SimilarityScores]:
+    def similarities(self, batch: Sequence[CandidateRecord], parsed: Sequence[ParsedReply]) -> list[SimilarityScores]:
         """Cosine similarities of each question (stored precision), each from an encoder call of its own.
 
         A question's steps, documents and answer are encoded together, in that order, and nothing is
@@ -191,14 +217,14 @@ class _Labeler:
         padded with, so the similarities are a function of the question's own record, whatever the
         batch, the process history or a resume point (a resumed run writes the same bytes).
         """
-        from ..data.passage import doc_passage_text
+        from ..data.passage import passage_text
         from ..data.retrieval.dense import encode_texts
 
         embedder = self.res.embedder()
         out = []
         for rec, p in zip(batch, parsed):
             steps, answer = list(p.steps), p.answer.strip()
-            docs = [doc_passage_text(d) for d in rec["docs"]]
+            docs = [passage_text(d.title, d.text) for d in rec.docs]
             texts = [t for t in [*steps, *docs, answer] if t]
             emb = dict(zip(texts, encode_texts(embedder, texts)))
             step_emb = np.stack([emb[t] for t in steps])
@@ -207,8 +233,8 @@ class _Labeler:
             out.append(SimilarityScores(stored_array(sim.step_doc), stored_array(sim.answer_step)))
         return out
 
-    def label_batch(self, batch: Sequence[dict[str, Any]], replies: dict[str, str],
-                    lancer: dict[str, dict[str, Any]]) -> list[LabelRecord]:
+    def label_batch(self, batch: Sequence[CandidateRecord], replies: dict[str, str],
+                    lancer: dict[str, LancerShardRecord]) -> list[LabelRecord]:
         params = self.params
         parsed = [self.steps_for(r, replies) for r in batch]
         none: list[Any] = [None] * len(batch)
@@ -217,8 +243,8 @@ class _Labeler:
         estimates = [estimate(params, a, s, self.bias) for a, s in zip(attns, sims)]
         pairs = []
         for rec, est in zip(batch, estimates):
-            lan = lancer.get(rec["qid"])
-            pairs.append(fuse(est.e, est.W, lan["ratings"] if lan is not None else None, params))
+            lan = lancer.get(rec.qid)
+            pairs.append(fuse(est.e, est.W, lan.ratings if lan is not None else None, params))
         result = solve(pairs, params)
         records = []
         for i, (rec, p, est) in enumerate(zip(batch, parsed, estimates)):
@@ -234,23 +260,23 @@ class _Labeler:
                 reasons.append("no document had a positive gain: kept the best one (min_select)")
             e, W = pairs[i]
             reason = "; ".join(reasons) or None
-            optional: dict[str, Any] = {}  # LabelRecord's fields written only when they apply
+            optional = _WhenTheyApply()
             if attns[i] is not None:
-                optional["attention"] = {k: stored_nested(v) for k, v in attns[i].to_dict().items()}
+                optional["attention"] = attns[i].to_record()
             if sims[i] is not None:
-                optional["similarity"] = {k: stored_nested(v) for k, v in sims[i].to_dict().items()}
+                optional["similarity"] = sims[i].to_record()
             if self.cfg.steps == "model":
-                optional["reply"] = replies.get(rec["qid"], "")
-            lan = lancer.get(rec["qid"])
+                optional["reply"] = replies.get(rec.qid, "")
+            lan = lancer.get(rec.qid)
             if lan is not None:
-                optional["ratings"] = lan["ratings"]
-                optional["subquestions"] = lan["subquestions"]
-                if lan.get("subquestion_reason"):
-                    reason = "; ".join(x for x in [reason, lan["subquestion_reason"]] if x)
+                optional["ratings"] = lan.ratings
+                optional["subquestions"] = lan.subquestions
+                if lan.subquestion_reason:
+                    reason = "; ".join(x for x in [reason, lan.subquestion_reason] if x)
             records.append(LabelRecord(
-                qid=rec["qid"],
+                qid=rec.qid,
                 selected=selected,
-                selected_doc_ids=[rec["docs"][k].get("doc_id") for k in selected],
+                selected_doc_ids=[rec.docs[k].doc_id for k in selected],
                 gains=[stored(g) for g in gains],
                 objective=stored(float(result.objective[i])),
                 steps=p.steps,
@@ -261,22 +287,23 @@ class _Labeler:
                 status="fallback" if codes else "ok",
                 reason=reason,
                 fallback_reasons=codes,
-                stop=stop_reason(gains, len(rec["docs"]), params),
+                stop=stop_reason(gains, len(rec.docs), params),
                 teacher=self.meta,
                 **optional,
             ))
         return records
 
-    def error_record(self, rec: dict[str, Any], exc: BaseException) -> LabelRecord:
-        return LabelRecord.failed(rec["qid"], exc, bias_key=self.bias_key, teacher=self.meta)
+    def error_record(self, rec: CandidateRecord, exc: BaseException) -> LabelRecord:
+        return LabelRecord.failed(rec.qid, exc, bias_key=self.bias_key, teacher=self.meta)
 
-    def label(self, shard: list[dict[str, Any]], replies: dict[str, str], lancer: dict[str, dict[str, Any]]) -> int:
+    def label(self, shard: list[CandidateRecord], replies: dict[str, str],
+              lancer: dict[str, LancerShardRecord]) -> int:
         written = 0
         live = _LiveCounts()
         with ResumableJsonl(self.shard_file("labels")) as out:
             bar = tqdm(total=len(shard), desc=f"label [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
-                if all(r["qid"] in out.done for r in batch):
+                if all(r.qid in out.done for r in batch):
                     bar.update(len(batch))
                     continue
                 try:
@@ -285,13 +312,13 @@ class _Labeler:
                     log.warning("batch failed (%s); labelling its questions one by one", exc)
                     records = []
                     for rec in batch:
-                        if not rec["docs"]:
+                        if not rec.docs:
                             records.append(self.error_record(rec, ValueError("no candidate documents")))
                             continue
                         try:
                             records += self.label_batch([rec], replies, lancer)
                         except Exception as single:
-                            log.error("question %s failed: %s", rec["qid"], single)
+                            log.error("question %s failed: %s", rec.qid, single)
                             records.append(self.error_record(rec, single))
                 for r in records:
                     if r.qid not in out.done:
@@ -323,14 +350,16 @@ class _LiveCounts:
                 "first-step stop": f"{self.first_step / self.n:.0%}"}
 
 
-def run_label_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring)."""
+def run_label_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
+    """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring); returns the summary also
+    stored in label.run.json (a `LabelSummary`; a complete stage's stored summary that another version wrote may
+    read as a plain `StageSummary`)."""
     from ..stages import run_stage
 
     return run_stage("label", recipe, show_progress)
 
 
-def write_labels(run: StageRun) -> dict[str, Any]:
+def write_labels(run: StageRun) -> LabelSummary:
     """The label stage's body: this process's shard of the questions, merged into labels.jsonl by rank 0."""
     recipe, show_progress = run.recipe, run.show_progress
     cfg = recipe.teacher
@@ -351,26 +380,27 @@ def write_labels(run: StageRun) -> dict[str, Any]:
     elapsed = time.perf_counter() - t0
     if state is not None:
         state.wait_for_everyone()
-    summary: dict[str, Any] = {"rank": rank, "world": world, "shard_questions": len(shard), "written": written}
+    summary = LabelSummary(rank=rank, world=world, shard_questions=len(shard), written=written)
     if rank == 0:
         diag = label_diagnostics(merge_label_shards(run_dir, candidates, world), cfg.budget)
         warning = fallback_warning(diag, cfg.fallback_warn)
-        summary = {
-            "status": "complete", "processes": world, **diag,
-            "written_by_rank0": written,
-            "questions_per_second_rank0": round(written / elapsed, 3) if written and elapsed > 0 else None,
-            "labels": str(run_dir / LABELS_FILE), "estimation": labeler.params.to_dict(), "warning": warning,
-        }
-        if diag["error"] == len(candidates):
+        summary = LabelSummary(
+            processes=world, **diag.model_dump(),
+            written_by_rank0=written,
+            questions_per_second_rank0=round(written / elapsed, 3) if written and elapsed > 0 else None,
+            labels=str(run_dir / LABELS_FILE), estimation=labeler.params.to_record(), warning=warning,
+        )
+        if diag.error == len(candidates):
             raise RuntimeError(f"every question failed; see the `reason` fields in {run_dir / LABELS_FILE}")
         if warning:
             log.warning(warning)
 
-        def track(summary: dict[str, Any]) -> None:
+        def track(summary: StageSummary) -> None:
             from ..utils.tracking import track_stage  # no-op unless tracking.report_to is wandb
 
-            track_stage(recipe, "label", summary, tables={"size_histogram": (
-                ["|S|", "questions"], [[int(size), n] for size, n in (summary.get("size_histogram") or {}).items()])})
+            histogram = summary.size_histogram if isinstance(summary, LabelSummary) else None
+            rows = [[int(size), n] for size, n in (histogram or {}).items()]
+            track_stage(recipe, "label", summary.to_json_dict(), tables={"size_histogram": (["|S|", "questions"], rows)})
 
         run.after_complete.append(track)
     if state is not None:  # every rank returns once rank 0 has marked the stage complete

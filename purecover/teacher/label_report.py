@@ -21,6 +21,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..records import (
+    CandidateRecord,
+    GoldComparison,
+    LabelDiagnostics,
+    LabelRecord,
+    LabelReport,
+    PrecisionRecall,
+    validate_line,
+)
 from ..utils.io import atomic_write_json, ensure_output_dir, read_jsonl
 from .diagnostics import fallback_warning, gold_comparison, label_diagnostics
 
@@ -30,11 +39,11 @@ __all__ = [
     "DEFAULT_FALLBACK_WARN",
     "REPORT_DIR",
     "fallback_threshold",
+    "label_report",
     "plot_precision_recall",
     "plot_size_histogram",
     "read_run",
     "render_label_report",
-    "write_label_report",
 ]
 
 REPORT_DIR = "label_report"
@@ -56,15 +65,18 @@ def _require(path: Path, producer: str) -> Path:
     return path
 
 
-def read_run(run_dir: str | Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(label records, candidates by qid) of a run; a missing or empty file is a one-line error."""
+def read_run(run_dir: str | Path) -> tuple[list[LabelRecord], dict[str, CandidateRecord]]:
+    """(label records, candidates by qid) of a run, each line checked as its record (errors name file, line and
+    field); a missing or empty file is a one-line error."""
+    from ..data.candidates import read_candidate_records
+
     run = Path(run_dir)
     labels_path = _require(run / "labels.jsonl", "label")
     candidates_path = _require(run / "candidates.jsonl", "data")
-    records = [rec for _, rec in read_jsonl(labels_path)]
+    records = [validate_line(LabelRecord, rec, labels_path, lineno) for lineno, rec in read_jsonl(labels_path)]
     if not records:
         raise ValueError(f"{labels_path} has no records")
-    candidates = {rec.get("qid"): rec for _, rec in read_jsonl(candidates_path)}
+    candidates = {rec.qid: rec for rec in read_candidate_records(candidates_path)}
     return records, candidates
 
 
@@ -104,39 +116,39 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def plot_size_histogram(diag: Mapping[str, Any], path: str | Path) -> Path:
+def plot_size_histogram(diag: LabelDiagnostics, path: str | Path) -> Path:
     """Bars of questions per |S| (non-error records), fallback records stacked on top in another colour."""
     plt = _pyplot()
-    sizes = list(diag["size_histogram"])
-    total = [diag["size_histogram"][s] for s in sizes]
-    fallback = [diag["fallback_size_histogram"].get(s, 0) for s in sizes]
+    sizes = list(diag.size_histogram)
+    total = [diag.size_histogram[s] for s in sizes]
+    fallback = [diag.fallback_size_histogram.get(s, 0) for s in sizes]
     ok = [t - f for t, f in zip(total, fallback)]
     x = [int(s) for s in sizes]
-    rate = diag.get("fallback_rate")
+    rate = diag.fallback_rate
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     ax.bar(x, ok, color="tab:blue", label="selected by the greedy / ranking")
     ax.bar(x, fallback, bottom=ok, color="tab:orange", label="fallback")
     shown = "n/a" if rate is None else f"{100 * rate:.1f}%"
     ax.set(xlabel="|S| (passages selected)", ylabel="questions", xticks=x,
-           title=f"labels: |S| per question ({diag['questions']} questions, fallback {shown})")
+           title=f"labels: |S| per question ({diag.questions} questions, fallback {shown})")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     return _save(fig, Path(path))
 
 
-def plot_precision_recall(comparison: Mapping[str, Any], path: str | Path) -> Path:
+def plot_precision_recall(comparison: GoldComparison, path: str | Path) -> Path:
     """Grouped bars of precision, recall and F1 (%) against gold passages, one group per method."""
     plt = _pyplot()
-    names = [label.format(k=comparison["k"]) for _, label in _METHODS]
+    names = [label.format(k=comparison.k) for _, label in _METHODS]
     fig, ax = plt.subplots(figsize=(7.0, 3.8))
     width = 0.26
     for j, metric in enumerate(("precision", "recall", "f1")):
-        values = [100 * (comparison[key][metric] or 0.0) for key, _ in _METHODS]
+        values = [100 * (getattr(getattr(comparison, key), metric) or 0.0) for key, _ in _METHODS]
         ax.bar([i + (j - 1) * width for i in range(len(names))], values, width, label=metric)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, fontsize=8)
-    ax.set(ylabel="%", title=f"against gold passages ({comparison['questions']} questions)")
+    ax.set(ylabel="%", title=f"against gold passages ({comparison.questions} questions)")
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     return _save(fig, Path(path))
@@ -145,33 +157,33 @@ def plot_precision_recall(comparison: Mapping[str, Any], path: str | Path) -> Pa
 # --------------------------------------------------------------------------- report
 
 
-def write_label_report(run_dir: str | Path, out: str | Path | None = None, k: int | None = None) -> dict[str, Any]:
+def label_report(run_dir: str | Path, out: str | Path | None = None, k: int | None = None) -> LabelReport:
     """Compute the report of `run_dir`, write report.json and the plots into `out`
     (default RUN_DIR/label_report) and return the report. `k`: retrieval's top-k (default: the budget)."""
     run = Path(run_dir)
     records, candidates = read_run(run)
     diag = label_diagnostics(records)
-    k = k if k is not None else max(1, diag["budget"])
+    k = k if k is not None else max(1, diag.budget)
     comparison = gold_comparison(records, candidates, k)
     threshold = fallback_threshold(run)
     out_dir = Path(out) if out is not None else run / REPORT_DIR
     ensure_output_dir(out_dir)
     figures = {"size_histogram": str(plot_size_histogram(diag, out_dir / "size_histogram.png"))}
-    if comparison["questions"]:
+    if comparison.questions:
         figures["precision_recall"] = str(plot_precision_recall(comparison, out_dir / "precision_recall.png"))
-    report = {
-        "run_dir": str(run),
-        "labels_file": str(run / "labels.jsonl"),
-        "candidates_file": str(run / "candidates.jsonl"),
-        "report_file": str(out_dir / "report.json"),
-        "k": k,
-        "fallback_warn": threshold,
-        "warning": fallback_warning(diag, threshold),
-        "diagnostics": diag,
-        "comparison": comparison,
-        "figures": figures,
-    }
-    atomic_write_json(out_dir / "report.json", report)
+    report = LabelReport(
+        run_dir=str(run),
+        labels_file=str(run / "labels.jsonl"),
+        candidates_file=str(run / "candidates.jsonl"),
+        report_file=str(out_dir / "report.json"),
+        k=k,
+        fallback_warn=threshold,
+        warning=fallback_warning(diag, threshold),
+        diagnostics=diag,
+        comparison=comparison,
+        figures=figures,
+    )
+    atomic_write_json(out_dir / "report.json", report.to_json_dict())
     return report
 
 
@@ -183,49 +195,52 @@ def _counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{key} {n}" for key, n in counts.items()) or "none"
 
 
-def _diagnostics_lines(diag: Mapping[str, Any]) -> list[str]:
-    hist = " ".join(f"{s}:{n}" for s, n in diag["size_histogram"].items())
-    fb_hist = " ".join(f"{s}:{n}" for s, n in diag["fallback_size_histogram"].items() if n)
-    first = diag["first_step_stop_rate"]
+def _diagnostics_lines(diag: LabelDiagnostics) -> list[str]:
+    hist = " ".join(f"{s}:{n}" for s, n in diag.size_histogram.items())
+    fb_hist = " ".join(f"{s}:{n}" for s, n in diag.fallback_size_histogram.items() if n)
+    first = diag.first_step_stop_rate
 
     def num(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
 
     return [
-        f"  status       ok {diag['ok']}, fallback {diag['fallback']}, error {diag['error']}",
-        f"  |S|          mean {num(diag['mean_size'])} (budget {diag['budget']}); histogram {hist}"
+        f"  status       ok {diag.ok}, fallback {diag.fallback}, error {diag.error}",
+        f"  |S|          mean {num(diag.mean_size)} (budget {diag.budget}); histogram {hist}"
         + (f" (fallbacks {fb_hist})" if fb_hist else ""),
-        f"  fallback     {_pct(diag['fallback_rate'])}% of questions; reasons: {_counts(diag['fallback_reasons'])}",
-        f"  stop         {_counts(diag['stop_counts'])}; first-step stops {_pct(first)}%"
+        f"  fallback     {_pct(diag.fallback_rate)}% of questions; reasons: {_counts(diag.fallback_reasons)}",
+        f"  stop         {_counts(diag.stop_counts)}; first-step stops {_pct(first)}%"
         + (" (not recorded)" if first is None else ""),
-        f"  e            entropy {num(diag['e_entropy'])} nats (normalised {num(diag['e_entropy_normalised'])}), "
-        f"mean max e {num(diag['max_e'])}",
-        f"  W            mean over steps of max over documents {num(diag['max_W'])}",
+        f"  e            entropy {num(diag.e_entropy)} nats (normalised {num(diag.e_entropy_normalised)}), "
+        f"mean max e {num(diag.max_e)}",
+        f"  W            mean over steps of max over documents {num(diag.max_W)}",
     ]
 
 
-def _comparison_table(comparison: Mapping[str, Any]) -> list[str]:
+def _comparison_table(comparison: GoldComparison) -> list[str]:
     lines = ["| method | P | R | F1 | mean \\|S\\| |", "|---|---:|---:|---:|---:|"]
     for key, label in _METHODS:
-        row = comparison[key]
-        size = "n/a" if row["mean_size"] is None else f"{row['mean_size']:.2f}"
-        name = label.format(k=comparison["k"]).replace("|", "\\|")
-        lines.append(f"| {name} | {_pct(row['precision'])} | {_pct(row['recall'])} | {_pct(row['f1'])} | {size} |")
+        row: PrecisionRecall = getattr(comparison, key)
+        size = "n/a" if row.mean_size is None else f"{row.mean_size:.2f}"
+        name = label.format(k=comparison.k).replace("|", "\\|")
+        lines.append(f"| {name} | {_pct(row.precision)} | {_pct(row.recall)} | {_pct(row.f1)} | {size} |")
     return lines
 
 
-def render_label_report(report: Mapping[str, Any]) -> str:
-    """The readable text of a report from :func:`write_label_report`."""
-    diag, comparison = report["diagnostics"], report["comparison"]
-    lines = [f"purecover label-report: {report['labels_file']} ({diag['questions']} questions)", ""]
+def render_label_report(report: LabelReport | Mapping[str, Any]) -> str:
+    """The readable text of a report from :func:`label_report` (or report.json's content, as
+    :func:`label_report` returns it)."""
+    if not isinstance(report, LabelReport):
+        report = LabelReport.model_validate(report)
+    diag, comparison = report.diagnostics, report.comparison
+    lines = [f"purecover label-report: {report.labels_file} ({diag.questions} questions)", ""]
     lines += _diagnostics_lines(diag)
-    if report["warning"]:
-        lines += ["", f"warning: {report['warning']}"]
+    if report.warning:
+        lines += ["", f"warning: {report.warning}"]
     lines.append("")
-    if comparison["questions"]:
-        lines.append(f"against gold passages ({comparison['questions']} questions; P, R, F1 in %):")
+    if comparison.questions:
+        lines.append(f"against gold passages ({comparison.questions} questions; P, R, F1 in %):")
         lines += ["", *_comparison_table(comparison)]
     else:
         lines.append("no gold passages in candidates.jsonl: no precision/recall comparison")
-    lines += ["", "written: " + ", ".join([report["report_file"], *report["figures"].values()])]
+    lines += ["", "written: " + ", ".join([report.report_file, *report.figures.values()])]
     return "\n".join(lines) + "\n"

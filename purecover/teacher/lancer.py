@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.chat import render_chat
+from ..records import CandidateDoc
 from .prompts import document_body
 from .template_text import TemplateError, read_template, template_placeholders
 
@@ -126,7 +127,7 @@ def parse_subquestions(reply: str, question: str, n: int) -> tuple[list[str], st
     return subs, reason
 
 
-def rating_prompt(tokenizer: Any, question: str, subquestion: str, doc: dict[str, Any],
+def rating_prompt(tokenizer: Any, question: str, subquestion: str, doc: CandidateDoc,
                   template: str | None = None) -> str:
     """Rate `doc` against the question joined with `subquestion` (LANCER's 0..5 answerability scale)."""
     user = (template or RATING_TEMPLATE).format(question=question.strip(), subquestion=subquestion.strip(),
@@ -177,7 +178,7 @@ def write_subquestions(backend: GenerationBackend, tokenizer: Any, questions: Se
 
 
 def rate_documents(backend: GenerationBackend, tokenizer: Any, question: str, subquestions: Sequence[str],
-                   docs: Sequence[dict[str, Any]], expected: bool = False,
+                   docs: Sequence[CandidateDoc], expected: bool = False,
                    template: str | None = None) -> list[list[int]] | list[list[float]]:
     """Ratings (K1 × n) of every document against `question` joined with each sub-question.
 

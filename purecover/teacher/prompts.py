@@ -25,8 +25,9 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from ..data.passage import doc_passage_text
+from ..data.passage import passage_text
 from ..models.chat import render_chat
+from ..records import CandidateDoc, PromptWording
 from .template_text import TemplateError, read_template, template_placeholders
 
 __all__ = [
@@ -118,12 +119,13 @@ class ReasoningPrompt:
         """sha256 (hex) of the template text used (after the final newline is dropped)."""
         return hashlib.sha256(self.template.encode()).hexdigest()
 
-    def record(self) -> dict[str, Any]:
-        """What label records keep about the wording (the ``teacher.prompt`` block)."""
-        return {"file": Path(self.source).name, "sha256": self.sha256,
-                "system_sha256": None if self.system is None else hashlib.sha256(self.system.encode()).hexdigest()}
+    def record(self) -> PromptWording:
+        """What label records (the ``teacher.prompt`` block) and bias.json keep about the wording."""
+        return PromptWording(file=Path(self.source).name, sha256=self.sha256,
+                             system_sha256=None if self.system is None
+                             else hashlib.sha256(self.system.encode()).hexdigest())
 
-    def user_message(self, question: str, docs: Sequence[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
+    def user_message(self, question: str, docs: Sequence[CandidateDoc]) -> tuple[str, list[tuple[int, int]]]:
         """The user message and each document's (title + text) character span inside it."""
         chunks, rel, pos = [], [], 0
         for k, d in enumerate(docs, start=1):
@@ -158,12 +160,13 @@ def template_key(tokenizer: Any = None, prompt: ReasoningPrompt | None = None) -
     return h.hexdigest()[:16]
 
 
-def document_body(doc: dict[str, Any]) -> str:
-    """A document as the teacher's prompts show it: title and text on two lines (the text alone without a title)."""
-    return doc_passage_text(doc)
+def document_body(doc: CandidateDoc) -> str:
+    """A document as the teacher's prompts show it: title and text on two lines (the text alone without a title;
+    `purecover.data.passage.passage_text`)."""
+    return passage_text(doc.title, doc.text)
 
 
-def build_reasoning_prompt(tokenizer: Any, question: str, docs: Sequence[dict[str, Any]],
+def build_reasoning_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc],
                            prompt: ReasoningPrompt | None = None) -> tuple[str, list[tuple[int, int]]]:
     """The rendered prompt (ending where the reply starts) and the document character spans in it.
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
+from pydantic import JsonValue
 
-from ..records import LabelRecord, validate_line
+from ..records import CandidateRecord, LabelRecord, validate_line
 from ..rundir import FILES
 from ..utils.io import read_jsonl, write_jsonl_atomic
 
@@ -50,25 +51,26 @@ def shard_path(run_dir: Path, kind: str, rank: int, world: int) -> Path:
     return run_dir / SHARD_DIR / f"{kind}.{rank}-of-{world}.jsonl"
 
 
-def merge_label_shards(run_dir: Path, candidates: Sequence[dict[str, Any]], world: int) -> list[dict[str, Any]]:
-    """Join the label shards into labels.jsonl in candidates order; every qid exactly once.
+def merge_label_shards(run_dir: Path, candidates: Sequence[CandidateRecord], world: int) -> list[LabelRecord]:
+    """Join the label shards into labels.jsonl in candidates order; every qid exactly once. Returns the
+    records in that order.
 
     Each line is checked as a `LabelRecord` (errors name shard, line and field) and written back as read,
     so labels.jsonl holds the shards' bytes.
     """
-    by_qid: dict[str, dict[str, Any]] = {}
+    by_qid: dict[str, tuple[LabelRecord, dict[str, JsonValue]]] = {}  # the record, and its line as read
     for rank in range(world):
         path = shard_path(run_dir, "labels", rank, world)
         if not path.exists():
             raise RuntimeError(f"shard {path} is missing: rank {rank} did not finish")
-        for lineno, rec in read_jsonl(path):
-            qid = validate_line(LabelRecord, rec, path, lineno).qid
-            if qid in by_qid:
-                raise RuntimeError(f"{path}:{lineno}: qid {qid!r} labelled twice")
-            by_qid[qid] = rec
-    missing = [c["qid"] for c in candidates if c["qid"] not in by_qid]
+        for lineno, line in read_jsonl(path):
+            record = validate_line(LabelRecord, line, path, lineno)
+            if record.qid in by_qid:
+                raise RuntimeError(f"{path}:{lineno}: qid {record.qid!r} labelled twice")
+            by_qid[record.qid] = (record, line)
+    missing = [c.qid for c in candidates if c.qid not in by_qid]
     if missing:
         raise RuntimeError(f"{len(missing)} questions have no label (first: {missing[0]!r}); rerun to finish them")
-    records = [by_qid[c["qid"]] for c in candidates]
-    write_jsonl_atomic(run_dir / LABELS_FILE, records)
-    return records
+    ordered = [by_qid[c.qid] for c in candidates]
+    write_jsonl_atomic(run_dir / LABELS_FILE, [line for _, line in ordered])
+    return [record for record, _ in ordered]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,18 @@ from typing import Any
 import numpy as np
 
 from ..config import Recipe, parse_override, recipe_to_dict
-from ..records import LabelRecord, validate_line
+from ..records import (
+    CandidateRecord,
+    GridValue,
+    LabelRecord,
+    SplitFigures,
+    TuneChosen,
+    TuneQuestionCounts,
+    TuneRecipeSetting,
+    TuneResult,
+    TuneRow,
+    validate_line,
+)
 from ..rundir import FILES, RunDir
 from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
 from ..utils.provenance import package_versions
@@ -44,7 +54,7 @@ from .selection import fuse, solve, stop_reason
 log = logging.getLogger(__name__)
 
 __all__ = ["GRID_KEYS", "TuneQuestion", "default_grid", "evaluate_setting", "load_questions", "parse_grid",
-           "run_tune", "split_questions"]
+           "split_questions", "tune"]
 
 TUNE_DIR = FILES["tune"]
 # recipe keys a grid may vary (teacher section; `beta` is teacher.lancer.beta)
@@ -58,13 +68,13 @@ _ESTIMATE_FIELDS = ("normalize", "tau_e", "tau_w", "cot_weighting", "calibrate",
 # --------------------------------------------------------------------------- grid
 
 
-def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
+def parse_grid(items: Sequence[str]) -> dict[str, list[GridValue]]:
     """``["lam=0.1,0.3", "tau_stop=0,0.05"]`` (or one item ``"lam=0.1,0.3,tau_stop=0,0.05"``) -> values by key.
 
     Values are YAML scalars (``1e-5``, ``true``, ``zscore``); a comma-separated piece holding ``=``
     starts the next key. Unknown keys and values of the wrong type are errors naming them.
     """
-    grid: dict[str, list[Any]] = {}
+    grid: dict[str, list[GridValue]] = {}
     key: str | None = None
     for item in items:
         for piece in item.split(","):
@@ -90,7 +100,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
     return grid
 
 
-def _grid_value(key: str, raw: str) -> Any:
+def _grid_value(key: str, raw: str) -> GridValue:
     value = parse_override(f"{key}={raw}")[1]  # the recipe's YAML 1.2 scalars: 1e-1 is a float
     kind = GRID_KEYS[key]
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -104,7 +114,7 @@ def _grid_value(key: str, raw: str) -> Any:
     raise ValueError(f"--grid: {key}={raw!r} is not a valid {'absolute | zscore' if kind is str else kind.__name__}")
 
 
-def default_grid(params: EstimationParams) -> dict[str, list[Any]]:
+def default_grid(params: EstimationParams) -> dict[str, list[GridValue]]:
     """λ over {0, 0.05, 0.1, 0.2, 0.3, 0.5} × the resolved W and e temperatures × {0.5, 1, 2}."""
     w_key = "tau2" if params.w_source == "attention" else "embedding_tau"
     e_key = "tau1" if params.e_source == "attention" else "embedding_tau_e"
@@ -113,7 +123,8 @@ def default_grid(params: EstimationParams) -> dict[str, list[Any]]:
             e_key: [params.tau_e * f for f in (0.5, 1.0, 2.0)]}
 
 
-def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+def grid_points(grid: dict[str, list[GridValue]]) -> list[dict[str, GridValue]]:
+    """Every combination of the grid's values, the last key varying fastest."""
     keys = list(grid)
     return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
 
@@ -147,14 +158,15 @@ def load_questions(labels_path: Path, candidates_path: Path) -> list[TuneQuestio
                              "(`attention` / `similarity`); relabel with this version of purecover")
         labels[label.qid] = label
     out = []
-    for _, cand in read_jsonl(candidates_path):
-        found = labels.get(cand["qid"])
+    for lineno, line in read_jsonl(candidates_path):
+        cand = validate_line(CandidateRecord, line, candidates_path, lineno)
+        found = labels.get(cand.qid)
         if found is None:
             continue
         out.append(TuneQuestion(
-            qid=cand["qid"], doc_ids=[d["doc_id"] for d in cand["docs"]], gold=set(cand.get("gold_doc_ids") or []),
-            attention=SegmentAttention.from_dict(found.attention) if found.attention is not None else None,
-            similarity=SimilarityScores.from_dict(found.similarity) if found.similarity is not None else None,
+            qid=cand.qid, doc_ids=[d.doc_id for d in cand.docs], gold=set(cand.gold_doc_ids),
+            attention=SegmentAttention.from_record(found.attention) if found.attention is not None else None,
+            similarity=SimilarityScores.from_record(found.similarity) if found.similarity is not None else None,
             ratings=found.ratings, parse_fallback=any(c != "min_select" for c in found.fallback_reasons)))
     return out
 
@@ -185,7 +197,7 @@ def _estimates(questions: Sequence[TuneQuestion], params: EstimationParams, bias
 
 
 def evaluate_setting(questions: Sequence[TuneQuestion], params: EstimationParams, bias: np.ndarray | None = None,
-                     pairs: list[tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, float]:
+                     pairs: list[tuple[np.ndarray, np.ndarray]] | None = None) -> SplitFigures:
     """Label quality of `params` on `questions` (module docstring); `pairs` reuses precomputed (e, W)."""
     if not questions:
         raise ValueError("no questions to evaluate")
@@ -205,8 +217,11 @@ def evaluate_setting(questions: Sequence[TuneQuestion], params: EstimationParams
         sums["first_step"] += stop_reason(gains, len(q.doc_ids), params) == "first_step"
         sums["top_s_precision"] += prf(q.doc_ids[:n], q.gold)[0]
     m = len(questions)
-    names = {"size": "mean_size", "fallback": "fallback_rate", "first_step": "first_step_stop_rate"}
-    return {names.get(k, k): round(v / m, 4) for k, v in sums.items()}
+    return SplitFigures(precision=round(sums["precision"] / m, 4), recall=round(sums["recall"] / m, 4),
+                        f1=round(sums["f1"] / m, 4), mean_size=round(sums["size"] / m, 4),
+                        fallback_rate=round(sums["fallback"] / m, 4),
+                        first_step_stop_rate=round(sums["first_step"] / m, 4),
+                        top_s_precision=round(sums["top_s_precision"] / m, 4))
 
 
 def retrieval_baselines(questions: Sequence[TuneQuestion], ks: Sequence[int]) -> dict[str, dict[str, float]]:
@@ -223,25 +238,27 @@ def retrieval_baselines(questions: Sequence[TuneQuestion], ks: Sequence[int]) ->
 
 def _bias_for(recipe: Recipe, labels_path: Path) -> np.ndarray | None:
     """The position bias the labels were made with (bias.json, checked against the records' bias_key)."""
+    from ..records import BiasFile, load_json_record
     from .calibration import BIAS_FILE, key_string
 
     bias_key = None
-    for _, rec in read_jsonl(labels_path):
-        bias_key = rec.get("bias_key")
+    for lineno, rec in read_jsonl(labels_path):
+        bias_key = validate_line(LabelRecord, rec, labels_path, lineno).bias_key
         break
     if bias_key is None:
         return None
     path = recipe.run_path / BIAS_FILE
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if key_string(data["keys"]) != bias_key:
+    data = load_json_record(path, BiasFile)
+    if key_string(data.keys) != bias_key:
         raise ValueError(f"{path} is not the calibration labels.jsonl was made with; rerun `purecover label`")
-    return np.asarray(data["bias"], dtype=np.float64)
+    return np.asarray(data.bias, dtype=np.float64)
 
 
 @locked_stage("tune")
-def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_fraction: float = 0.5,
-             max_fallback: float = 0.05, show_progress: bool = True, plot: bool = True) -> dict[str, Any]:
-    """Label once (if needed), re-solve every grid point, choose on the tuning split; write run_dir/tune/."""
+def tune(recipe: Recipe, grid: dict[str, list[GridValue]] | None = None, tune_fraction: float = 0.5,
+         max_fallback: float = 0.05, show_progress: bool = True, plot: bool = True) -> TuneResult:
+    """Label once (if needed), re-solve every grid point, choose on the tuning split; write run_dir/tune/ and
+    return tune.json's `TuneResult`."""
     from .job import run_label_stage
 
     started = _dt.datetime.now(_dt.timezone.utc)
@@ -261,7 +278,7 @@ def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_frac
     if bias is None and any(resolve_params(recipe.teacher, **p).calibrate for p in points):
         raise ValueError("the grid asks for calibration, but labels.jsonl was made without it (teacher.calibrate "
                          "false): relabel with calibration, or keep calibrate=false in the grid")
-    rows = []
+    rows: list[TuneRow] = []
     cache: dict[tuple[Any, ...], tuple[list[Any], list[Any]]] = {}
     from tqdm.auto import tqdm
 
@@ -271,35 +288,35 @@ def run_tune(recipe: Recipe, grid: dict[str, list[Any]] | None = None, tune_frac
         if key not in cache:
             cache[key] = (_estimates(tune_qs, params, bias), _estimates(held_qs, params, bias))
         tune_pairs, held_pairs = cache[key]
-        rows.append({"setting": point, "params": params.to_dict(),
-                     "tune": evaluate_setting(tune_qs, params, pairs=tune_pairs),
-                     "heldout": evaluate_setting(held_qs, params, pairs=held_pairs)})
+        rows.append(TuneRow(setting=point, params=params.to_record(),
+                            tune=evaluate_setting(tune_qs, params, pairs=tune_pairs),
+                            heldout=evaluate_setting(held_qs, params, pairs=held_pairs)))
     chosen = choose(rows, max_fallback)
     budget = base.budget
-    result = {
-        "command": "purecover tune", "created": started.isoformat(timespec="seconds"),
-        "recipe": recipe_to_dict(recipe), "versions": package_versions(), "grid": grid,
-        "tune_fraction": tune_fraction, "max_fallback": max_fallback,
-        "questions": {"with_gold": len(tune_qs) + len(held_qs), "tune": len(tune_qs), "heldout": len(held_qs),
-                      "without_gold": len(questions) - len(tune_qs) - len(held_qs),
-                      "first_tune_qids": [q.qid for q in tune_qs[:3]]},
-        "recipe_setting": {"params": base.to_dict(), "tune": evaluate_setting(tune_qs, base, bias),
-                           "heldout": evaluate_setting(held_qs, base, bias)},
-        "retrieval": {"tune": retrieval_baselines(tune_qs, sorted({2, budget})),
-                      "heldout": retrieval_baselines(held_qs, sorted({2, budget}))},
-        "chosen": {**rows[chosen], "index": chosen, "overrides": overrides(rows[chosen]["setting"])},
-        "rows": rows,
-    }
+    result = TuneResult(
+        command="purecover tune", created=started.isoformat(timespec="seconds"),
+        recipe=recipe_to_dict(recipe), versions=package_versions(), grid=grid,
+        tune_fraction=tune_fraction, max_fallback=max_fallback,
+        questions=TuneQuestionCounts(with_gold=len(tune_qs) + len(held_qs), tune=len(tune_qs), heldout=len(held_qs),
+                                     without_gold=len(questions) - len(tune_qs) - len(held_qs),
+                                     first_tune_qids=[q.qid for q in tune_qs[:3]]),
+        recipe_setting=TuneRecipeSetting(params=base.to_record(), tune=evaluate_setting(tune_qs, base, bias),
+                                         heldout=evaluate_setting(held_qs, base, bias)),
+        retrieval={"tune": retrieval_baselines(tune_qs, sorted({2, budget})),
+                   "heldout": retrieval_baselines(held_qs, sorted({2, budget}))},
+        chosen=TuneChosen(**rows[chosen], index=chosen, overrides=overrides(rows[chosen]["setting"])),
+        rows=rows,
+    )
     out = run_dir / TUNE_DIR
-    atomic_write_json(out / "tune.json", result)
+    atomic_write_json(out / "tune.json", result.to_json_dict())
     atomic_write_text(out / "tune.md", tune_markdown(result))
     if plot:
-        result["plots"] = [str(p) for p in tune_plots(result, out / "plots")]
-        atomic_write_json(out / "tune.json", result)
+        result.plots = [str(p) for p in tune_plots(result, out / "plots")]
+        atomic_write_json(out / "tune.json", result.to_json_dict())
     return result
 
 
-def choose(rows: Sequence[dict[str, Any]], max_fallback: float) -> int:
+def choose(rows: Sequence[TuneRow], max_fallback: float) -> int:
     """Index of the best tuning F1 among rows with tuning fallback ≤ `max_fallback` (see module docstring)."""
     ok = [i for i, r in enumerate(rows) if r["tune"]["fallback_rate"] <= max_fallback]
     if ok:
@@ -307,7 +324,7 @@ def choose(rows: Sequence[dict[str, Any]], max_fallback: float) -> int:
     return min(range(len(rows)), key=lambda i: (rows[i]["tune"]["fallback_rate"], -rows[i]["tune"]["f1"], i))
 
 
-def overrides(setting: dict[str, Any]) -> str:
+def overrides(setting: dict[str, GridValue]) -> str:
     """The chosen setting as `--set` arguments."""
     parts = []
     for key, value in setting.items():
@@ -317,37 +334,37 @@ def overrides(setting: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def tune_markdown(result: dict[str, Any]) -> str:
+def tune_markdown(result: TuneResult) -> str:
     """The tuning table: one row per grid point, the chosen one marked."""
-    keys = list(result["grid"])
-    q = result["questions"]
-    lines = [f"# purecover tune: {q['tune']} tuning / {q['heldout']} held-out questions with gold passages", "",
-             f"Chosen (best tuning F1 with fallback ≤ {result['max_fallback']:.0%}): `{result['chosen']['overrides']}`",
+    keys = list(result.grid)
+    q = result.questions
+    lines = [f"# purecover tune: {q.tune} tuning / {q.heldout} held-out questions with gold passages", "",
+             f"Chosen (best tuning F1 with fallback ≤ {result.max_fallback:.0%}): `{result.chosen['overrides']}`",
              "", "| " + " | ".join([*keys, "tune F1", "tune P", "tune |S|", "tune fallback", "held-out F1",
                                       "held-out P", "held-out top-|S| P", "held-out |S|", "held-out fallback"]) + " |",
              "|" + "---|" * (len(keys) + 9)]
-    for i, row in enumerate(result["rows"]):
+    for i, row in enumerate(result.rows):
         t, h = row["tune"], row["heldout"]
-        mark = " **←**" if i == result["chosen"]["index"] else ""
+        mark = " **←**" if i == result.chosen["index"] else ""
         cells = [_cell(row["setting"][k]) for k in keys]
         cells += [f"{t['f1']:.3f}{mark}", f"{t['precision']:.3f}", f"{t['mean_size']:.2f}", f"{t['fallback_rate']:.1%}",
                   f"{h['f1']:.3f}", f"{h['precision']:.3f}", f"{h['top_s_precision']:.3f}", f"{h['mean_size']:.2f}",
                   f"{h['fallback_rate']:.1%}"]
         lines.append("| " + " | ".join(cells) + " |")
-    ret = result["retrieval"]["heldout"]
+    ret = result.retrieval["heldout"]
     lines += ["", "Retrieval on the held-out questions: " + ", ".join(
         f"{k} F1 {v['f1']:.3f} (P {v['precision']:.3f})" for k, v in ret.items())]
-    rs = result["recipe_setting"]["heldout"]
+    rs = result.recipe_setting.heldout
     lines += [f"The recipe's own setting on the held-out questions: F1 {rs['f1']:.3f}, |S| {rs['mean_size']:.2f}, "
               f"fallback {rs['fallback_rate']:.1%}", ""]
     return "\n".join(lines)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: GridValue) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def tune_plots(result: dict[str, Any], out: Path) -> list[Path]:
+def tune_plots(result: TuneResult, out: Path) -> list[Path]:
     """F1 against mean |S| for every grid point (tuning split), the chosen point marked; F1 against λ."""
     import matplotlib
 
@@ -355,8 +372,8 @@ def tune_plots(result: dict[str, Any], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    rows = result["rows"]
-    chosen = result["chosen"]["index"]
+    rows = result.rows
+    chosen = result.chosen["index"]
     paths = []
     fig, ax = plt.subplots(figsize=(6, 4))
     size = [r["tune"]["mean_size"] for r in rows]
@@ -373,7 +390,7 @@ def tune_plots(result: dict[str, Any], out: Path) -> list[Path]:
     paths.append(out / "tune_f1_vs_size.png")
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
-    if "lam" in result["grid"] and len(result["grid"]["lam"]) > 1:
+    if "lam" in result.grid and len(result.grid["lam"]) > 1:
         others = {k: v for k, v in rows[chosen]["setting"].items() if k != "lam"}
         line = [r for r in rows if all(r["setting"].get(k) == v for k, v in others.items())]
         fig, ax = plt.subplots(figsize=(6, 4))

@@ -36,8 +36,8 @@ __all__ = ["check_training_section", "dry_training_arguments"]
 # What the dry construction neutralises: settings whose set-up changes process-wide state (TF32
 # matmul flags, torch.compile's TF32 switch, DeepSpeed's global config) or reads files that only
 # the training machine may have (a DeepSpeed JSON); the real TrainingArguments of the run sets them up.
-_DRY_OVERRIDES: dict[str, Any] = {"use_cpu": True, "tf32": None, "torch_compile": False,
-                                  "torch_compile_backend": None, "torch_compile_mode": None, "deepspeed": None}
+_DRY_OVERRIDES: dict[str, bool | None] = {"use_cpu": True, "tf32": None, "torch_compile": False,
+                                          "torch_compile_backend": None, "torch_compile_mode": None, "deepspeed": None}
 _STRICT = ConfigDict(strict=True)
 
 

@@ -25,7 +25,6 @@ Uploading the export to the Hub is `purecover.train.push`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -37,42 +36,43 @@ from typing import Any
 from .. import __version__
 from ..config import Recipe
 from ..models.identifiers import IdentifierScheme
-from ..models.selector import SELECTOR_CONFIG
+from ..models.selector import SELECTOR_CONFIG, read_selector_config
+from ..records import (
+    ExportSummary,
+    SelectorConfig,
+    StageSummary,
+    StudentMeta,
+    load_json_record,
+    validate_record,
+)
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import atomic_write_json, atomic_write_text
-from .model_card import read_json, render_model_card
+from .model_card import render_model_card
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SELECTOR_DIR", "export_selector", "run_export_stage"]
+__all__ = ["SELECTOR_DIR", "export_selector", "read_student_meta", "run_export_stage"]
 
 SELECTOR_DIR = FILES["selector"]
 STUDENT_META = Path(FILES["student_meta"]).name  # written by the train stage into checkpoints/final/
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 _DTYPES = ("float32", "bfloat16", "float16")
+_META_HINT = "retrain, or correct the value in the checkpoint's metadata"
 
 
-def _read_meta(ckpt: Path) -> dict[str, Any]:
+def read_student_meta(ckpt: Path) -> StudentMeta:
+    """The `StudentMeta` of a finished student checkpoint (``checkpoints/final``); a missing checkpoint or file
+    is a FileNotFoundError saying what writes it, a bad value a ValueError naming the file and field."""
     meta_path = ckpt / STUDENT_META
     if not ckpt.is_dir():
         raise FileNotFoundError(f"checkpoint {ckpt} does not exist: run `purecover train RECIPE` first")
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path} does not exist: {ckpt} is not a finished purecover student checkpoint "
                                 "(train writes it into checkpoints/final/ at the end)")
-    meta = read_json(meta_path)
-    if meta is None:
-        raise ValueError(f"{meta_path}: not a JSON object")
-    for key in ("base_model", "identifiers", "k1", "tau3", "k_max", "min_select", "max_passage_tokens",
-                "prompt_template"):
-        if key not in meta:
-            raise ValueError(f"{meta_path}: missing field {key!r}")
-    # tau3_logprob (τ3 on the identifier log-softmax, for vLLM log-prob modes): optional, absent before it existed.
-    lp = meta.get("tau3_logprob")
-    if lp is not None and (isinstance(lp, bool) or not isinstance(lp, (int, float))):
-        raise ValueError(f"{meta_path}: field 'tau3_logprob' must be a number, got {lp!r}")
-    return meta
+    # tau3_logprob (τ3 on the identifier log-softmax, for vLLM log-prob modes) is absent before it existed.
+    return load_json_record(meta_path, StudentMeta, hint=_META_HINT)
 
 
 def _base_dtype(base_model: str, trust_remote_code: bool) -> str:
@@ -92,10 +92,10 @@ def _base_dtype(base_model: str, trust_remote_code: bool) -> str:
 def _save_model(model: Any, out: Path, max_shard_size: str | int) -> None:
     import inspect
 
-    kwargs: dict[str, Any] = {"max_shard_size": max_shard_size}
     if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:  # transformers < 5
-        kwargs["safe_serialization"] = True
-    model.save_pretrained(str(out), **kwargs)
+        model.save_pretrained(str(out), max_shard_size=max_shard_size, safe_serialization=True)
+    else:
+        model.save_pretrained(str(out), max_shard_size=max_shard_size)
 
 
 def _check_no_pickle(directory: Path) -> None:
@@ -135,8 +135,8 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
 
     ckpt = Path(checkpoint_dir)
     out = Path(out_dir)
-    meta = _read_meta(ckpt)
-    base_model = str(meta["base_model"])
+    meta = read_student_meta(ckpt)
+    base_model = meta.base_model
     if run_dir is None and ckpt.resolve().parent.name == "checkpoints":
         run_dir = ckpt.resolve().parent.parent
     is_adapter = (ckpt / "adapter_config.json").is_file()
@@ -152,8 +152,8 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
         raise ValueError(f"unknown dtype {dtype!r}; expected auto, {', '.join(_DTYPES)}")
 
     tokenizer = load_tokenizer(str(ckpt), trust_remote_code=trust_remote_code, padding_side="left")
-    k1 = int(meta["k1"])
-    scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, k1)  # fail now, not at inference
+    k1 = meta.k1
+    scheme = IdentifierScheme.from_record(meta.identifiers).check(tokenizer, k1)  # fail now, not at inference
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):  # ours: left by an export killed mid-way
@@ -180,23 +180,22 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             _save_model(model, tmp, max_shard_size)
             del model
         tokenizer.save_pretrained(str(tmp))
-        # Built through the record that selector_config.json is read back into (models/selector.py).
-        from ..records import SelectorConfig, validate_record
-
-        config: dict[str, Any] = validate_record(SelectorConfig, {
+        # The record that selector_config.json is read back into (models/selector.py), checked against the
+        # checkpoint's metadata (its ranges and k_max/min_select rule).
+        config = validate_record(SelectorConfig, {
             "base_model": base_model,
-            "identifiers": scheme.to_dict(),
-            "prompt_template": meta["prompt_template"],
+            "identifiers": scheme.to_record(),
+            "prompt_template": meta.prompt_template,
             "k1": k1,
-            "tau3": float(meta["tau3"]),
-            **({"tau3_logprob": float(meta["tau3_logprob"])} if meta.get("tau3_logprob") is not None else {}),
-            "k_max": meta["k_max"],
-            "min_select": int(meta["min_select"]),
+            "tau3": meta.tau3,
+            "tau3_logprob": meta.tau3_logprob,
+            "k_max": meta.k_max,
+            "min_select": meta.min_select,
             "purecover_version": __version__,
-            "max_passage_tokens": int(meta["max_passage_tokens"]),
+            "max_passage_tokens": meta.max_passage_tokens,
             "adapter": bool(is_adapter and not merge),
-        }, str(ckpt / STUDENT_META), hint="retrain, or correct the value in the checkpoint's metadata").to_json_dict()
-        atomic_write_json(tmp / SELECTOR_CONFIG, config)
+        }, str(ckpt / STUDENT_META), hint=_META_HINT)
+        atomic_write_json(tmp / SELECTOR_CONFIG, config.to_json_dict())
         atomic_write_text(tmp / "README.md", render_model_card(config, meta, Path(run_dir) if run_dir else None, merged,
                                                                license=license))
         _check_no_pickle(tmp)
@@ -208,8 +207,10 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     return out
 
 
-def run_export_stage(recipe: Recipe) -> dict[str, Any]:
-    """Export run_dir/checkpoints/final to run_dir/selector (the export stage); returns its summary.
+def run_export_stage(recipe: Recipe) -> StageSummary:
+    """Export run_dir/checkpoints/final to run_dir/selector (the export stage); returns its summary (an
+    `ExportSummary`; a complete stage's stored summary that another version wrote may read as a plain
+    `StageSummary`).
 
     Merges the adapter when ``export.merge`` is true; the export dtype is ``student.dtype``, with
     ``auto`` meaning the dtype the base model is stored in. Writes ``export.run.json``. To export another
@@ -220,7 +221,7 @@ def run_export_stage(recipe: Recipe) -> dict[str, Any]:
     return run_stage("export", recipe)
 
 
-def write_selector(run: StageRun) -> dict[str, Any]:
+def write_selector(run: StageRun) -> ExportSummary:
     """The export stage's body: run_dir/checkpoints/final merged and saved as run_dir/selector."""
     recipe = run.recipe
     run_dir = recipe.run_path
@@ -231,19 +232,18 @@ def write_selector(run: StageRun) -> dict[str, Any]:
     export_selector(ckpt, out, merge=recipe.export.merge, dtype=recipe.student.dtype,
                     trust_remote_code=recipe.student.trust_remote_code,
                     run_dir=run_dir, license=recipe.export.license)
-    config = json.loads((out / SELECTOR_CONFIG).read_text(encoding="utf-8"))
+    config = read_selector_config(out)
     files = sorted(p.name for p in out.iterdir() if p.is_file())
-    summary = {
-        "status": "complete",
-        "checkpoint": str(ckpt),
-        "selector": str(out),
-        "format": "adapter" if config.get("adapter") else ("merged" if is_adapter else "full"),
-        "base_model": config["base_model"],
-        "k1": config["k1"],
-        "tau3": config["tau3"],
-        "tau3_logprob": config.get("tau3_logprob"),
-        "files": files,
-        "size_bytes": sum((out / f).stat().st_size for f in files),
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
-    return summary
+    return ExportSummary(
+        status="complete",
+        checkpoint=str(ckpt),
+        selector=str(out),
+        format="adapter" if config.adapter else ("merged" if is_adapter else "full"),
+        base_model=config.base_model,
+        k1=config.k1,
+        tau3=config.tau3,
+        tau3_logprob=config.tau3_logprob,
+        files=files,
+        size_bytes=sum((out / f).stat().st_size for f in files),
+        seconds=round(time.perf_counter() - t0, 2),
+    )

@@ -12,12 +12,13 @@ when ``logging_steps`` divides ``save_steps``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["ResumeMarker", "whole_run_train_loss"]
+__all__ = ["ResumeMarker", "WholeRunLoss", "whole_run_train_loss"]
 
 MARKER = "resumed_at_step"
 
@@ -30,8 +31,24 @@ class ResumeMarker(TrainerCallback):
             state.log_history.append({"step": int(state.global_step), MARKER: int(state.global_step)})
 
 
-def whole_run_train_loss(log_history: Sequence[dict[str, Any]], final_step: int, run_loss: float) -> dict[str, Any]:
-    """``{train_loss, train_loss_steps, train_loss_this_run, resumes}`` for a run that ended at `final_step`.
+@dataclass(frozen=True)
+class WholeRunLoss:
+    """The training loss of a whole run (`whole_run_train_loss`).
+
+    `train_loss`: mean loss per step over the `train_loss_steps` steps whose loss is known;
+    `train_loss_this_run`: the Trainer's own mean over the last ``train()`` call; `resumes`: the steps
+    training resumed at, in order.
+    """
+
+    train_loss: float
+    train_loss_steps: int
+    train_loss_this_run: float
+    resumes: list[int]
+
+
+def whole_run_train_loss(log_history: Sequence[Mapping[str, float]], final_step: int,
+                         run_loss: float) -> WholeRunLoss:
+    """The `WholeRunLoss` of a run that ended at `final_step`, from the Trainer's `log_history`.
 
     `run_loss`: the Trainer's ``training_loss`` of the last ``train()`` call (the mean over its steps, from
     the last resume marker, or 0, to `final_step`). ``train_loss`` is the mean loss per step over the
@@ -58,5 +75,5 @@ def whole_run_train_loss(log_history: Sequence[dict[str, Any]], final_step: int,
     if tail_steps > 0:
         total += float(run_loss) * run_steps - run_logged_sum
         covered += tail_steps
-    return {"train_loss": total / covered if covered else float(run_loss), "train_loss_steps": covered,
-            "train_loss_this_run": float(run_loss), "resumes": resumes}
+    return WholeRunLoss(train_loss=total / covered if covered else float(run_loss), train_loss_steps=covered,
+                        train_loss_this_run=float(run_loss), resumes=resumes)

@@ -9,22 +9,37 @@ card (`purecover.train.export`); a push re-renders it first so that metrics writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Any
 
+from pydantic import JsonValue
+
+from ..records import (
+    MetricsFile,
+    ModelCardFront,
+    RecordError,
+    SelectorConfig,
+    StudentMeta,
+    TrainSummary,
+    load_json_record,
+    validate_record,
+)
+
 log = logging.getLogger(__name__)
 
-__all__ = ["read_json", "render_model_card"]
+__all__ = ["ModelCardValues", "read_json", "render_model_card"]
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in `path`; None when the file is missing, not valid JSON (warned) or not an object."""
+def read_json(path: Path) -> dict[str, JsonValue] | None:
+    """The JSON object in `path` (a stage manifest, read as it is); None when the file is missing, not valid JSON
+    (warned) or not an object."""
     if not path.is_file():
         return None
     try:
@@ -33,6 +48,13 @@ def read_json(path: Path) -> dict[str, Any] | None:
         log.warning("%s is not valid JSON; ignored for the model card", path)
         return None
     return value if isinstance(value, dict) else None
+
+
+def _obj(value: JsonValue, *keys: str) -> dict[str, JsonValue]:
+    """``value[keys[0]][keys[1]]...`` when each step is a JSON object, else ``{}``."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -46,16 +68,24 @@ _TRAIN_LOG_KEYS = ("loss", "l_cl", "l_lm")
 _EVAL_LOG_KEYS = ("eval_loss", "eval_l_cl", "eval_l_lm", "eval_subset_f1@0", "eval_subset_f1@size")
 
 
-def _last_logged(log_history: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
-    """The last Trainer log record holding any of `keys`: ``{"step": N, key: value, ...}`` (empty when none)."""
-    for entry in reversed(log_history or []):
+@dataclasses.dataclass(frozen=True)
+class LoggedStep:
+    """Figures of one Trainer log record (`_last_logged`): its ``step`` and the values asked for, in order."""
+
+    step: JsonValue
+    figures: dict[str, JsonValue]
+
+
+def _last_logged(log_history: Sequence[Mapping[str, JsonValue]], keys: Sequence[str]) -> LoggedStep | None:
+    """The last Trainer log record holding any of `keys` (None when none does)."""
+    for entry in reversed(log_history):
         found = {k: entry[k] for k in keys if k in entry}
         if found:
-            return {"step": entry.get("step"), **found}
-    return {}
+            return LoggedStep(step=entry.get("step"), figures=found)
+    return None
 
 
-def _training_log_lines(log_history: list[dict[str, Any]], tsum: dict[str, Any]) -> list[str]:
+def _training_log_lines(log_history: Sequence[Mapping[str, JsonValue]], tsum: TrainSummary | None) -> list[str]:
     """The card's training figures, each saying what it covers.
 
     ``train_loss`` is the summary's whole-run mean (resumes included), not the Trainer's ``train_loss`` of
@@ -63,22 +93,20 @@ def _training_log_lines(log_history: list[dict[str, Any]], tsum: dict[str, Any])
     is also where τ3 is chosen, so they are labelled as such and are not the test figure.
     """
     lines = []
-    if tsum.get("train_loss") is not None:
-        resumes = tsum.get("resumes") or []
-        steps = tsum.get("train_loss_steps")
-        cover = f"mean over {steps} steps" if steps is not None else "mean over the run"
-        cover += f", resumed at step {', '.join(str(r) for r in resumes)}" if resumes else ""
-        lines.append(f"- Training loss: {_fmt(tsum['train_loss'])} ({cover})")
+    if tsum is not None:
+        cover = f"mean over {tsum.train_loss_steps} steps"
+        cover += f", resumed at step {', '.join(str(r) for r in tsum.resumes)}" if tsum.resumes else ""
+        lines.append(f"- Training loss: {_fmt(tsum.train_loss)} ({cover})")
     last = _last_logged(log_history, _TRAIN_LOG_KEYS)
     if last:
-        step = last.pop("step")
-        lines.append(f"- Last logged training step {step}: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in last.items()))
+        lines.append(f"- Last logged training step {last.step}: "
+                     + ", ".join(f"{k} = {_fmt(v)}" for k, v in last.figures.items()))
     last = _last_logged(log_history, _EVAL_LOG_KEYS)
     if last:
-        step = last.pop("step")
-        n = tsum.get("calib_questions")
-        lines.append(f"- Last evaluation (step {step}) on the {'' if n is None else f'{n} '}calibration questions "
-                     "(early stopping; τ3 is chosen there too): " + ", ".join(f"{k} = {_fmt(v)}" for k, v in last.items()))
+        n = None if tsum is None else tsum.calib_questions
+        lines.append(f"- Last evaluation (step {last.step}) on the {'' if n is None else f'{n} '}calibration questions "
+                     "(early stopping; τ3 is chosen there too): "
+                     + ", ".join(f"{k} = {_fmt(v)}" for k, v in last.figures.items()))
     return lines
 
 
@@ -86,7 +114,7 @@ _TEMPLATES = "templates"  # package data: purecover/train/templates/*.md
 _BLOCK_LINE = re.compile(r"^\$(\w+)\n", re.MULTILINE)
 
 
-def _render_template(name: str, values: dict[str, Any]) -> str:
+def _render_template(name: str, values: dict[str, str]) -> str:
     """Fill ``templates/<name>``: ``$field`` placeholders (string.Template).
 
     A placeholder alone on its line stands for a block of lines; when its value is empty the line is left out.
@@ -96,9 +124,45 @@ def _render_template(name: str, values: dict[str, Any]) -> str:
     return Template(text).substitute(values)
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelCardValues:
+    """What fills templates/model_card.md: one text per ``$field`` (a block field holds lines, '' for none)."""
+
+    front_matter: str
+    purecover_link: str
+    purecover_version: str
+    k1: str
+    base_model: str
+    weights: str
+    lora: str
+    id_scheme: str
+    id_labels: str
+    id_separator: str
+    prompt_layout: str
+    prompt_hash: str
+    max_passage_tokens: str
+    license_line: str
+    data_lines: str
+    teacher_lines: str
+    recipe_yaml: str
+    lm_weight: str
+    lm_reduction: str
+    m_exact: str
+    training_log: str
+    tau3: str
+    threshold_split: str
+    calib_subset_f1: str
+    k_max: str
+    min_select: str
+    metrics_lines: str
+    install_line: str
+    plain_usage: str
+
+
 _TEACHER_KEYS = ("model", "backend", "steps", "estimator", "layers", "calibrate", "cot_weighting", "normalize", "tau1",
                  "tau2", "lam", "budget", "tau_stop", "min_select", "selection", "lancer")
 _CARD_TAGS = ["purecover", "reranking", "rag", "retrieval-augmented-generation", "document-selection"]
+_LM_REDUCTIONS = {"token_mean": "the mean token NLL of the reply", "sequence_sum": "the total NLL of the reply, −log p"}
 
 
 def _project_url() -> str | None:
@@ -130,71 +194,94 @@ def _card_license(license: str | None, base: str) -> tuple[dict[str, str], str]:
                                   "be read here; check the base model's licence before using or sharing this model")
 
 
-def _threshold_split(tsum: dict[str, Any]) -> str:
+def _threshold_split(tsum: TrainSummary | None) -> str:
     """Where τ3 was chosen, in words (``threshold_split`` of the train summary)."""
-    split = tsum.get("threshold_split")
-    if split == "calib":
-        n = tsum.get("calib_questions")
-        return f"the {'' if n is None else f'{n} '}calibration questions"
-    return str(split) if split else "held-out labels"
+    if tsum is None:
+        return "held-out labels"
+    if tsum.threshold_split == "calib":
+        return f"the {tsum.calib_questions} calibration questions"
+    return tsum.threshold_split or "held-out labels"
 
 
-def _metrics_lines(meta: dict[str, Any], tsum: dict[str, Any], run_dir: Path | None) -> list[str]:
+def _train_summary(meta: StudentMeta, train_run: dict[str, JsonValue] | None) -> TrainSummary | None:
+    """The train stage's summary: train.run.json's when it reads as one, else the one in the student metadata."""
+    stored = _obj(train_run, "summary")
+    if stored:
+        try:
+            return validate_record(TrainSummary, stored, "train.run.json: summary")
+        except RecordError as exc:
+            log.warning("%s; the model card uses the summary in the student metadata", exc)
+    return meta.summary if isinstance(meta.summary, TrainSummary) else None
+
+
+def _read_metrics(run_dir: Path | None) -> MetricsFile | None:
+    """run_dir/eval/metrics.json when there is one that reads as a `MetricsFile` (else None, warned)."""
+    path = run_dir / "eval" / "metrics.json" if run_dir else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        return load_json_record(path, MetricsFile)
+    except RecordError as exc:
+        log.warning("%s; the model card leaves out the end-to-end figures", exc)
+        return None
+
+
+def _metrics_lines(meta: StudentMeta, tsum: TrainSummary | None, run_dir: Path | None) -> list[str]:
     """The card's measured metrics, each with what it was measured on."""
-    stored = {**(meta.get("summary") or {}), **tsum}
-    n_train, n_calib, n_test = (stored.get(f"{s}_questions") for s in ("train", "calib", "test"))
-    if meta.get("test_subset_f1") is not None:
-        lines = [f"- Subset F1 against the teacher's labels: {_fmt(meta['test_subset_f1'])}, on the {n_test} "
+    n_train, n_calib, n_test = ((None, None, None) if tsum is None
+                                else (tsum.train_questions, tsum.calib_questions, tsum.test_questions))
+    if meta.test_subset_f1 is not None:
+        lines = [f"- Subset F1 against the teacher's labels: {_fmt(meta.test_subset_f1)}, on the {n_test} "
                  f"test questions (used for neither training nor τ3; τ3 chosen on the {n_calib} calibration "
                  "questions)"]
     else:
         lines = ["- Subset F1 against the teacher's labels: not measured (no test split; "
-                 f"{_fmt(meta.get('calib_subset_f1'))} on the questions τ3 was chosen on)"]
+                 f"{_fmt(meta.calib_subset_f1)} on the questions τ3 was chosen on)"]
     lines.append(f"- Questions: {n_train} train, {n_calib} calibration, {n_test} test")
-    metrics = read_json(run_dir / "eval" / "metrics.json") if run_dir else None
-    if metrics and isinstance(metrics.get("results"), dict) and metrics.get("budgets"):
-        budgets = [str(b) for b in metrics["budgets"]]
-        k = str(metrics.get("table_budget", budgets[-1]))
+    metrics = _read_metrics(run_dir)
+    if metrics is not None:
+        budgets = [str(b) for b in metrics.budgets]
+        k = str(metrics.table_budget)
         k = k if k in budgets else budgets[-1]
-        lines += ["", f"End-to-end QA (run_dir/eval/metrics.json) at budget K = {k}: {metrics.get('questions')} "
-                  f"questions from {metrics.get('question_source')}, answered by `{metrics.get('generator')}` "
+        lines += ["", f"End-to-end QA (run_dir/eval/metrics.json) at budget K = {k}: {metrics.questions} "
+                  f"questions from {metrics.question_source}, answered by `{metrics.generator}` "
                   f"(greedy); scores in %, |D| = passages given to the generator.", "",
                   "| method | EM | F1 | Acc | mean \\|D\\| |", "|---|---|---|---|---|"]
-        for name, per_k in metrics["results"].items():
-            r = per_k.get(k) or {}
-            cells = ["—" if r.get(m) is None else f"{100 * r[m]:.2f}" for m in ("em", "f1", "acc")]
-            lines.append(f"| {name} | {' | '.join(cells)} | {_fmt(r.get('mean_k'))} |")
+        for name, per_k in metrics.results.items():
+            r = per_k.get(k)
+            scores = (None, None, None) if r is None else (r.em, r.f1, r.acc)
+            cells = ["—" if v is None else f"{100 * v:.2f}" for v in scores]
+            lines.append(f"| {name} | {' | '.join(cells)} | {_fmt(None if r is None else r.mean_k)} |")
     else:
         lines.append("- End-to-end QA: not measured when this card was written (no run_dir/eval/metrics.json)")
     return lines
 
 
-def render_model_card(selector_config: dict[str, Any], meta: dict[str, Any], run_dir: Path | None, merged: bool,
-                license: str | None = None) -> str:
+def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_dir: Path | None, merged: bool,
+                      license: str | None = None) -> str:
     """The selector's README.md text: templates/model_card.md filled from the config, the student meta, the run's
     data/label/train manifests and eval/metrics.json (when `run_dir` has them) and the licence (`license`:
     export.license; None = the base model's when its card says, else ``other``)."""
     import yaml
 
-    base = selector_config["base_model"]
+    base = selector_config.base_model
     data_run = read_json(run_dir / "data.run.json") if run_dir else None
     label_run = read_json(run_dir / "label.run.json") if run_dir else None
     train_run = read_json(run_dir / "train.run.json") if run_dir else None
-    is_adapter = bool(selector_config.get("adapter"))
+    is_adapter = selector_config.adapter
     if is_adapter:
         weights = "LoRA adapter, **not merged**: load it on the base model (see below)"
     else:
         weights = ("LoRA adapter merged into the base model" if merged else "fully fine-tuned model") + " (safetensors)"
     lora_lines = []
-    if meta.get("lora"):
-        lora = meta["lora"]
-        lora_lines.append(f"- LoRA: r = {lora.get('r')}, alpha = {lora.get('alpha')}, "
-                          f"dropout = {lora.get('dropout')}, target modules = {lora.get('target_modules')}")
+    if meta.lora:
+        lora = meta.lora
+        lora_lines.append(f"- LoRA: r = {lora.r}, alpha = {lora.alpha}, "
+                          f"dropout = {lora.dropout}, target modules = {lora.target_modules}")
     data_lines = []
-    d: dict[str, Any] = {}
+    d = _obj(data_run, "recipe", "data")
     if data_run:
-        d = data_run.get("recipe", {}).get("data", {})
-        s = data_run.get("summary", {})
+        s = _obj(data_run, "summary")
         data_lines += [
             f"- Dataset: {d.get('dataset')} (`{d.get('path')}`, split {d.get('split')}, limit {d.get('limit')})",
             f"- Candidates: top-{d.get('k1')} by {d.get('retriever')} over the {d.get('corpus')} corpus; "
@@ -205,10 +292,9 @@ def render_model_card(selector_config: dict[str, Any], meta: dict[str, Any], run
             data_lines.append(f"- Supporting-paragraph recall of the candidates: {_fmt(recall)}")
     else:
         data_lines.append("- (no data.run.json found next to the checkpoint)")
-    t: dict[str, Any] = {}
+    t = _obj(label_run, "recipe", "teacher")
     if label_run:
-        t = label_run.get("recipe", {}).get("teacher", {})
-        s = label_run.get("summary", {})
+        s = _obj(label_run, "summary")
         teacher_lines = [
             f"- Teacher: `{t.get('model')}`, steps = {t.get('steps')}, estimator = {t.get('estimator')}, "
             f"calibration = {t.get('calibrate')}, λ = {t.get('lam')}, budget K = {t.get('budget')}",
@@ -216,23 +302,23 @@ def render_model_card(selector_config: dict[str, Any], meta: dict[str, Any], run
         ]
     else:
         teacher_lines = ["- (no label.run.json found next to the checkpoint)"]
-    losses = meta.get("losses") or {}
-    tsum = {**(meta.get("summary") or {}), **((train_run or {}).get("summary") or {})}
-    training_log = _training_log_lines(meta.get("log_history") or [], tsum)
-    ids = selector_config["identifiers"]
+    losses = meta.losses
+    tsum = _train_summary(meta, train_run)
+    training_log = _training_log_lines(meta.log_history, tsum)
+    ids = selector_config.identifiers
     usage = "model_card_usage_adapter.md" if is_adapter else "model_card_usage_transformers.md"
 
     from ..utils.hub import hub_dataset_id
 
     lic, license_line = _card_license(license, base)
-    front: dict[str, Any] = {"base_model": base, "library_name": "peft" if is_adapter else "transformers", **lic}
-    hub_data = hub_dataset_id(d.get("path"))
-    if hub_data:
-        front["datasets"] = [hub_data]
-    front["tags"] = _CARD_TAGS + ([str(d["dataset"])] if d.get("dataset") else [])
-    front["pipeline_tag"] = "text-generation"
-    recipe_part: dict[str, Any] = {}
-    student = (train_run or {}).get("recipe", {}).get("student")
+    data_path = d.get("path")
+    hub_data = hub_dataset_id(data_path if isinstance(data_path, str) else None)
+    front = ModelCardFront(base_model=base, library_name="peft" if is_adapter else "transformers", **lic,
+                           **({"datasets": [hub_data]} if hub_data else {}),
+                           tags=_CARD_TAGS + ([str(d["dataset"])] if d.get("dataset") else []),
+                           pipeline_tag="text-generation")
+    recipe_part: dict[str, JsonValue] = {}
+    student = _obj(train_run, "recipe", "student")
     if student:
         recipe_part["student"] = student
     if t:
@@ -246,37 +332,37 @@ def render_model_card(selector_config: dict[str, Any], meta: dict[str, Any], run
     else:
         link = "purecover"
         install = ("With purecover (not on PyPI: install it from its source, `pip install .` in a checkout of "
-                   f"purecover {selector_config['purecover_version']}):")
-    return _render_template("model_card.md", {
-        "front_matter": yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip("\n"),
-        "purecover_link": link,
-        "purecover_version": selector_config["purecover_version"],
-        "k1": selector_config["k1"],
-        "base_model": base,
-        "weights": weights,
-        "lora": "\n".join(lora_lines),
-        "id_scheme": ids["name"],
-        "id_labels": ", ".join(ids["labels"][: min(5, selector_config["k1"])]),
-        "id_separator": repr(ids["separator"]),
-        "prompt_layout": selector_config["prompt_template"].get("layout"),
-        "prompt_hash": selector_config["prompt_template"].get("hash"),
-        "max_passage_tokens": selector_config["max_passage_tokens"],
-        "license_line": license_line,
-        "data_lines": "\n".join(data_lines),
-        "teacher_lines": "\n".join(teacher_lines),
-        "recipe_yaml": recipe_yaml,
-        "lm_weight": losses.get("lm_weight"),
-        "lm_reduction": {"token_mean": "the mean token NLL of the reply",
-                         "sequence_sum": "the total NLL of the reply, −log p"}.get(
-            losses.get("lm_reduction", "token_mean"), losses.get("lm_reduction")),
-        "m_exact": losses.get("m_exact"),
-        "training_log": "\n".join(training_log),
-        "tau3": f"{selector_config['tau3']:.6g}",
-        "threshold_split": _threshold_split(tsum),
-        "calib_subset_f1": _fmt(meta.get("calib_subset_f1")),
-        "k_max": selector_config["k_max"],
-        "min_select": selector_config["min_select"],
-        "metrics_lines": "\n".join(_metrics_lines(meta, tsum, run_dir)),
-        "install_line": install,
-        "plain_usage": _render_template(usage, {"base_model": base}).rstrip("\n"),
-    })
+                   f"purecover {selector_config.purecover_version}):")
+    reduction = "token_mean" if losses is None else losses.lm_reduction
+    values = ModelCardValues(
+        front_matter=yaml.safe_dump(front.to_json_dict(), sort_keys=False, allow_unicode=True).rstrip("\n"),
+        purecover_link=link,
+        purecover_version=str(selector_config.purecover_version),
+        k1=str(selector_config.k1),
+        base_model=base,
+        weights=weights,
+        lora="\n".join(lora_lines),
+        id_scheme=ids.name,
+        id_labels=", ".join(ids.labels[: min(5, selector_config.k1)]),
+        id_separator=repr(ids.separator),
+        prompt_layout=str(selector_config.prompt_template.get("layout")),
+        prompt_hash=str(selector_config.prompt_template.get("hash")),
+        max_passage_tokens=str(selector_config.max_passage_tokens),
+        license_line=license_line,
+        data_lines="\n".join(data_lines),
+        teacher_lines="\n".join(teacher_lines),
+        recipe_yaml=recipe_yaml,
+        lm_weight=str(None if losses is None else losses.lm_weight),
+        lm_reduction=_LM_REDUCTIONS.get(reduction, reduction),
+        m_exact=str(None if losses is None else losses.m_exact),
+        training_log="\n".join(training_log),
+        tau3=f"{selector_config.tau3:.6g}",
+        threshold_split=_threshold_split(tsum),
+        calib_subset_f1=_fmt(meta.calib_subset_f1),
+        k_max=str(selector_config.k_max),
+        min_select=str(selector_config.min_select),
+        metrics_lines="\n".join(_metrics_lines(meta, tsum, run_dir)),
+        install_line=install,
+        plain_usage=_render_template(usage, {"base_model": base}).rstrip("\n"),
+    )
+    return _render_template("model_card.md", dataclasses.asdict(values))

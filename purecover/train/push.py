@@ -8,16 +8,17 @@ run_dir/export.push.json and skips a repeated push of the same files.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ..config import Recipe
-from ..models.selector import SELECTOR_CONFIG
+from ..models.selector import SELECTOR_CONFIG, read_selector_config
+from ..records import RecordError
 from ..rundir import RunDir
 from ..stages import config_hash as stage_config_hash
+from ..utils.hub import PushResult
 from ..utils.io import atomic_write_text
 from ..utils.rundir_lock import locked_stage
-from .export import STUDENT_META
-from .model_card import read_json, render_model_card
+from .export import STUDENT_META, read_student_meta
+from .model_card import render_model_card
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +33,14 @@ def refresh_model_card(recipe: Recipe) -> bool:
     (the weights and selector_config.json, hence the select stage's fingerprint, are untouched)."""
     rd = RunDir(recipe.run_path)
     out, ckpt = rd.path_of("selector"), rd.path_of("final")
-    config = read_json(out / SELECTOR_CONFIG)
-    meta = read_json(ckpt / STUDENT_META)
-    if config is None or meta is None:
-        log.warning("cannot refresh the model card of %s (no %s or %s); pushing it as it is", out,
-                    out / SELECTOR_CONFIG, ckpt / STUDENT_META)
+    try:
+        config = read_selector_config(out)
+        meta = read_student_meta(ckpt)
+    except (OSError, RecordError) as exc:
+        log.warning("cannot refresh the model card of %s (%s or %s: %s); pushing it as it is", out,
+                    out / SELECTOR_CONFIG, ckpt / STUDENT_META, exc)
         return False
-    merged = not config.get("adapter") and (ckpt / "adapter_config.json").is_file()
+    merged = not config.adapter and (ckpt / "adapter_config.json").is_file()
     card = render_model_card(config, meta, recipe.run_path, merged, license=recipe.export.license)
     readme = out / "README.md"
     if readme.is_file() and readme.read_text(encoding="utf-8") == card:
@@ -51,7 +53,7 @@ def refresh_model_card(recipe: Recipe) -> bool:
 
 @locked_stage("export")
 def push_export(recipe: Recipe, repo_id: str, *, private: bool = False, revision: str | None = None,
-                commit_message: str | None = None) -> dict[str, Any]:
+                commit_message: str | None = None) -> PushResult:
     """Push the complete export run_dir/selector/ to the Hub repo `repo_id` (``purecover export --push-to-hub``).
 
     The card is refreshed first (`refresh_model_card`); the push is recorded in run_dir/export.push.json and a

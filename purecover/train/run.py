@@ -27,10 +27,19 @@ from typing import Any
 import torch
 
 from ..config import ConfigError, Recipe
-from ..data.candidates import read_candidates
+from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import end_token_id, prompt_template
+from ..records import (
+    RecordError,
+    StageSummary,
+    StudentLora,
+    StudentLosses,
+    StudentMeta,
+    TrainSummary,
+    load_json_record,
+)
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import atomic_write_json
@@ -50,7 +59,7 @@ CHECKPOINTS = FILES["checkpoints"]
 FINAL = Path(FILES["final"]).name
 STUDENT_META = Path(FILES["student_meta"]).name  # in checkpoints/final/
 
-_DEFAULT_TRAINING: dict[str, Any] = {
+_DEFAULT_TRAINING: dict[str, int | float | str | bool] = {
     "per_device_train_batch_size": 1,
     "per_device_eval_batch_size": 1,
     "gradient_accumulation_steps": 1,
@@ -195,8 +204,8 @@ def foreign_student(rd: RunDir, config_hash: str) -> str | None:
     their ``final/purecover_student.json`` differs (None when there is none to compare)."""
     path = rd.path_of("final") / STUDENT_META
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8")).get("config_hash")
-    except (OSError, ValueError, AttributeError):
+        recorded = load_json_record(path, StudentMeta).config_hash
+    except (OSError, RecordError):
         return None
     if recorded and recorded != config_hash:
         return (f"{rd.path_of('final')} holds a student trained with another configuration (hash {recorded}, "
@@ -204,14 +213,21 @@ def foreign_student(rd: RunDir, config_hash: str) -> str | None:
     return None
 
 
-def run_train_stage(recipe: Recipe, show_progress: bool = True) -> dict[str, Any]:
-    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json."""
+def run_train_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
+    """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json (a
+    `TrainSummary`; a complete stage's stored summary that another version wrote may read as a plain
+    `StageSummary`)."""
     from ..stages import run_stage
 
     return run_stage("train", recipe, show_progress)
 
 
-def train_student(run: StageRun) -> dict[str, Any]:
+def _f1(value: float | None) -> float | None:
+    """A subset F1 as stored: 4 decimals."""
+    return None if value is None else round(value, 4)
+
+
+def train_student(run: StageRun) -> TrainSummary:
     """The train stage's body (every rank of a launch runs it): LoRA distillation from the labels, resumed from
     the last complete checkpoint, then τ3 on the calibration split; rank 0 writes final/."""
     recipe, show_progress = run.recipe, run.show_progress
@@ -221,7 +237,7 @@ def train_student(run: StageRun) -> dict[str, Any]:
     candidates, labels = rd.path_of("candidates"), rd.path_of("labels")
     config_hash = run.config_hash
     model, tokenizer = _load_student(recipe)
-    k1 = max(len(rec["docs"]) for rec in read_candidates(candidates)) if candidates.is_file() else recipe.data.k1
+    k1 = max(len(rec.docs) for rec in read_candidate_records(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
     examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens)
     train, calib, test = split_examples(examples, cfg.eval_fraction, recipe.seed, cfg.calibration_share)
@@ -252,35 +268,39 @@ def train_student(run: StageRun) -> dict[str, Any]:
     k_max = cfg.k_max or recipe.teacher.budget
     th = calibrate_thresholds(scores_of(tuned_on), [e.selected for e in tuned_on], cfg.min_select, k_max)
     tau3 = th["tau3"]
-    tested = (subset_f1_both_spaces(scores_of(test), [e.selected for e in test], th, cfg.min_select, k_max)
-              if test else {"test_subset_f1": None, "test_subset_f1_logprob": None})
-    f1s = {k: (None if v is None else round(v, 4)) for k, v in {**th, **tested}.items() if "subset_f1" in k}
+    tested = subset_f1_both_spaces(scores_of(test), [e.selected for e in test], th, cfg.min_select, k_max) \
+        if test else None
+    calib_f1, calib_f1_logprob = _f1(th["calib_subset_f1"]), _f1(th["calib_subset_f1_logprob"])
+    test_f1 = _f1(tested["test_subset_f1"]) if tested else None
+    test_f1_logprob = _f1(tested["test_subset_f1_logprob"]) if tested else None
     if test:  # the held-out figure in the Trainer's own log too (log_history, wandb's test/ panel), labelled test_
-        trainer.log({"test_subset_f1": f1s["test_subset_f1"], "test_subset_f1_logprob": f1s["test_subset_f1_logprob"],
+        trainer.log({"test_subset_f1": test_f1, "test_subset_f1_logprob": test_f1_logprob,
                      "test_questions": len(test)})
-    summary = {
-        "status": "complete", "train_questions": len(train), "calib_questions": len(calib),
-        "test_questions": len(test), **counts,
-        "global_step": result.global_step, "lm_reduction": cfg.lm_reduction,
-        # the mean over the whole run, resumes included (the Trainer's own covers only the last train() call)
-        **{k: (round(v, 6) if isinstance(v, float) else v) for k, v in whole_run_train_loss(
-            trainer.state.log_history, result.global_step, float(result.training_loss)).items()},
-        "resumed_from": str(resume) if resume else None, "tau3": round(tau3, 6),
-        "tau3_logprob": round(th["tau3_logprob"], 6), **f1s,
-        "threshold_split": "calib" if calib else "train (no calibration split)",
-        "final": str(final),
-    }
+    # the mean over the whole run, resumes included (the Trainer's own covers only the last train() call)
+    loss = whole_run_train_loss(trainer.state.log_history, result.global_step, float(result.training_loss))
+    summary = TrainSummary(
+        status="complete", train_questions=len(train), calib_questions=len(calib), test_questions=len(test),
+        labels=counts.labels, used=counts.used, skipped_error=counts.skipped_error,
+        global_step=result.global_step, lm_reduction=cfg.lm_reduction,
+        train_loss=round(loss.train_loss, 6), train_loss_steps=loss.train_loss_steps,
+        train_loss_this_run=round(loss.train_loss_this_run, 6), resumes=loss.resumes,
+        resumed_from=str(resume) if resume else None, tau3=round(tau3, 6),
+        tau3_logprob=round(th["tau3_logprob"], 6), calib_subset_f1=calib_f1,
+        calib_subset_f1_logprob=calib_f1_logprob, test_subset_f1=test_f1, test_subset_f1_logprob=test_f1_logprob,
+        threshold_split="calib" if calib else "train (no calibration split)",
+        final=str(final),
+    )
     if is_main:
         tokenizer.save_pretrained(final)
-        atomic_write_json(final / STUDENT_META, {
-            "base_model": cfg.model, "lora": dataclasses.asdict(cfg.lora) if cfg.lora.enabled else None,
-            "identifiers": scheme.to_dict(), "k1": k1, "tau3": tau3, "tau3_logprob": th["tau3_logprob"], **f1s,
-            "k_max": k_max, "min_select": cfg.min_select, "max_passage_tokens": cfg.max_passage_tokens,
-            "prompt_template": prompt_template(), "losses": {"lm_weight": cfg.lm_weight, "cl_weight": cfg.cl_weight,
-                                                                  "m_exact": cfg.m_exact,
-                                                                  "lm_reduction": cfg.lm_reduction},
-            "log_history": trainer.state.log_history,
-            "config_hash": config_hash, "summary": summary,
-        })
-        log.info("trained student: %s", json.dumps(summary))
+        meta = StudentMeta(
+            base_model=cfg.model, lora=StudentLora(**dataclasses.asdict(cfg.lora)) if cfg.lora.enabled else None,
+            identifiers=scheme.to_record(), k1=k1, tau3=tau3, tau3_logprob=th["tau3_logprob"],
+            calib_subset_f1=calib_f1, calib_subset_f1_logprob=calib_f1_logprob, test_subset_f1=test_f1,
+            test_subset_f1_logprob=test_f1_logprob, k_max=k_max, min_select=cfg.min_select,
+            max_passage_tokens=cfg.max_passage_tokens, prompt_template=prompt_template(),
+            losses=StudentLosses(**loss_settings(cfg)), log_history=trainer.state.log_history,
+            config_hash=config_hash, summary=summary,
+        )
+        atomic_write_json(final / STUDENT_META, meta.to_json_dict())
+        log.info("trained student: %s", json.dumps(summary.to_json_dict()))
     return summary

@@ -10,11 +10,14 @@ The loss settings travel with the other training arguments, as TRL's trainer con
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from transformers import TrainingArguments
 
-__all__ = ["LOSS_FIELDS", "SelectorTrainingArguments", "loss_settings"]
+if TYPE_CHECKING:
+    from ..config import StudentConfig
+
+__all__ = ["LOSS_FIELDS", "LossSettings", "SelectorTrainingArguments", "loss_settings"]
 
 LOSS_FIELDS = ("lm_weight", "cl_weight", "m_exact", "lm_reduction")  # also keys of the recipe's `student` section
 
@@ -36,6 +39,16 @@ class SelectorTrainingArguments(TrainingArguments):
         "choices": ["token_mean", "sequence_sum"]})
 
 
-def loss_settings(student: Any) -> dict[str, Any]:
+class LossSettings(TypedDict):
+    """The `LOSS_FIELDS` as SelectorTrainingArguments keyword arguments (and ``losses`` of the student metadata)."""
+
+    lm_weight: float
+    cl_weight: float
+    m_exact: int
+    lm_reduction: str
+
+
+def loss_settings(student: StudentConfig) -> LossSettings:
     """The `LOSS_FIELDS` of a recipe's `student` section, as SelectorTrainingArguments keyword arguments."""
-    return {name: getattr(student, name) for name in LOSS_FIELDS}
+    return LossSettings(lm_weight=student.lm_weight, cl_weight=student.cl_weight, m_exact=student.m_exact,
+                        lm_reduction=student.lm_reduction)

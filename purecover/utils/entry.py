@@ -9,12 +9,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..records import StageSummary
 
-def print_summary(stage: str, summary: dict[str, Any]) -> None:
-    """``purecover STAGE: done`` and the summary, one key per line."""
-    width = max(len(k) for k in summary)
+
+def print_summary(stage: str, summary: StageSummary) -> None:
+    """``purecover STAGE: done`` and the summary's fields, one per line."""
+    fields = summary.to_json_dict()
+    width = max((len(k) for k in fields), default=0)
     print(f"purecover {stage}: done")
-    for key, value in summary.items():
+    for key, value in fields.items():
         shown = json.dumps(value) if not isinstance(value, str) else value
         print(f"  {key:<{width}}  {shown}")
 
@@ -45,7 +48,7 @@ def recipe_main(prog: str, description: str | None, run: Callable[..., Any],
     except ConfigError as exc:
         print(f"{prog}: recipe error: {exc}", file=sys.stderr)
         return 2
-    print(result)
+    print(json.dumps(result.to_json_dict()) if isinstance(result, StageSummary) else result)
     return 0
 
 

@@ -19,8 +19,11 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from pydantic import JsonValue
+
+from ..records import PushRecord, RecordError, load_json_record
 from .io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,8 @@ def hub_dataset_id(path: str | None) -> str | None:
     return path
 
 
-def read_card_metadata(readme: str | Path) -> dict[str, Any]:
-    """The YAML front matter of a model/dataset card (``---`` ... ``---``); {} when absent or unreadable."""
+def read_card_metadata(readme: str | Path) -> dict[str, JsonValue]:
+    """The YAML front matter of a model/dataset card (``---`` ... ``---``) as parsed; {} when absent or unreadable."""
     import yaml
 
     path = Path(readme)
@@ -114,7 +117,29 @@ def folder_fingerprint(folder: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-PushResult = dict[str, Any]
+class PushResult(TypedDict):
+    """What `push_folder` returns: the push record (`purecover.records.PushRecord`, the file's keys) and whether
+    the push was recognised as already made (nothing sent)."""
+
+    endpoint: str
+    repo_id: str
+    repo_type: str
+    revision: str
+    url: str
+    commit: str
+    commit_url: str
+    fingerprint: str
+    private: bool
+    files: list[str]
+    pushed_at: str
+    already_pushed: bool
+
+
+def _result(record: PushRecord, already_pushed: bool) -> PushResult:
+    return PushResult(endpoint=record.endpoint, repo_id=record.repo_id, repo_type=record.repo_type,
+                      revision=record.revision, url=record.url, commit=record.commit, commit_url=record.commit_url,
+                      fingerprint=record.fingerprint, private=record.private, files=list(record.files),
+                      pushed_at=record.pushed_at, already_pushed=already_pushed)
 
 
 def _endpoint() -> str:
@@ -142,18 +167,18 @@ def push_folder(folder: str | Path, repo_id: str, *, record: str | Path, repo_ty
         raise ValueError(f"--push-to-hub {repo_id!r}: expected a repo id 'owner/name'")
     endpoint = _endpoint()
     fp = fingerprint or folder_fingerprint(folder)
-    target = {"endpoint": endpoint, "repo_id": repo_id, "repo_type": repo_type, "revision": revision or "main"}
+    target = (endpoint, repo_id, repo_type, revision or "main")
     record = Path(record)
-    previous: dict[str, Any] = {}
+    previous: PushRecord | None = None
     if record.is_file():
         try:
-            previous = json.loads(record.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            log.warning("%s is not valid JSON; pushing again", record)
-    if isinstance(previous, dict) and previous.get("fingerprint") == fp \
-            and all(previous.get(k) == v for k, v in target.items()):
-        log.info("%s is already pushed to %s (commit %s)", folder, previous.get("url"), previous.get("commit"))
-        return {**previous, "already_pushed": True}
+            previous = load_json_record(record, PushRecord)
+        except RecordError as exc:
+            log.warning("%s; pushing again", exc)
+    if previous is not None and previous.fingerprint == fp \
+            and (previous.endpoint, previous.repo_id, previous.repo_type, previous.revision) == target:
+        log.info("%s is already pushed to %s (commit %s)", folder, previous.url, previous.commit)
+        return _result(previous, already_pushed=True)
     api = HfApi(endpoint=endpoint)
     repo_url = api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
     if revision and revision != "main":
@@ -162,10 +187,10 @@ def push_folder(folder: str | Path, repo_id: str, *, record: str | Path, repo_ty
                              commit_message=commit_message or f"Upload {folder.name} with purecover",
                              delete_patterns="*")
     url = str(repo_url) if not revision or revision == "main" else f"{str(repo_url).rstrip('/')}/tree/{revision}"
-    result = {**target, "url": url, "commit": info.oid, "commit_url": info.commit_url, "fingerprint": fp,
-              "private": bool(private), "files": sorted(p.relative_to(folder).as_posix()
-                                                        for p in folder.rglob("*") if p.is_file()),
-              "pushed_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    atomic_write_json(record, result)
+    result = PushRecord(endpoint=endpoint, repo_id=repo_id, repo_type=repo_type, revision=revision or "main", url=url,
+                        commit=info.oid, commit_url=info.commit_url, fingerprint=fp, private=bool(private),
+                        files=sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()),
+                        pushed_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    atomic_write_json(record, result.to_json_dict())
     log.info("pushed %s to %s (commit %s)", folder, url, info.oid)
-    return {**result, "already_pushed": False}
+    return _result(result, already_pushed=False)

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 log = logging.getLogger(__name__)
 
 __all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "SymlinkError", "atomic_write_json", "atomic_write_text",
@@ -140,8 +142,8 @@ def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 2) -> Non
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
 
 
-def write_jsonl_atomic(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
-    """Write all `records` as JSONL atomically; returns the count."""
+def write_jsonl_atomic(path: str | Path, records: Iterable[dict[str, JsonValue]]) -> int:
+    """Write all `records` (JSON objects: a record's ``to_json_dict()``) as JSONL atomically; returns the count."""
     lines = [json.dumps(r, ensure_ascii=False) for r in records]
     atomic_write_text(path, "".join(line + "\n" for line in lines))
     return len(lines)
@@ -168,8 +170,9 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
                 raise JsonlLineError(path, lineno, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, record) of a JSONL file of objects; errors name file and line."""
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, JsonValue]]]:
+    """Yield (line number, object as parsed) of a JSONL file of objects; errors name file and line. Validate
+    each into its record (`purecover.records.validate_line`) before use."""
     for lineno, record in iter_json_lines(path):
         if not isinstance(record, dict):
             raise JsonlLineError(Path(path), lineno, f"expected a JSON object, got {type(record).__name__}")
@@ -240,8 +243,9 @@ class ResumableJsonl:
         if good_bytes != len(data):
             os.ftruncate(fd, good_bytes)
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Append one record (must carry the key and not be done yet) and make it durable."""
+    def write(self, record: dict[str, JsonValue]) -> None:
+        """Append one record (a JSON object, e.g. a record's ``to_json_dict()``; it must carry the key and not be
+        done yet) and make it durable."""
         value = record[self.key]
         if value in self.done:
             raise ValueError(f"{self.path}: {self.key} {value!r} written twice")

@@ -7,9 +7,10 @@ import importlib.metadata
 import platform
 import sys
 from pathlib import Path
-from typing import Any
 
-from ..records import StageManifest
+from pydantic import JsonValue
+
+from ..records import OutputDescription, StageManifest, StageSummary
 from .io import atomic_write_json
 
 __all__ = ["package_versions", "write_stage_manifest"]
@@ -34,12 +35,12 @@ def package_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
 def write_stage_manifest(
     run_dir: str | Path,
     stage: str,
-    recipe: dict[str, Any],
+    recipe: dict[str, JsonValue],
     config_hash: str,
-    summary: dict[str, Any] | None = None,
+    summary: StageSummary,
     started: _dt.datetime | None = None,
-    outputs: dict[str, Any] | None = None,
-    inputs: dict[str, Any] | None = None,
+    outputs: dict[str, OutputDescription | None] | None = None,
+    inputs: dict[str, OutputDescription | None] | None = None,
 ) -> Path:
     """Write ``run_dir/<stage>.run.json`` (a `StageManifest`): stage, resolved recipe, config hash, versions,
     summary and, once complete, what each output and input holds (`purecover.rundir.RunDir.complete`)."""
@@ -52,7 +53,7 @@ def write_stage_manifest(
         finished=now.isoformat(timespec="seconds"),
         command=list(sys.argv),
         versions=package_versions(),
-        summary=summary or {},
+        summary=summary,
         **({"outputs": outputs} if outputs is not None else {}),
         **({"inputs": inputs} if inputs is not None else {}),
         recipe=recipe,

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..records import LockHolder, validate_record
 from .io import ensure_output_dir, open_in_place
 
 log = logging.getLogger(__name__)
@@ -70,20 +71,20 @@ def _launch_id() -> str | None:
     return f"{socket.gethostname()}:{os.getppid()}:{os.environ.get('MASTER_PORT', '')}"
 
 
-def _holder(path: Path) -> dict[str, Any]:
-    """The description the lock file records ({} when there is none, or the path is a link)."""
+def _holder(path: Path) -> LockHolder | None:
+    """The holder the lock file records (None when there is none, it does not validate, or the path is a link)."""
     try:
         # O_NONBLOCK: a FIFO put there must not hang the reader (no effect on a regular file).
         with os.fdopen(open_in_place(path, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8") as fh:
-            holder = json.loads(fh.read() or "{}")
-    except (OSError, ValueError):
-        return {}
-    return holder if isinstance(holder, dict) else {}
+            text = fh.read()
+        return validate_record(LockHolder, json.loads(text), str(path)) if text else None
+    except (OSError, ValueError):  # RecordError and JSONDecodeError are ValueErrors
+        return None
 
 
-def _busy(run_dir: Path, holder: dict[str, Any]) -> RunDirBusyError:
-    who = (f"`purecover {holder.get('stage', '?')}` (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
-           f"since {holder.get('started', '?')})") if holder else "another process"
+def _busy(run_dir: Path, holder: LockHolder | None) -> RunDirBusyError:
+    who = (f"`purecover {holder.stage}` (pid {holder.pid} on {holder.host}, since {holder.started})"
+           if holder is not None else "another process")
     return RunDirBusyError(f"{run_dir} is in use by {who}: wait for it to finish, or use another run_dir")
 
 
@@ -101,7 +102,7 @@ def _wait_for_own_launch(run_dir: Path, path: Path, launch: str) -> None:
     """Non-zero ranks: wait until the lock file names this launch (rank 0 took the lock). They never
     touch the lock itself, so they cannot race rank 0 for it."""
     deadline = time.monotonic() + RANK_WAIT_SECONDS
-    while _holder(path).get("launch") != launch:
+    while getattr(_holder(path), "launch", None) != launch:
         if time.monotonic() > deadline:
             raise RunDirBusyError(f"{run_dir}: rank 0 of this launch did not take the run-directory lock within "
                                   f"{RANK_WAIT_SECONDS:.0f} s; {_busy(run_dir, _holder(path))}")
@@ -123,15 +124,22 @@ def _handed_over(path: Path) -> bool:
             return False
     except OSError:
         return False
-    recorded = _holder(path).get("handover")
-    return isinstance(recorded, str) and secrets.compare_digest(recorded, _token_hash(token))
+    holder = _holder(path)
+    recorded = holder.handover if holder is not None else None
+    return recorded is not None and secrets.compare_digest(recorded, _token_hash(token))
 
 
-def _rewrite(handle: Any, holder: dict[str, Any]) -> None:
+def _rewrite(handle: Any, holder: LockHolder) -> None:
+    """Replace the lock file's content with `holder` (one line of JSON)."""
     handle.seek(0)
     handle.truncate()
-    handle.write(json.dumps(holder))
+    handle.write(json.dumps(holder.to_json_dict()))
     handle.flush()
+
+
+def _without_handover(holder: LockHolder) -> LockHolder:
+    """`holder` with no hand-over recorded (the key left out of the file again)."""
+    return LockHolder.model_validate(holder.model_dump(exclude={"handover"}))
 
 
 @contextlib.contextmanager
@@ -146,11 +154,13 @@ def handover(run_dir: str | Path) -> Iterator[dict[str, str]]:
     handle, path = held[0], Path(run_dir) / LOCK_FILE
     token = secrets.token_hex(32)
     holder = _holder(path)
-    _rewrite(handle, {**holder, "handover": _token_hash(token)})
+    if holder is None:  # we hold the lock, so we wrote the file: only a foreign hand could have spoiled it
+        raise RuntimeError(f"{path}: the lock file does not name its holder; cannot hand the lock over")
+    _rewrite(handle, holder.model_copy(update={"handover": _token_hash(token)}))
     try:
         yield {HANDOVER_FILE_ENV: str(path.resolve()), HANDOVER_TOKEN_ENV: token}
     finally:
-        _rewrite(handle, {k: v for k, v in _holder(path).items() if k != "handover"})
+        _rewrite(handle, _without_handover(_holder(path) or holder))
 
 
 @contextlib.contextmanager
@@ -189,8 +199,8 @@ def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
             acquired = True
         if not acquired:
             raise _busy(run_dir, _holder(path))
-        _rewrite(handle, {"pid": os.getpid(), "host": socket.gethostname(), "stage": stage, "launch": launch,
-                          "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+        _rewrite(handle, LockHolder(pid=os.getpid(), host=socket.gethostname(), stage=stage, launch=launch,
+                                    started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
         _HELD[key] = [handle, 1]
         try:
             yield

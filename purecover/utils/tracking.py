@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ..config import Recipe, recipe_to_dict
+from ..records import StageSummary
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +73,11 @@ def _names(recipe: Recipe) -> tuple[str, str]:
     return recipe.tracking.run_name or group, group
 
 
-def track_stage(recipe: Recipe, stage: str, summary: Mapping[str, Any],
+def track_stage(recipe: Recipe, stage: str, summary: StageSummary | Mapping[str, Any],
                 tables: Mapping[str, Table] | None = None) -> str | None:
     """Log `summary` (and `tables`) of one `stage` invocation to a new wandb run; returns its local directory.
 
+    A `StageSummary` is logged as written (its ``to_json_dict``).
     None when ``tracking.report_to`` is ``none`` (wandb not imported) or when wandb failed (one warning).
     Call on the main process only.
     """
@@ -94,7 +96,7 @@ def track_stage(recipe: Recipe, stage: str, summary: Mapping[str, Any],
         run = wandb.init(project=cfg.project, entity=cfg.entity, name=name, group=group, job_type=stage,
                          config=recipe_to_dict(recipe), reinit="create_new",
                          settings=wandb.Settings(console="off", silent=True, x_disable_stats=True))
-        run.summary.update(flatten_summary(summary))
+        run.summary.update(flatten_summary(summary.to_json_dict() if isinstance(summary, StageSummary) else summary))
         if tables:
             run.log({f"{key}_table": wandb.Table(columns=list(cols), data=[list(r) for r in rows])
                      for key, (cols, rows) in tables.items()})
@@ -110,7 +112,7 @@ def track_stage(recipe: Recipe, stage: str, summary: Mapping[str, Any],
         return None
 
 
-def training_tracking(recipe: Recipe, training: Mapping[str, Any]) -> dict[str, Any]:
+def training_tracking(recipe: Recipe, training: Mapping[str, Any]) -> dict[str, str]:
     """TrainingArguments additions for tracking: ``report_to`` (and ``run_name``) unless `training` sets them.
 
     With wandb chosen here, sets the environment variables transformers' WandbCallback reads

@@ -10,11 +10,15 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import CANDIDATES_FILE, read_candidates, run_data_stage
+from purecover.data.candidates import CANDIDATES_FILE, read_candidate_records, run_data_stage
 from purecover.data.corpus import content_doc_id
 from tests.conftest import hotpot_record, write_json, write_jsonl
 
 RECORD_KEYS = ["qid", "dataset", "question", "answers", "docs", "gold_doc_ids", "gold_titles", "oracle_steps", "meta"]
+# data.run.json's summary, in the order every version wrote it (the pipeline's table picks figures by name)
+SUMMARY_KEYS = ["status", "questions", "sampled_from", "sample_seed", "written", "already_done", "repaired_lines",
+                "invalid_records", "corpus", "corpus_size", "corpus_fingerprint", "retriever", "index", "index_dir", "k1",
+                "empty_queries", "questions_per_second", "supporting_recall@10", "seconds", "peak_rss_mb", "candidates"]
 
 
 def recipe(tmp_path, *overrides):
@@ -29,7 +33,7 @@ def test_demo_candidates_are_valid_records(tmp_path):
     r = recipe(tmp_path)
     summary = run_data_stage(r, show_progress=False)
     records = read(r.run_path)
-    assert summary["status"] == "complete" and summary["written"] == len(records) >= 30
+    assert summary.status == "complete" and summary.written == len(records) >= 30
     for rec in records:
         assert list(rec) == RECORD_KEYS  # the order every version wrote (resumed runs compare bytes)
         assert len(rec["docs"]) == 10
@@ -41,7 +45,8 @@ def test_demo_candidates_are_valid_records(tmp_path):
     # Provenance: resolved recipe, config hash and versions beside the output.
     manifest = json.loads((r.run_path / "data.run.json").read_text())
     assert manifest["recipe"]["data"]["k1"] == 10 and manifest["versions"]["bm25s"]
-    assert manifest["summary"]["supporting_recall@10"] == summary["supporting_recall@10"] > 0.8
+    assert manifest["summary"]["supporting_recall@10"] == summary.supporting_recall > 0.8
+    assert manifest["summary"] == summary.to_json_dict() and list(manifest["summary"]) == SUMMARY_KEYS
 
 
 def test_gold_ids_are_the_supporting_paragraphs(tmp_path):
@@ -80,7 +85,7 @@ def test_external_corpus_gold_by_title(tmp_path):
     summary = run_data_stage(r, show_progress=False)
     (rec,) = read(r.run_path)
     assert rec["gold_doc_ids"] == ["c1", "c2", "c3"]
-    assert summary["corpus_size"] == 4 and summary["supporting_recall@3"] is not None
+    assert summary.corpus_size == 4 and summary.figures()["supporting_recall@3"] is not None
 
 
 def test_resume_after_crash_equals_uninterrupted_run(tmp_path):
@@ -97,8 +102,8 @@ def test_resume_after_crash_equals_uninterrupted_run(tmp_path):
     killed["summary"] = {"status": "running"}  # what a kill mid-retrieval leaves
     manifest_path.write_text(json.dumps(killed))
     summary = run_data_stage(crashed, show_progress=False)
-    assert summary["repaired_lines"] == 1 and summary["already_done"] == 7
-    assert summary["written"] == len(lines) - 1 - 7
+    assert summary.repaired_lines == 1 and summary.already_done == 7
+    assert summary.written == len(lines) - 1 - 7
     assert out.read_bytes() == reference
     # A rerun of the complete stage is skipped: the stored summary comes back, nothing is touched.
     manifest = (crashed.run_path / "data.run.json").read_bytes()
@@ -121,9 +126,11 @@ def test_skip_invalid_writes_report(tmp_path):
         run_data_stage(recipe(tmp_path / "strict", f"data.path={data}"), show_progress=False)
     r = recipe(tmp_path / "lenient", f"data.path={data}", "data.skip_invalid=true")
     summary = run_data_stage(r, show_progress=False)
-    assert summary["invalid_records"] == 1 and summary["written"] == 2
+    assert summary.invalid_records == 1 and summary.written == 2
     report = json.loads((r.run_path / "data_report.json").read_text())
     assert report["invalid_records"][0]["field"] == "context" and report["invalid_records"][0]["source"] == str(data)
+    assert list(report) == ["invalid_records", "n_invalid"] and report["n_invalid"] == 1
+    assert list(report["invalid_records"][0]) == ["source", "location", "field", "problem"]
 
 
 def test_dense_retriever_stage(tmp_path):
@@ -131,14 +138,14 @@ def test_dense_retriever_stage(tmp_path):
     r = recipe(tmp_path, "data.retriever=dense", "data.dense_model=sentence-transformers/all-MiniLM-L6-v2",
                "data.limit=6")
     summary = run_data_stage(r, show_progress=False)
-    assert summary["written"] == 6 and summary["supporting_recall@10"] > 0.5
+    assert summary.written == 6 and (summary.supporting_recall or 0) > 0.5
     index_dir = Path(os.environ["PURECOVER_INDEX_DIR"])  # the shared index directory, not the run directory
-    assert summary["index_dir"] == str(index_dir) and summary["index"] == "built"
+    assert summary.index_dir == str(index_dir) and summary.index == "built"
     assert any(p.name.startswith("dense-") for p in index_dir.iterdir())
     assert not (r.run_path / "index").exists()
 
 
-def test_read_candidates_checks_each_line_and_names_file_line_and_field(tmp_path):
+def test_read_candidate_records_checks_each_line_and_names_file_line_and_field(tmp_path):
     path = tmp_path / CANDIDATES_FILE
     good = {"qid": "a", "question": "q", "answers": ["x"], "docs": [{"title": "t", "text": "body"}]}  # hand-made: few keys
     for lines, message in (
@@ -150,6 +157,8 @@ def test_read_candidates_checks_each_line_and_names_file_line_and_field(tmp_path
     ):
         write_jsonl(path, lines)
         with pytest.raises(ValueError, match=f"^{re.escape(str(path))}{message}"):
-            read_candidates(path, max_docs=1, max_docs_hint=", k1")
+            read_candidate_records(path, max_docs=1, max_docs_hint=", k1")
     write_jsonl(path, [good])
-    assert read_candidates(path) == [good]  # returned as read
+    [record] = read_candidate_records(path)
+    assert (record.qid, record.question, record.answers, record.dataset) == ("a", "q", ["x"], None)
+    assert (record.docs[0].title, record.docs[0].text, record.docs[0].doc_id, record.gold_doc_ids) == ("t", "body", None, [])

@@ -69,13 +69,13 @@ def test_store_holds_the_same_passages_and_lookups_as_the_in_memory_corpus(corpu
 def test_store_is_built_once_and_reopened_by_a_stat(corpus_file, tmp_path):
     first = open_corpus_store(corpus_file, tmp_path)
     arrow = first.directory / "passages.arrow"
-    inode, built_at = arrow.stat().st_ino, first.meta["built_at"]
+    inode, built_at = arrow.stat().st_ino, first.meta.built_at
     t0 = time.perf_counter()
     again = open_corpus_store(corpus_file, tmp_path)
     assert time.perf_counter() - t0 < 0.5
-    assert (again.directory / "passages.arrow").stat().st_ino == inode and again.meta["built_at"] == built_at
-    assert again.meta["source"]["size"] == corpus_file.stat().st_size
-    assert again.meta["build_peak_rss_mb"] > 0 and again.meta["versions"]["pyarrow"]
+    assert (again.directory / "passages.arrow").stat().st_ino == inode and again.meta.built_at == built_at
+    assert again.meta.source.size == corpus_file.stat().st_size
+    assert (again.meta.build_peak_rss_mb or 0) > 0 and again.meta.versions["pyarrow"]
 
 
 def test_a_changed_corpus_file_gets_a_new_store(tmp_path):
@@ -183,3 +183,21 @@ def test_doc_contents_rule_is_the_passage_rule(corpus_file, tmp_path):
     store = open_corpus_store(corpus_file, tmp_path)
     first = next(store.iter_contents(0, 1))
     assert first == [Doc(store[0].doc_id, store[0].title, store[0].text).contents]
+
+
+def test_store_json_reads_back_as_a_record_with_the_same_keys_and_bytes(corpus_file, tmp_path):
+    store = open_corpus_store(corpus_file, tmp_path)
+    text = (store.directory / "store.json").read_text(encoding="utf-8")
+    assert list(json.loads(text)) == ["format", "source", "passages", "fingerprint", "batch_rows", "invalid_records",
+                                      "built_at", "build_seconds", "build_peak_rss_mb", "versions"]
+    assert json.dumps(store.meta.to_json_dict(), ensure_ascii=False, indent=2) + "\n" == text
+
+
+def test_a_store_json_that_does_not_validate_gets_the_store_built_again(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "title": "A", "text": "one"}])
+    store = open_corpus_store(path, tmp_path / "index")
+    meta = json.loads((store.directory / "store.json").read_text(encoding="utf-8"))
+    meta["passages"] = "1"  # a string: not a store of ours
+    (store.directory / "store.json").write_text(json.dumps(meta), encoding="utf-8")
+    again = open_corpus_store(path, tmp_path / "index")
+    assert again.meta.passages == 1 and again.meta.built_at

@@ -195,10 +195,10 @@ def test_data_stage_records_the_resolved_split(hotpot, tmp_path):
                            "data.split=dev", "data.corpus=per_question", "data.k1=2"])
     summary = run_data_stage(r, show_progress=False)
     hub = json.loads((r.run_path / "data.run.json").read_text())["summary"]["hub"]
-    assert hub == summary["hub"]
+    assert hub == summary.figures()["hub"]
     assert (hub["config"], hub["split"], hub["requested_split"], hub["checked"]) == \
         ("distractor", "validation", "dev", True)
-    assert summary["questions"] == 2 and any("using 'validation'" in n for n in hub["notes"])
+    assert summary.questions == 2 and any("using 'validation'" in n for n in hub["notes"])
     # Building eval.path's test set, a bad split names eval.split (the key the user set).
     bad = load_recipe(None, [f"run_dir={tmp_path / 'run2'}", f"data.path={hotpot}", "data.hub_config=distractor",
                              "data.split=train", f"eval.path={hotpot}", "eval.split=tset"])

@@ -93,4 +93,4 @@ def test_corpus_jsonl_lone_surrogate_is_named_or_skipped_and_counted(tmp_path):
         load_corpus_jsonl(path)
     invalid = []
     corpus = load_corpus_jsonl(path, skip_invalid=True, invalid=invalid)
-    assert len(corpus) == 2 and len(invalid) == 1 and "line 2" in str(invalid[0].to_dict())
+    assert len(corpus) == 2 and len(invalid) == 1 and invalid[0].location == "line 2"

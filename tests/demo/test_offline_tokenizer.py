@@ -125,10 +125,12 @@ def test_tiny_model_forward_and_generate(tiny_dir, tok):
 
 def test_teacher_prompt_spans_and_capture_match_eager(tiny_dir, tok):
     from purecover.models.loading import load_causal_lm
+    from purecover.records import CandidateDoc
     from purecover.teacher.capture import SegmentSpec, capture_segment_attention, reference_segment_attention
     from purecover.teacher.prompts import build_reasoning_prompt, build_teacher_sequence
 
-    prompt, spans = build_reasoning_prompt(tok, "Which river flows through Ada Brill's birthplace?", DOCS)
+    docs = [CandidateDoc(**d) for d in DOCS]
+    prompt, spans = build_reasoning_prompt(tok, "Which river flows through Ada Brill's birthplace?", docs)
     assert [prompt[a:b] for a, b in spans] == [f"{d['title']}\n{d['text']}" if d["title"] else d["text"]
                                               for d in DOCS]
     seq = build_teacher_sequence(tok, prompt, spans, STEPS, "the Mirren")

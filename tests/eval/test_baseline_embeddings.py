@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from purecover.data.passage import doc_passage_text
+from purecover.data.passage import passage_text
 from purecover.data.retrieval.dense import encode_texts
 from purecover.eval.baselines import MMR, IASelect, XQuAD
+from purecover.records import CandidateDoc, CandidateRecord, LabelRecord
 
 FACTS = [("Mirren", "The Mirren river flows through the market town of Tollbridge."),
          ("Ada Brill", "Ada Brill, the clockmaker, was born in Tollbridge in 1841."),
@@ -19,14 +20,17 @@ FACTS = [("Mirren", "The Mirren river flows through the market town of Tollbridg
                             "passages so that it sets the padding of any batch it is part of.")]
 
 
-def record(i: int) -> dict:
+def record(i: int) -> CandidateRecord:
     order = [(i + k) % len(FACTS) for k in range(len(FACTS))]
-    return {"qid": f"q{i}", "question": f"Question {i}: where was the clockmaker born?", "answers": ["x"],
-            "docs": [{"doc_id": f"d{k}", "title": FACTS[k][0], "text": FACTS[k][1], "score": 0.0} for k in order]}
+    return CandidateRecord(qid=f"q{i}", question=f"Question {i}: where was the clockmaker born?", answers=["x"],
+                           docs=[CandidateDoc(doc_id=f"d{k}", title=FACTS[k][0], text=FACTS[k][1], score=0.0)
+                                 for k in order])
 
 
 RECORDS = [record(i) for i in range(5)]
-LABEL = {"qid": "q2", "steps": ["Ada Brill was a clockmaker.", "She was born in Tollbridge."]}
+LABEL = LabelRecord(qid="q2", selected=[], selected_doc_ids=[], gains=[], objective=None,
+                    steps=["Ada Brill was a clockmaker.", "She was born in Tollbridge."], answer="", e=[], W=[],
+                    bias_key=None, status="ok", reason=None, teacher={})
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,7 @@ def test_vectors_are_the_shared_helpers_per_question(embedder):
     sel = MMR(embedder)
     rec = RECORDS[2]
     q, D = sel._query_docs(rec)
-    expected = encode_texts(embedder, [rec["question"], *(doc_passage_text(d) for d in rec["docs"])])
+    expected = encode_texts(embedder, [rec.question, *(passage_text(d.title, d.text) for d in rec.docs)])
     assert np.array_equal(q, expected[0]) and np.array_equal(D, expected[1:])
 
 

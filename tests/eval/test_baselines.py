@@ -21,6 +21,8 @@ from purecover.eval.baselines import (
     doc_text,
     make_baseline,
 )
+from purecover.eval.external import ExternalSelection
+from purecover.records import CandidateDoc, CandidateRecord, LabelRecord, SelectionRecord
 from purecover.teacher.lancer_rank import lancer_rank
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -41,10 +43,23 @@ def embedder(minilm_dir):
     return SentenceTransformer(minilm_dir, device="cpu")
 
 
-def record(question: str, texts: list[tuple[str, str]], qid: str = "q1") -> dict:
-    return {"qid": qid, "question": question, "answers": ["x"], "gold_doc_ids": [],
-            "docs": [{"doc_id": f"d{i}", "title": t, "text": x, "score": float(len(texts) - i)}
-                     for i, (t, x) in enumerate(texts)]}
+def record(question: str, texts: list[tuple[str, str]], qid: str = "q1") -> CandidateRecord:
+    return CandidateRecord(qid=qid, question=question, answers=["x"],
+                           docs=[CandidateDoc(doc_id=f"d{i}", title=t, text=x, score=float(len(texts) - i))
+                                 for i, (t, x) in enumerate(texts)])
+
+
+def label(qid: str = "q1", selected: list[int] = (), steps: list[str] = ("s",), **optional) -> LabelRecord:
+    """A teacher's label record with the given selection (and `optional` fields: ratings, subquestions)."""
+    return LabelRecord(qid=qid, selected=list(selected), selected_doc_ids=[f"d{k}" for k in selected],
+                       gains=[0.5] * len(selected), objective=None, steps=list(steps), answer="", e=[], W=[],
+                       bias_key=None, status="ok", reason=None, teacher={}, **optional)
+
+
+def selection(selected: list[int], qid: str = "q1", n: int = 4) -> SelectionRecord:
+    """A student's selections record over `n` candidates."""
+    return SelectionRecord(qid=qid, selected=selected, selected_doc_ids=[f"d{k}" for k in selected],
+                           logits=[0.0] * n, probabilities=[1 / n] * n)
 
 
 # --- near-duplicate scenario (MMR) -----------------------------------------------------------
@@ -63,17 +78,17 @@ MULTI = record("In which city was the designer of the Eiffel Tower born?", [
     ("Gustave Eiffel", "Gustave Eiffel was a French civil engineer born in Dijon in 1832."),
 ])
 STEPS = ["The Eiffel Tower was designed by Gustave Eiffel's company.", "Gustave Eiffel was born in Dijon."]
-MULTI_LABEL = {"qid": "q1", "selected": [1, 3], "steps": STEPS}
+MULTI_LABEL = label("q1", [1, 3], steps=STEPS)
 
 # --- LANCER reference ratings (d1..d5 × 3 sub-questions) ------------------------------------
 REFERENCES = [[3, 3, 0], [1, 1, 0], [5, 2, 0], [2, 2, 1], [0, 0, 3]]
 LANCER_REC = record("q?", [(f"d{i + 1}", f"text {i + 1}") for i in range(5)], qid="ql")
-LANCER_LABEL = {"qid": "ql", "selected": [2, 0], "steps": ["s"], "ratings": REFERENCES}
+LANCER_LABEL = label("ql", [2, 0], ratings=REFERENCES)
 
 
 def relevance_order(embedder, rec) -> list[int]:
-    q = embedder.encode([rec["question"]], normalize_embeddings=True, convert_to_numpy=True)[0]
-    D = embedder.encode([doc_text(d) for d in rec["docs"]], normalize_embeddings=True, convert_to_numpy=True)
+    q = embedder.encode([rec.question], normalize_embeddings=True, convert_to_numpy=True)[0]
+    D = embedder.encode([doc_text(d) for d in rec.docs], normalize_embeddings=True, convert_to_numpy=True)
     return [int(i) for i in np.argsort(-(D @ q), kind="stable")]
 
 
@@ -101,13 +116,15 @@ def test_bad_k(k):
 
 
 def test_teacher_and_student_truncate():
-    label = {"qid": "q1", "selected": [3, 1, 0]}
-    assert TeacherLabels().select(MULTI, label, None, 2) == [3, 1]
-    assert TeacherLabels().select(MULTI, label, None, 5) == [3, 1, 0]
-    selection = {"qid": "q1", "selected": [2, 0], "logits": [0.0] * 4, "probabilities": [0.5] * 4}
-    assert StudentSelections().select(MULTI, None, selection, 1) == [2]
-    assert StudentSelections().select(MULTI, None, selection, 3) == [2, 0]
-    assert StudentSelections().select(MULTI, None, {"qid": "q1", "selected": []}, 3) == []
+    teacher = label("q1", [3, 1, 0])
+    assert TeacherLabels().select(MULTI, teacher, None, 2) == [3, 1]
+    assert TeacherLabels().select(MULTI, teacher, None, 5) == [3, 1, 0]
+    student = selection([2, 0])
+    assert StudentSelections().select(MULTI, None, student, 1) == [2]
+    assert StudentSelections().select(MULTI, None, student, 3) == [2, 0]
+    assert StudentSelections().select(MULTI, None, selection([]), 3) == []
+    external = ExternalSelection("q1", [3, 2])  # an external reranker's selection
+    assert StudentSelections().select(MULTI, None, external, 1) == [3]
 
 
 def test_teacher_and_student_errors():
@@ -116,11 +133,11 @@ def test_teacher_and_student_errors():
     with pytest.raises(ValueError, match="q1.*selections record"):
         StudentSelections().select(MULTI, None, None, 2)
     with pytest.raises(ValueError, match="not a candidate position"):
-        TeacherLabels().select(MULTI, {"qid": "q1", "selected": [7]}, None, 2)
+        TeacherLabels().select(MULTI, label("q1", [7]), None, 2)
     with pytest.raises(ValueError, match="repeats"):
-        StudentSelections().select(MULTI, None, {"qid": "q1", "selected": [1, 1]}, 2)
+        StudentSelections().select(MULTI, None, selection([1, 1]), 2)
     with pytest.raises(ValueError, match="does not match"):
-        TeacherLabels().select(MULTI, {"qid": "other", "selected": [1]}, None, 2)
+        TeacherLabels().select(MULTI, label("other", [1]), None, 2)
 
 
 # ----------------------------------------------------------------------------- LANCER
@@ -148,11 +165,11 @@ def test_lancer_sum_reference_order():
 def test_lancer_missing_ratings_names_qid():
     sel = LancerAggregation("sum")
     with pytest.raises(ValueError, match="question ql.*ratings"):
-        sel.select(LANCER_REC, {"qid": "ql", "selected": [0]}, None, 3)
+        sel.select(LANCER_REC, label("ql", [0]), None, 3)
     with pytest.raises(ValueError, match="question ql.*ratings"):
         sel.select(LANCER_REC, None, None, 3)
     with pytest.raises(ValueError, match="question ql.*shape"):
-        sel.select(LANCER_REC, {"qid": "ql", "ratings": REFERENCES[:3]}, None, 3)
+        sel.select(LANCER_REC, label("ql", ratings=REFERENCES[:3]), None, 3)
     with pytest.raises(ValueError, match="unknown LANCER method"):
         LancerAggregation("max")
 
@@ -219,7 +236,7 @@ def test_ia_select_covers_each_subtopic_first(embedder):
 
 
 def test_subquestions_and_fallback(embedder):
-    label_sq = {"qid": "q1", "steps": [], "subquestions": STEPS}
+    label_sq = label("q1", steps=[], subquestions=STEPS)
     for cls in (XQuAD, IASelect):
         sel = cls(embedder, subtopics="subquestions")
         assert set(sel.select(MULTI, label_sq, None, 2)) == {1, 3}
@@ -262,7 +279,7 @@ def test_cross_encoder_orders_by_its_scores(tiny_cross_encoder_dir):
     assert_valid(out, 3, 4)
     assert len(out) == 3
     ref = CrossEncoder(tiny_cross_encoder_dir, device="cpu").predict(
-        [(rec["question"], doc_text(d)) for d in rec["docs"]], convert_to_numpy=True)
+        [(rec.question, doc_text(d)) for d in rec.docs], convert_to_numpy=True)
     ref = np.asarray(ref, dtype=np.float64).reshape(-1)
     np.testing.assert_allclose(sel.scores(rec), ref, rtol=1e-4, atol=1e-5)
     assert out == [int(i) for i in np.argsort(-ref, kind="stable")][:3]

@@ -15,8 +15,9 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.errors import DataFormatError
-from purecover.eval.external import read_external_selections
+from purecover.eval.external import ExternalSelection, read_external_selections
 from purecover.eval.job import MethodSpec, parse_methods
+from purecover.records import CandidateRecord
 from purecover.utils.io import read_jsonl
 from purecover.utils.trec import read_trec_run, trec_run_lines
 from tests.conftest import write_jsonl
@@ -78,7 +79,7 @@ def test_external_methods_equal_the_student_under_their_names(evaluated):
     eval_dir = recipe.run_path / "eval"
     metrics = json.loads((eval_dir / "metrics.json").read_text())
     student = next(m for m in metrics["methods"] if m.startswith("student:"))
-    assert summary["methods"][1:] == ["ext", "ids_only", "bm25 run"]
+    assert summary.methods[1:] == ["ext", "ids_only", "bm25 run"]
     assert {m: metrics["methods"][m] for m in ("ext", "ids_only", "bm25 run")} == dict.fromkeys(
         ("ext", "ids_only", "bm25 run"), "selections")
     by_qid = {r["qid"]: r for r in stored}
@@ -122,19 +123,20 @@ def test_pipeline_dry_run_lists_the_file(tmp_path):
     assert found["eval.methods[b]"].status == "missing"
 
 
-_QUESTIONS = [{"qid": "q1", "docs": [{"doc_id": "d1", "text": "x"}, {"doc_id": "d2", "text": "y"},
-                                     {"text": "no id: named 3"}]},
-              {"qid": "q2", "docs": [{"doc_id": "e1", "text": "z"}]}]
+_QUESTIONS = [CandidateRecord.model_validate(q) for q in (
+    {"qid": "q1", "question": "?", "answers": [], "docs": [{"doc_id": "d1", "text": "x"}, {"doc_id": "d2", "text": "y"},
+                                                           {"text": "no id: named 3"}]},
+    {"qid": "q2", "question": "?", "answers": [], "docs": [{"doc_id": "e1", "text": "z"}]})]
 
 
 def test_reader_resolves_positions_doc_ids_and_trec(tmp_path):
     jsonl = write_jsonl(tmp_path / "s.jsonl", [{"qid": "q1", "selected_doc_ids": ["3", "d1"]},
                                                 {"qid": "q2", "selected": [0]}, {"qid": "not evaluated", "selected": [9]}])
     assert read_external_selections(jsonl, _QUESTIONS, "m") == {
-        "q1": {"qid": "q1", "selected": [2, 0]}, "q2": {"qid": "q2", "selected": [0]}}
+        "q1": ExternalSelection("q1", [2, 0]), "q2": ExternalSelection("q2", [0])}
     trec = tmp_path / "r.txt"  # detected by its content
     trec.write_text("q1 Q0 d2 2 0.5 r\nq1 Q0 d1 1 0.9 r\nq9 Q0 zz 1 1 r\n")
-    assert read_external_selections(trec, _QUESTIONS, "m") == {"q1": {"qid": "q1", "selected": [0, 1]}}
+    assert read_external_selections(trec, _QUESTIONS, "m") == {"q1": ExternalSelection("q1", [0, 1])}
     assert read_trec_run(trec)["q1"] == [("d1", 2), ("d2", 1)]
 
 

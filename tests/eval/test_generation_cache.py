@@ -37,16 +37,16 @@ def test_only_missing_prompts_are_generated(tmp_path):
     backend = _EchoBackend()
     with GenerationCache(tmp_path / "gen.jsonl") as cache:
         stats = cache.fill(prompts, lambda: backend, _count, 8, batch_size=2, show_progress=False)
-    assert stats["generated"] == 5 and [len(c) for c in backend.calls] == [2, 2, 1] and backend.closed
+    assert stats.generated == 5 and [len(c) for c in backend.calls] == [2, 2, 1] and backend.closed
     first = next(iter(prompts))
     with GenerationCache(tmp_path / "gen.jsonl") as cache:
-        assert cache[first]["prediction"] == "answer to 000" and cache[first]["prompt_tokens"] == 2
+        assert cache[first].prediction == "answer to 000" and cache[first].prompt_tokens == 2
         more = {**prompts, prompt_key("g", 8, "prompt 999"): "prompt 999"}
         loads = []
         stats = cache.fill(more, lambda: loads.append(1) or _EchoBackend(), _count, 8, 4, show_progress=False)
-        assert stats == {**stats, "generated": 1, "cached": 5} and loads == [1]
+        assert (stats.generated, stats.cached) == (1, 5) and loads == [1]
         stats = cache.fill(more, lambda: pytest.fail("backend loaded with nothing to do"), _count, 8, 4, False)
-        assert stats["generated"] == 0
+        assert stats.generated == 0
 
 
 def test_a_torn_last_line_is_dropped_and_redone(tmp_path):
@@ -59,7 +59,7 @@ def test_a_torn_last_line_is_dropped_and_redone(tmp_path):
     with GenerationCache(path) as cache:
         assert cache.repaired == 1 and len(cache) == 2
         stats = cache.fill(prompts, _EchoBackend, _count, 8, 3, show_progress=False)
-    assert stats["generated"] == 1 and path.read_text().count("\n") == 3
+    assert stats.generated == 1 and path.read_text().count("\n") == 3
 
 
 def test_backend_returning_the_wrong_count_is_an_error(tmp_path):
@@ -69,3 +69,13 @@ def test_backend_returning_the_wrong_count_is_an_error(tmp_path):
 
     with GenerationCache(tmp_path / "gen.jsonl") as cache, pytest.raises(RuntimeError, match="2 prompts"):
         cache.fill({"a": "p1", "b": "p2"}, Short, _count, 8, 2, show_progress=False)
+
+
+def test_a_bad_cache_line_is_named(tmp_path):
+    from purecover.records import LineRecordError
+
+    path = tmp_path / "gen.jsonl"
+    path.write_text('{"key": "a", "prediction": "x", "prompt_tokens": 2, "completion_tokens": 1}\n'
+                    '{"key": "b", "prediction": "y", "prompt_tokens": "2", "completion_tokens": 1}\n')
+    with pytest.raises(LineRecordError, match=r"gen\.jsonl:2: field 'prompt_tokens': must be an integer"):
+        GenerationCache(path)

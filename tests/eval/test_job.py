@@ -53,7 +53,7 @@ def test_every_method_and_budget_is_written_and_scored(evaluated):
     run_dir = recipe.run_path
     candidates = {r["qid"]: r for r in map(json.loads, (run_dir / "candidates.jsonl").read_text().splitlines())}
     metrics = json.loads((run_dir / "eval" / "metrics.json").read_text())
-    assert summary["questions"] == 6 and metrics["questions"] == 6
+    assert summary.questions == 6 and metrics["questions"] == 6
     for method in ("retrieval", "gold_support", "none"):
         for k in (1, 2, 5):
             rows = _predictions(run_dir, f"{method}@{k}")
@@ -126,7 +126,7 @@ def test_report_and_plots(evaluated):
         assert f"| {method} |" in report
     import matplotlib.image
 
-    names = {Path(p).name for p in summary["plots"]}
+    names = {Path(p).name for p in summary.plots}
     assert names == {"em_vs_k.png", "coverage_purity_vs_k.png", "input_tokens.png"}
     for name in names:
         assert f"(plots/{name})" in report
@@ -139,8 +139,8 @@ def test_identical_prompts_are_generated_once(evaluated):
     keys = set()
     for path in (recipe.run_path / "eval" / "predictions").glob("*.jsonl"):
         keys |= {json.loads(line)["prompt_key"] for line in path.read_text().splitlines()}
-    assert summary["prompts"] == len(keys) < 3 * 3 * 6  # `none` is one prompt per question for all K
-    assert summary["generated"] == len(keys)
+    assert summary.prompts == len(keys) < 3 * 3 * 6  # `none` is one prompt per question for all K
+    assert summary.generated == len(keys)
 
 
 def test_rerun_generates_nothing_and_rewrites_the_same_outputs(evaluated):
@@ -155,7 +155,7 @@ def test_rerun_generates_nothing_and_rewrites_the_same_outputs(evaluated):
     assert (recipe.run_path / "evaluate.run.json").read_bytes() == manifest
     again = execute_stage("evaluate", recipe, show_progress=False, force=True)  # `--from evaluate`
     assert again.action == "rerun"
-    assert again.summary["generated"] == 0 and again.summary["cached"] == first["prompts"]
+    assert again.summary.generated == 0 and again.summary.cached == first.prompts
     assert {p.name: p.read_bytes() for p in pred_dir.glob("*.jsonl")} == before
 
 
@@ -166,9 +166,9 @@ def test_score_command_reproduces_the_metrics(evaluated, sample_file):
     metrics = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())
     scored = run_score(recipe.run_path / "eval" / "predictions" / "retrieval@5.jsonl", "hotpotqa",
                        sample_file("hotpotqa"), allow_missing=True)
-    assert scored["n"] == 6
+    assert scored.n == 6
     for m in ("em", "f1", "acc"):
-        assert scored[m] == pytest.approx(metrics["results"]["retrieval"]["5"][m], abs=1e-6)
+        assert getattr(scored, m) == pytest.approx(metrics["results"]["retrieval"]["5"][m], abs=1e-6)
 
 
 def test_killed_evaluation_resumes_to_identical_outputs(tmp_path, sample_file, tiny_generator_dir, evaluated):
@@ -231,7 +231,7 @@ def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm, bos_tok):
     assert len(llm.calls) == 1  # vLLM gets the prompts in chunks of up to 512, not eval.batch_size
     (prompts, params), = llm.calls
     assert params.kwargs["temperature"] == 0.0 and params.kwargs["max_tokens"] == recipe.eval.max_new_tokens
-    assert len(prompts) == summary["generated"] == 6
+    assert len(prompts) == summary.generated == 6
     rows = _predictions(run_dir, "retrieval@1")
     # vLLM gets token ids tokenised without added special tokens (the engine's tokenizer: the stand-in's here)
     assert all(set(p) == {"prompt_token_ids"} for p in prompts)

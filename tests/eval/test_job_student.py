@@ -47,7 +47,7 @@ def test_heldout_questions_only_with_teacher_and_student(student_recipe):
     held = [r["qid"] for _, r in read_jsonl(recipe.run_path / "candidates.jsonl")
             if question_split(r["qid"], recipe.student.eval_fraction, recipe.student.calibration_share,
                               recipe.seed) == "test"]  # the test split: neither trained on nor used for τ3
-    assert len(held) == 2 and summary["questions"] == len(held)
+    assert len(held) == 2 and summary.questions == len(held)
     labels = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "labels.jsonl")}
     selections = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "selections.jsonl")}
     for k in (1, 3):
@@ -91,7 +91,7 @@ def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
     summary = run_stage("evaluate", recipe, show_progress=False)
     eval_dir = recipe.run_path / "test"  # the test set has its own run directory
     cands = [r for _, r in read_jsonl(eval_dir / "candidates.jsonl")]
-    assert summary["questions"] == len(cands) == 3
+    assert summary.questions == len(cands) == 3
     assert all(len(r["docs"]) == recipe.data.k1 for r in cands)
     sel = {r["qid"] for _, r in read_jsonl(eval_dir / "selections.jsonl")}
     assert sel == {r["qid"] for r in cands}

@@ -10,10 +10,10 @@ import pytest
 from purecover.config import load_recipe
 from purecover.eval.method_selection import method_labels, select_for_methods
 from purecover.eval.methods import parse_methods
-from purecover.records import LabelRecord, LineRecordError
+from purecover.records import CandidateDoc, CandidateRecord, LabelRecord, LineRecordError
 
-DOCS = [{"doc_id": f"d{k}", "title": f"T{k}", "text": f"text {k}"} for k in range(3)]
-QUESTIONS = [{"qid": q, "question": "Q?", "answers": ["a"], "docs": DOCS} for q in ("q1", "q2")]
+DOCS = [CandidateDoc(doc_id=f"d{k}", title=f"T{k}", text=f"text {k}") for k in range(3)]
+QUESTIONS = [CandidateRecord(qid=q, question="Q?", answers=["a"], docs=DOCS) for q in ("q1", "q2")]
 
 
 def _label(qid: str, selected: list[int]) -> dict:
@@ -36,7 +36,9 @@ def test_labels_are_read_by_qid_as_written_and_a_bad_line_is_named(tmp_path):
     [spec] = parse_methods([f"teacher:{tmp_path}"])
     rows = [_label("q1", [2, 0]), _label("q2", [1])]
     _write(tmp_path / "labels.jsonl", rows)
-    assert method_labels(recipe, tmp_path, spec) == {"q1": rows[0], "q2": rows[1]}
+    labels = method_labels(recipe, tmp_path, spec)
+    assert all(isinstance(r, LabelRecord) for r in labels.values())
+    assert {q: r.to_json_dict() for q, r in labels.items()} == {"q1": rows[0], "q2": rows[1]}
     for bad, message in [({**rows[1], "status": "done"}, "field 'status': must be 'ok', 'fallback' or 'error'"),
                          ({**rows[1], "selected": [1.0]}, r"field 'selected\[0\]': must be an integer"),
                          (rows[0], "field 'qid': duplicate 'q1'")]:

@@ -7,6 +7,7 @@ import pytest
 from purecover.data.loaders import ExampleSource
 from purecover.data.samples import SAMPLE_FILES
 from purecover.eval.qa_metrics import (
+    QAScores,
     accuracy,
     exact_match,
     f1_score,
@@ -124,15 +125,15 @@ def test_score_predictions_means_and_missing():
     golds = {"a": ["Paris"], "b": ["London"], "c": ["Rome"]}
     preds = {"a": "Paris", "b": "the city of London", "c": "Milan"}
     s = score_predictions("musique", preds, golds)
-    assert s["n"] == 3 and s["missing"] == 0
-    assert s["em"] == pytest.approx(1 / 3)
-    assert s["acc"] == pytest.approx(2 / 3)
-    assert s["f1"] == pytest.approx((1 + 2 * (1 / 3) * 1 / (1 / 3 + 1) + 0) / 3)
+    assert s.n == 3 and s.missing == 0
+    assert s.em == pytest.approx(1 / 3)
+    assert s.acc == pytest.approx(2 / 3)
+    assert s.f1 == pytest.approx((1 + 2 * (1 / 3) * 1 / (1 / 3 + 1) + 0) / 3)
     del preds["c"], preds["b"]
     with pytest.raises(ValueError, match=r"2 of 3 gold question\(s\) have no prediction \(first: 'b', 'c'\)"):
         score_predictions("musique", preds, golds)
     s = score_predictions("musique", preds, golds, allow_missing=True)
-    assert s == {"em": 1.0, "f1": 1.0, "acc": 1.0, "n": 1, "missing": 2}
+    assert s == QAScores(em=1.0, f1=1.0, acc=1.0, n=1, missing=2)
     with pytest.raises(ValueError, match="not in the gold file"):
         score_predictions("musique", {"zzz": "x", **preds}, golds, allow_missing=True)
     with pytest.raises(ValueError, match="no predictions"):
@@ -154,9 +155,9 @@ def test_gold_answers_score_one_on_real_samples(dataset, sample_file):
     for i in range(max(len(ex.answers) for ex in examples)):  # main answer and each alias position
         preds = {ex.qid: ex.answers[min(i, len(ex.answers) - 1)] for ex in examples}
         s = score_predictions(dataset, preds, golds)
-        assert (s["em"], s["f1"], s["acc"], s["n"], s["missing"]) == (1.0, 1.0, 1.0, len(examples), 0)
+        assert (s.em, s.f1, s.acc, s.n, s.missing) == (1.0, 1.0, 1.0, len(examples), 0)
     wrong = score_predictions(dataset, {q: _WRONG[dataset] for q in golds}, golds)
-    assert wrong["em"] == 0.0 and wrong["acc"] == 0.0 and wrong["f1"] < 0.05
+    assert wrong.em == 0.0 and wrong.acc == 0.0 and wrong.f1 < 0.05
     if dataset == "strategyqa":  # the opposite answer is always wrong
         flipped = {ex.qid: "no" if ex.answers[0] == "yes" else "Yes." for ex in examples}
-        assert score_predictions(dataset, flipped, golds)["em"] == 0.0
+        assert score_predictions(dataset, flipped, golds).em == 0.0

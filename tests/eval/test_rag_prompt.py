@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from purecover.eval.rag_prompt import qa_messages, render_qa_prompt
+from purecover.records import CandidateDoc
 
-DOCS = [{"title": "Tollbridge", "text": "The river Mirren\nflows through it."}, {"title": "", "text": "Untitled."}]
+DOCS = [CandidateDoc(title="Tollbridge", text="The river Mirren\nflows through it."),
+        CandidateDoc(title="", text="Untitled.")]
 
 
 def test_documents_in_selector_order_then_question():
@@ -23,6 +25,11 @@ def test_closed_book_has_no_documents():
     system, user = qa_messages("Which river?", [], "musique")
     assert user == "Question: Which river?"
     assert "documents" not in system
+
+
+def test_plain_dicts_read_like_candidates():
+    assert qa_messages("Which river?", [d.model_dump() for d in DOCS], "hotpotqa") == qa_messages(
+        "Which river?", DOCS, "hotpotqa")
 
 
 class _PlainTokenizer:

@@ -16,10 +16,11 @@ from purecover.eval.report import (
     render_report,
 )
 from purecover.eval.stats import annotate_results
-from purecover.records import RecordError
+from purecover.records import MetricsFile, RecordError
 
 
-def _metrics(dataset: str, em: float, methods=("retrieval", "student")) -> dict:
+def _raw(dataset: str, em: float, methods=("retrieval", "student")) -> dict:
+    """A metrics.json as an early version wrote it (no statistics, crux or undefined counts)."""
     def res(scale: float) -> dict:
         return {"n": 4, "em": em * scale, "f1": em * scale + 0.1, "acc": em * scale + 0.05, "mean_k": 2.0,
                 "answer": {"coverage": 0.5, "purity": 0.25, "n_coverage": 4, "n_purity": 4},
@@ -33,6 +34,10 @@ def _metrics(dataset: str, em: float, methods=("retrieval", "student")) -> dict:
             "versions": {"python": "3.11"}, "recipe": {}}
 
 
+def _metrics(dataset: str, em: float, methods=("retrieval", "student")) -> MetricsFile:
+    return MetricsFile.model_validate(_raw(dataset, em, methods))
+
+
 def test_report_layout_and_values():
     text = render_report(_metrics("musique", 0.2))
     assert "## QA at K = 5" in text
@@ -44,29 +49,29 @@ def test_report_layout_and_values():
     assert "Paired test" not in text and "[" not in text.split("## EM by budget K")[0]  # no statistics: plain
 
 
-def _with_statistics(metrics: dict, n: int = 40) -> dict:
+def _with_statistics(metrics: MetricsFile, n: int = 40) -> MetricsFile:
     """`metrics` annotated as the evaluate stage does, from per-question scores with the given means."""
     scores = {}
-    for name, per_k in metrics["results"].items():
+    for name, per_k in metrics.results.items():
         for k, r in per_k.items():
-            scores[(name, k)] = {m: [1.0] * round(r[m] * n) + [0.0] * (n - round(r[m] * n))
-                                 for m in ("em", "f1", "acc")}
-    metrics["statistics"] = annotate_results(metrics["results"], scores, seed=0)
-    return metrics
+            means = {"em": r.em, "f1": r.f1, "acc": r.acc}
+            scores[(name, k)] = {m: [1.0] * round(v * n) + [0.0] * (n - round(v * n)) for m, v in means.items()}
+    results, statistics = annotate_results(metrics.results, scores, seed=0)
+    return metrics.model_copy(update={"results": results, "statistics": statistics})
 
 
 def test_report_shows_intervals_and_the_paired_test():
     metrics = _with_statistics(_metrics("musique", 0.2))
     text = render_report(metrics)
-    lo, hi = metrics["results"]["retrieval"]["5"]["ci"]["em"]
+    lo, hi = metrics.results["retrieval"]["5"].ci["em"]
     assert lo < 0.3 < hi
     assert f"| retrieval | 30.00 [{100 * lo:.2f}, {100 * hi:.2f}] | 40.00 [" in text
     assert "95% percentile bootstrap interval over questions" in text
     section = text.split("## Paired test against retrieval at K = 5")[1].split("## EM by budget K")[0]
     assert "sign-flip permutation test" in section
     student = next(line for line in section.splitlines() if line.startswith("| student |"))
-    t = metrics["results"]["student"]["5"]["vs_retrieval"]["em"]
-    assert student.startswith(f"| student | +20.00 [{100 * t['low']:+.2f}, {100 * t['high']:+.2f}] | ")
+    t = metrics.results["student"]["5"].vs_retrieval["em"]
+    assert student.startswith(f"| student | +20.00 [{100 * t.low:+.2f}, {100 * t.high:+.2f}] | ")
     assert "| retrieval |" not in section  # no test of the baseline against itself
 
 
@@ -86,10 +91,10 @@ def test_metrics_table_rows_per_method_and_budget():
 
 
 def test_crux_table_appears_with_lancer_ratings():
-    metrics = _metrics("hotpotqa", 0.2)
+    metrics = _raw("hotpotqa", 0.2)
     for per_k in metrics["results"].values():
         per_k["1"]["crux"], per_k["5"]["crux"] = {"coverage": 0.25, "n": 4}, {"coverage": 0.5, "n": 4}
-    text = render_report(metrics)
+    text = render_report(MetricsFile.model_validate(metrics))
     assert "## CRUX Cov@K" in text and "| student | 25.00 | 50.00 |" in text
 
 
@@ -102,7 +107,7 @@ def test_plots_are_written(tmp_path):
     assert not list((tmp_path / "plots").glob(".*tmp*"))
 
 
-def _figures(metrics: dict) -> dict:
+def _figures(metrics: MetricsFile) -> dict:
     """`build_figures`, drawn once (so limits and legends are final) and closed; the artists stay readable."""
     import matplotlib.pyplot as plt
 
@@ -115,7 +120,7 @@ def _figures(metrics: dict) -> dict:
 
 def test_gold_support_is_a_dashed_grey_reference_drawn_on_top():
     metrics = _metrics("hotpotqa", 0.2, methods=("retrieval", "gold_support", "student"))
-    metrics["methods"] = {"retrieval": "retrieval", "gold_support": "gold_support", "student": "student"}
+    assert metrics.methods == {"retrieval": "retrieval", "gold_support": "gold_support", "student": "student"}
     for name, fig in _figures(metrics).items():
         for ax in fig.axes:
             lines = {line.get_label(): line for line in ax.get_lines()}
@@ -131,12 +136,12 @@ def test_gold_support_is_a_dashed_grey_reference_drawn_on_top():
 
 
 def test_axes_start_at_zero_even_when_every_score_is_zero():
-    metrics = _with_statistics(_metrics("hotpotqa", 0.0))
-    for per_k in metrics["results"].values():
+    raw = _raw("hotpotqa", 0.0)
+    for per_k in raw["results"].values():
         for r in per_k.values():
             r.update(f1=0.0, acc=0.0)
-            r["answer"] = {"coverage": 0.0, "purity": None}
-    figures = _figures(metrics)
+            r["answer"] = {"coverage": 0.0, "purity": None, "n_coverage": 4, "n_purity": 0}
+    figures = _figures(_with_statistics(MetricsFile.model_validate(raw)))
     em_ax = figures["em_vs_k.png"].axes[0]
     assert em_ax.get_ylim() == (0.0, 100.0)  # a sensible top, not a degenerate band around 0
     for ax in figures["coverage_purity_vs_k.png"].axes:
@@ -156,7 +161,7 @@ def test_combined_table_has_a_column_group_per_dataset():
 def test_report_command_reads_run_directories(tmp_path, capsys):
     for name, em in (("a", 0.3), ("b", 0.2)):
         (tmp_path / name / "eval").mkdir(parents=True)
-        (tmp_path / name / "eval" / "metrics.json").write_text(json.dumps(_metrics(name, em)))
+        (tmp_path / name / "eval" / "metrics.json").write_text(json.dumps(_raw(name, em)))
     out = tmp_path / "table.md"
     assert main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--k", "1", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -171,10 +176,10 @@ def test_missing_or_foreign_metrics_are_clear_errors(tmp_path):
     with pytest.raises(RecordError, match=r"metrics\.json: field dataset: missing .*" + hint):
         read_metrics(tmp_path / "metrics.json")
     good = _with_statistics(_metrics("musique", 0.2))
-    assert read_metrics(_write_metrics(tmp_path, good)) == good  # returned as read
-    old = _metrics("musique", 0.2)  # early versions: no statistics, question_sample, crux or undefined counts
-    assert read_metrics(_write_metrics(tmp_path, old)) == old
-    bad = _metrics("musique", 0.2)
+    assert read_metrics(_write_metrics(tmp_path, good.to_json_dict())) == good
+    old = _raw("musique", 0.2)  # early versions: no statistics, question_sample, crux or undefined counts
+    assert read_metrics(_write_metrics(tmp_path, old)) == MetricsFile.model_validate(old)
+    bad = _raw("musique", 0.2)
     bad["results"]["student"]["5"]["em"] = 1.5
     with pytest.raises(RecordError, match=r"field results\.student\.5\.em: must be <= 1\.0 \(got 1\.5\)"):
         read_metrics(_write_metrics(tmp_path, bad))
@@ -230,7 +235,7 @@ def test_evaluate_stage_writes_statistics_and_tracks_them(tmp_path, monkeypatch,
     report = (run_dir / "eval" / "report.md").read_text()
     assert "## Paired test against retrieval at K = 2" in report and "| gold_support | " in report
     assert (run["job_type"], run["group"]) == ("evaluate", "evalrun") and config["eval"]["table_budget"] == 2
-    assert logged["questions"] == summary["questions"] == 6
-    assert logged["em@2.retrieval"] == summary["em@2"]["retrieval"]
+    assert logged["questions"] == summary.questions == 6
+    assert logged["em@2.retrieval"] == summary.figures()["em@2"]["retrieval"]
     table = json.loads((local / "files" / history["metrics_table"]["path"]).read_text())
     assert len(table["data"]) == 3 * 2 and table["columns"][:3] == ["method", "K", "em"]

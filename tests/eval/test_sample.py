@@ -13,6 +13,7 @@ from purecover.config import load_recipe
 from purecover.data.candidates import evaluation_recipe, run_data_stage
 from purecover.data.splits import in_heldout, question_split, sample_questions
 from purecover.eval.questions import evaluation_questions as _questions
+from purecover.records import QuestionSample
 
 
 def _items(n: int) -> list[dict[str, str]]:
@@ -20,7 +21,7 @@ def _items(n: int) -> list[dict[str, str]]:
 
 
 def _qids(items) -> list[str]:
-    return [it["qid"] for it in items]
+    return [it["qid"] if isinstance(it, dict) else it.qid for it in items]
 
 
 def test_sample_is_deterministic_order_free_and_nested():
@@ -58,16 +59,16 @@ def test_questions_apply_limit_then_sample_and_record_it(tmp_path):
     recipe = load_recipe(None, [f"run_dir={tmp_path}", "eval.questions=all", "eval.limit=40", "eval.sample=10",
                                 "eval.seed=7"])
     records, source, sample = _questions(recipe, tmp_path / "test", show_progress=False)
-    assert len(records) == 10 and all(int(r["qid"][1:]) < 40 for r in records)  # drawn from the first 40
+    assert len(records) == 10 and all(int(r.qid[1:]) < 40 for r in records)  # drawn from the first 40
     assert _qids(records) == _qids(sample_questions([{"qid": f"q{i:03d}"} for i in range(40)], 10, 7))
-    assert sample == {"size": 10, "seed": 7, "population": 40,
-                      "population_source": f"{tmp_path / 'candidates.jsonl'} (all questions), first 40"}
+    assert sample == QuestionSample(size=10, seed=7, population=40,
+                                    population_source=f"{tmp_path / 'candidates.jsonl'} (all questions), first 40")
     assert source.startswith("a random sample of 10 (eval.seed 7) of 40 questions: ")  # report.md's header line
 
     heldout = load_recipe(None, [f"run_dir={tmp_path}", "student.eval_fraction=0.5", "eval.sample=5"])
     records, _, sample = _questions(heldout, tmp_path / "test", show_progress=False)
-    assert all(question_split(r["qid"], 0.5, 0.5, 0) == "test" for r in records) and len(records) == 5
-    assert sample["population"] == sum(question_split(f"q{i:03d}", 0.5, 0.5, 0) == "test" for i in range(60))
+    assert all(question_split(r.qid, 0.5, 0.5, 0) == "test" for r in records) and len(records) == 5
+    assert sample.population == sum(question_split(f"q{i:03d}", 0.5, 0.5, 0) == "test" for i in range(60))
 
     none = load_recipe(None, [f"run_dir={tmp_path}", "eval.questions=all"])
     assert _questions(none, tmp_path / "test", show_progress=False)[2] is None
@@ -86,8 +87,8 @@ def test_test_set_is_sampled_before_retrieval(tmp_path):
     assert len(written) == 5 and _qids(written) == _qids(records)  # only the sample was retrieved
     summary = json.loads((tmp_path / "test" / "data.run.json").read_text())["summary"]
     assert summary["questions"] == 5 and summary["sampled_from"] > 5 and summary["sample_seed"] == 1
-    assert sample == {"size": 5, "seed": 1, "population": summary["sampled_from"],
-                      "population_source": "demo (split dev)"}
+    assert sample == QuestionSample(size=5, seed=1, population=summary["sampled_from"],
+                                    population_source="demo (split dev)")
     assert f"of {summary['sampled_from']} questions" in source
 
     # the same draw as sampling the whole retrieved test set afterwards (one rule for both paths)

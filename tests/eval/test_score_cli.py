@@ -40,10 +40,10 @@ def test_run_score_hotpotqa(tmp_path, gold):
         {"qid": "q4", "prediction": "Tollbridge"},                 # wrong
     ])
     s = run_score(preds, "hotpotqa", gold)
-    assert s["n"] == 4 and s["missing"] == 0
-    assert s["em"] == pytest.approx(1 / 4)
-    assert s["f1"] == pytest.approx((1 + 0 + 2 / 3 + 0) / 4)
-    assert s["acc"] == pytest.approx(3 / 4)
+    assert s.n == 4 and s.missing == 0
+    assert s.em == pytest.approx(1 / 4)
+    assert s.f1 == pytest.approx((1 + 0 + 2 / 3 + 0) / 4)
+    assert s.acc == pytest.approx(3 / 4)
 
 
 def test_main_score_json_prints_exactly_one_object(tmp_path, gold, capsys):
@@ -135,4 +135,4 @@ def test_strategyqa_end_to_end(tmp_path, capsys):
     preds = _preds(tmp_path, [{"qid": "a1", "prediction": "Yes."}, {"qid": "a2", "prediction": "no, because..."},
                               {"qid": "a3", "prediction": "not sure"}])
     s = run_score(preds, "strategyqa", gold)
-    assert s["em"] == s["f1"] == s["acc"] == pytest.approx(2 / 3)
+    assert s.em == s.f1 == s.acc == pytest.approx(2 / 3)

@@ -17,6 +17,7 @@ from purecover.eval.selection_metrics import (
     question_selection,
     summarize_selection,
 )
+from purecover.records import CandidateDoc, CandidateRecord
 
 # ---------------------------------------------------------------- CRUX Cov
 
@@ -44,10 +45,10 @@ def test_crux_coverage_edge_cases():
 
 def test_answer_containing_whole_token_spans():
     docs = [
-        {"doc_id": "a", "title": "New York City", "text": "The largest city in the US."},
-        {"doc_id": "b", "title": "Yorkshire", "text": "A county of England, known as God's own county."},
-        {"doc_id": "c", "title": "Trivia", "text": "He moved to New-York in 1990."},  # "newyork" after SQuAD rules
-        {"doc_id": "d", "title": "York", "text": "A city in North Yorkshire."},
+        CandidateDoc(doc_id="a", title="New York City", text="The largest city in the US."),
+        CandidateDoc(doc_id="b", title="Yorkshire", text="A county of England, known as God's own county."),
+        CandidateDoc(doc_id="c", title="Trivia", text="He moved to New-York in 1990."),  # "newyork" after SQuAD rules
+        CandidateDoc(doc_id="d", title="York", text="A city in North Yorkshire."),
     ]
     assert answer_containing(docs, ["new york"]) == {0}
     assert answer_containing(docs, ["York"]) == {0, 3}  # not "Yorkshire"
@@ -58,7 +59,7 @@ def test_answer_containing_whole_token_spans():
 
 
 def test_answer_containing_yes_no_is_empty():
-    docs = [{"doc_id": "a", "title": "Q", "text": "Yes, no, maybe."}]
+    docs = [CandidateDoc(doc_id="a", title="Q", text="Yes, no, maybe.")]
     assert answer_containing(docs, ["yes"]) == set()
     assert answer_containing(docs, ["No."]) == set()
     assert answer_containing(docs, ["the"]) == set()  # normalises to nothing
@@ -72,9 +73,9 @@ def test_coverage_and_purity_by_hand():
     assert purity_at_k({4}, set()) == 0.0
 
 
-def _record(qid, docs, answers, gold):
-    return {"qid": qid, "docs": [{"doc_id": i, "title": t, "text": x, "score": 0.0} for i, t, x in docs],
-            "answers": answers, "gold_doc_ids": gold}
+def _record(qid, docs, answers, gold) -> CandidateRecord:
+    return CandidateRecord(qid=qid, question="?", answers=answers, gold_doc_ids=gold,
+                           docs=[CandidateDoc(doc_id=i, title=t, text=x, score=0.0) for i, t, x in docs])
 
 
 def _report(pairs):
@@ -89,26 +90,26 @@ def test_selection_means_by_hand():
     r2 = _record("q2", [("e0", "Alps", "Mountains."), ("e1", "Rhine", "A river.")], ["yes"], [])
     r3 = _record("q3", [("f0", "Moon", "Apollo 11 landed in 1969."), ("f1", "Mars", "Red.")], ["1969"], ["f0"])
     q1 = question_selection(r1, [0, 1, 3])
-    assert q1["answer_coverage"] == 0.5 and q1["answer_purity"] == pytest.approx(1 / 3)
-    assert q1["support_coverage"] == 1.0 and q1["support_purity"] == pytest.approx(2 / 3)
-    assert q1["gold_not_retrieved"] == 1
-    report = _report([(r1, [0, 1, 3]), (r2, {"selected": [1]}), (r3, [])])
-    assert report["n_questions"] == 3
-    assert report["mean_k"] == pytest.approx(4 / 3)
-    ans = report["answer"]
+    assert q1.answer_coverage == 0.5 and q1.answer_purity == pytest.approx(1 / 3)
+    assert q1.support_coverage == 1.0 and q1.support_purity == pytest.approx(2 / 3)
+    assert q1.gold_not_retrieved == 1
+    report = _report([(r1, [0, 1, 3]), (r2, [1]), (r3, [])])
+    assert report.n_questions == 3
+    assert report.mean_k == pytest.approx(4 / 3)
+    ans = report.answer
     # coverage: q1 0.5, q2 undefined (yes/no), q3 0.0; purity: q1 1/3, q2 0, q3 undefined (empty selection)
-    assert ans["coverage"] == pytest.approx(0.25) and ans["n_coverage"] == 2 and ans["n_undefined_coverage"] == 1
-    assert ans["purity"] == pytest.approx(1 / 6) and ans["n_purity"] == 2 and ans["n_undefined_purity"] == 1
-    sup = report["supporting"]
+    assert ans.coverage == pytest.approx(0.25) and ans.n_coverage == 2 and ans.n_undefined_coverage == 1
+    assert ans.purity == pytest.approx(1 / 6) and ans.n_purity == 2 and ans.n_undefined_purity == 1
+    sup = report.supporting
     # coverage: q1 1.0, q2 undefined (no gold), q3 0.0; purity: q1 2/3, q2 0.0, q3 undefined
-    assert sup["coverage"] == pytest.approx(0.5) and sup["n_coverage"] == 2
-    assert sup["purity"] == pytest.approx(1 / 3) and sup["n_purity"] == 2
-    assert sup["gold_not_retrieved"] == 1
+    assert sup.coverage == pytest.approx(0.5) and sup.n_coverage == 2
+    assert sup.purity == pytest.approx(1 / 3) and sup.n_purity == 2
+    assert sup.gold_not_retrieved == 1
 
 
 def test_selection_means_empty_and_bad_positions():
     report = summarize_selection([])
-    assert report["n_questions"] == 0 and report["answer"]["coverage"] is None
+    assert report.n_questions == 0 and report.answer.coverage is None
     r = _record("q9", [("a", "A", "x")], ["x"], [])
     with pytest.raises(ValueError, match="q9.*outside"):
         question_selection(r, [1])
@@ -126,43 +127,42 @@ def hotpot_records():
         pytest.skip("HotpotQA sample not found (set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo)")
     examples = load_examples("hotpotqa", folder / SAMPLE_FILES["hotpotqa"], limit=3)
     assert len(examples) == 3
-    return [build_record(ex, [(d, 0.0) for d in question_docs(ex)], gold_doc_ids(ex, None)).to_json_dict()
-            for ex in examples]
+    return [build_record(ex, [(d, 0.0) for d in question_docs(ex)], gold_doc_ids(ex, None)) for ex in examples]
 
 
 def test_hotpotqa_gold_paragraph_selection(hotpot_records):
     gold_sel, non_gold_sel = [], []
     for rec in hotpot_records:
-        gold = set(rec["gold_doc_ids"])
+        gold = set(rec.gold_doc_ids)
         assert len(gold) == 2
-        positions = [i for i, d in enumerate(rec["docs"]) if d["doc_id"] in gold]
-        others = [i for i, d in enumerate(rec["docs"]) if d["doc_id"] not in gold][:2]
+        positions = [i for i, d in enumerate(rec.docs) if d.doc_id in gold]
+        others = [i for i, d in enumerate(rec.docs) if d.doc_id not in gold][:2]
         assert len(positions) == 2
         gold_sel.append((rec, positions))
         non_gold_sel.append((rec, others))
         q = question_selection(rec, positions)
-        assert q["support_coverage"] == 1.0 and q["support_purity"] == 1.0
-    good = _report(gold_sel)["supporting"]
-    assert good["coverage"] == 1.0 and good["purity"] == 1.0 and good["n_coverage"] == 3
-    bad = _report(non_gold_sel)["supporting"]
-    assert bad["coverage"] == 0.0 and bad["purity"] == 0.0 and bad["n_purity"] == 3
+        assert q.support_coverage == 1.0 and q.support_purity == 1.0
+    good = _report(gold_sel).supporting
+    assert good.coverage == 1.0 and good.purity == 1.0 and good.n_coverage == 3
+    bad = _report(non_gold_sel).supporting
+    assert bad.coverage == 0.0 and bad.purity == 0.0 and bad.n_purity == 3
 
 
 def test_crux_coverage_of_a_selection_reaches_the_report_rows():
     """With the teacher's ratings, each question row carries CRUX Cov of the *selected* candidates."""
     from purecover.eval.selection_metrics import question_selection, summarize_selection
 
-    record = {"qid": "q", "answers": ["x"], "gold_doc_ids": [],
-              "docs": [{"doc_id": str(i), "title": "", "text": "t"} for i in range(4)]}
+    record = CandidateRecord(qid="q", question="?", answers=["x"],
+                             docs=[CandidateDoc(doc_id=str(i), title="", text="t") for i in range(4)])
     ratings = [[0, 4, 0], [3, 0, 0], [0, 0, 1], [5, 5, 0]]  # sub-question 3 is answered by no candidate
-    assert question_selection(record, [1], ratings)["crux_coverage"] == pytest.approx(1 / 3)
-    assert question_selection(record, [0, 1], ratings)["crux_coverage"] == pytest.approx(2 / 3)
-    assert question_selection(record, [2], ratings)["crux_coverage"] == 0.0
-    assert question_selection(record, [], ratings)["crux_coverage"] == 0.0
-    assert question_selection(record, [1], None)["crux_coverage"] is None
-    assert question_selection(record, [1], [[], [], [], []])["crux_coverage"] is None  # no sub-questions
+    assert question_selection(record, [1], ratings).crux_coverage == pytest.approx(1 / 3)
+    assert question_selection(record, [0, 1], ratings).crux_coverage == pytest.approx(2 / 3)
+    assert question_selection(record, [2], ratings).crux_coverage == 0.0
+    assert question_selection(record, [], ratings).crux_coverage == 0.0
+    assert question_selection(record, [1], None).crux_coverage is None
+    assert question_selection(record, [1], [[], [], [], []]).crux_coverage is None  # no sub-questions
     with pytest.raises(ValueError, match="question 'q': ratings have 2 rows, candidate 3 selected"):
         question_selection(record, [3], ratings[:2])
     rows = [question_selection(record, [0, 1], ratings), question_selection(record, [2], ratings),
             question_selection(record, [1], None)]
-    assert summarize_selection(rows)["crux"] == {"coverage": pytest.approx(1 / 3), "n": 2}
+    assert summarize_selection(rows).crux.coverage == pytest.approx(1 / 3) and summarize_selection(rows).crux.n == 2

@@ -42,8 +42,8 @@ def _rule(logits, tau, k_max, min_select):
 
 def test_config_is_read(selector, selector_dir):
     config = read_selector_config(selector_dir)
-    assert selector.k1 == config["k1"] == 6
-    assert selector.tau3 == pytest.approx(config["tau3"])
+    assert selector.k1 == config.k1 == 6 and selector.config == config
+    assert selector.tau3 == pytest.approx(config.tau3)
     assert selector.scheme.token_ids and len(selector.scheme.token_ids) == 6
 
 
@@ -92,6 +92,16 @@ def test_plain_string_docs_and_fewer_than_k1(selector):
     assert len(r.logits) == 2 and set(r.indices) <= {0, 1}
 
 
+def test_candidate_records_select_like_their_json(selector, candidates):
+    from purecover.records import CandidateRecord
+
+    rec = candidates[0]
+    typed = CandidateRecord.model_validate(rec)
+    assert selector.select(typed.question, typed.docs).logits == selector.select(rec["question"], rec["docs"]).logits
+    with pytest.raises(TypeError, match="candidate 1: 'title' must be a str or None"):
+        selector.select(rec["question"], [rec["docs"][0], {"title": 3, "text": "x"}])
+
+
 def test_errors(selector, candidates):
     rec = candidates[0]
     too_many = rec["docs"] + [{"title": "x", "text": "y"}]
@@ -114,7 +124,7 @@ def test_unknown_backend_and_missing_vllm(selector_dir, monkeypatch):
 
 
 def test_prompt_template_mismatch_is_an_error(selector, selector_dir):
-    config = dict(read_selector_config(selector_dir))
+    config = read_selector_config(selector_dir).model_dump()
     config["prompt_template"] = {**config["prompt_template"], "hash": "0000"}
     with pytest.raises(ValueError, match="prompt template"):
         Selector(selector.tokenizer, config, selector.backend)
@@ -261,9 +271,9 @@ def test_train_and_export_record_both_thresholds(selector_run, selector_dir, sel
     meta = json.loads((run / "checkpoints" / "final" / "purecover_student.json").read_text())
     summary = json.loads((run / "train.run.json").read_text())["summary"]
     config = read_selector_config(selector_dir)
-    for where in (meta, config):
-        assert isinstance(where["tau3_logprob"], float) and where["tau3_logprob"] < 0  # a log-probability
-    assert config["tau3_logprob"] == pytest.approx(meta["tau3_logprob"])
+    for tau3_logprob in (meta["tau3_logprob"], config.tau3_logprob):
+        assert isinstance(tau3_logprob, float) and tau3_logprob < 0  # a log-probability
+    assert config.tau3_logprob == pytest.approx(meta["tau3_logprob"])
     assert summary["tau3_logprob"] == pytest.approx(meta["tau3_logprob"], abs=1e-6)
     assert 0.0 <= summary["calib_subset_f1_logprob"] <= 1.0
     # calibrate_thresholds = calibrate_threshold on the logits and on their identifier log-softmax.
@@ -284,7 +294,7 @@ def _consistent_config(selector, candidates):
     lp = [identifier_log_softmax(w.logits) for w in want]
     tau_lp, f1 = calibrate_threshold(lp, [w.indices for w in want], selector.min_select, selector.k_max)
     assert f1 == 1.0, "the HF selections must be reproducible by one log-prob threshold on these questions"
-    return {**selector.config, "tau3_logprob": tau_lp}, want
+    return {**selector.config.model_dump(), "tau3_logprob": tau_lp}, want
 
 
 @pytest.mark.parametrize(("engine", "mode", "space"), [
@@ -321,7 +331,7 @@ def test_vllm_modes_select_like_hf(engine, mode, space, selector, selector_dir, 
 def test_logprob_backend_needs_tau3_logprob(selector, selector_dir, plain_model, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(plain_model, engine="logprobs"))
     backend = VLLMSelectorBackend(selector_dir, selector.k1)
-    old = {k: v for k, v in selector.config.items() if k != "tau3_logprob"}  # an export from before tau3_logprob
+    old = {k: v for k, v in selector.config.model_dump().items() if k != "tau3_logprob"}  # an export from before tau3_logprob
     with pytest.raises(ValueError, match="tau3_logprob.*Retrain"):
         Selector(selector.tokenizer, old, backend)
     # A logit backend does not need it.
@@ -425,15 +435,15 @@ def test_bad_selector_config_values_name_the_file_and_field(tmp_path, selector_d
 
 def test_a_bad_config_passed_to_the_selector_is_refused(selector):
     with pytest.raises(ValueError, match=r"^selector config: field k_max: must be >= 1 \(got 0\)"):
-        Selector(selector.tokenizer, {**selector.config, "k_max": 0}, selector.backend)
+        Selector(selector.tokenizer, {**selector.config.model_dump(), "k_max": 0}, selector.backend)
 
 
 def test_an_export_without_the_optional_keys_still_reads(tmp_path, selector_dir, selector):
     folder = _config_dir(tmp_path, selector_dir, tau3_logprob=None, max_passage_tokens=None, purecover_version=None,
                          extra_from_a_newer_version={"x": 1})
     config = read_selector_config(folder)
-    assert (config["tau3_logprob"], config["max_passage_tokens"], config["adapter"]) == (None, 192, False)
-    assert config["extra_from_a_newer_version"] == {"x": 1}
+    assert (config.tau3_logprob, config.max_passage_tokens, config.adapter) == (None, 192, False)
+    assert config.model_extra == {"extra_from_a_newer_version": {"x": 1}}
     assert Selector(selector.tokenizer, config, selector.backend).max_passage_tokens == 192
 
 

@@ -157,7 +157,7 @@ def test_input_errors_name_file_line_and_field(selector_dir, tmp_path, capsys, l
 
 def test_trec_needs_whitespace_free_ids(tmp_path):
     inp = _write(tmp_path / "input.jsonl", [{"qid": "a", "question": "q?", "docs": [{"doc_id": "has space", "text": "t"}]}])
-    assert read_select_input(inp, 6)[0]["docs"][0]["doc_id"] == "has space"  # fine without --trec
+    assert read_select_input(inp, 6)[0].docs[0].doc_id == "has space"  # fine without --trec
     with pytest.raises(ValueError, match=r"input\.jsonl:1: field 'docs\[0\]\.doc_id'.*whitespace.*--trec"):
         read_select_input(inp, 6, trec=True)
 
@@ -295,3 +295,12 @@ def test_a_bad_selector_config_is_a_one_line_error(byo_run, selector_dir, tmp_pa
     err = capsys.readouterr().err
     assert err.startswith(f"purecover select: error: {bad / 'selector_config.json'}: field identifiers: must be a "
                           "JSON object (got an integer)"), err
+
+
+def test_input_questions_are_records_with_every_doc_named(tmp_path):
+    from purecover.records import CandidateDoc, SelectInputRecord
+
+    inp = _write(tmp_path / "input.jsonl", [{"qid": 7, "question": "q?", "note": "ignored",
+                                             "docs": ["plain", {"text": "t", "title": "T", "doc_id": 12}]}])
+    assert read_select_input(inp, 6) == [SelectInputRecord(qid="7", question="q?", docs=[
+        CandidateDoc(doc_id="1", title="", text="plain"), CandidateDoc(doc_id="12", title="T", text="t")])]

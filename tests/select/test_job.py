@@ -67,8 +67,8 @@ def test_writes_a_valid_record_for_every_qid(first_run, candidates, selector):
         assert rec["selected"] and len(set(rec["selected"])) == len(rec["selected"])
         assert all(0 <= k < n for k in rec["selected"])
         np.testing.assert_allclose(rec["logits"], exp.logits, atol=1e-4, rtol=0)
-    assert summary["status"] == "complete"
-    assert summary["written"] == summary["questions"] == len(candidates)
+    assert summary.status == "complete"
+    assert summary.written == summary.questions == len(candidates)
     manifest = json.loads((recipe.run_path / "select.run.json").read_text())
     assert manifest["stage"] == "select" and manifest["summary"]["written"] == len(candidates)
 
@@ -86,8 +86,8 @@ def test_resume_after_torn_line_gives_identical_bytes(first_run, selector_dir, r
     manifest_path.write_text(json.dumps(killed))
     summary = select_candidates(recipe, selector_dir, show_progress=False)
     assert out.read_bytes() == complete
-    assert summary["already_done"] == 9 and summary["repaired_lines"] == 1
-    assert summary["written"] == len(lines) - 1 - 9
+    assert summary.already_done == 9 and summary.repaired_lines == 1
+    assert summary.written == len(lines) - 1 - 9
     assert reuse_selector == [(selector_dir, "hf", {"trust_remote_code": False, "dtype": "float32"})]
 
     # Everything done: nothing is loaded or written.
@@ -118,7 +118,7 @@ def test_empty_candidates_get_an_empty_selection(selector_run, selector_dir, can
     assert records[1] == {"qid": rows[1]["qid"], "selected": [], "selected_doc_ids": [], "logits": [],
                           "probabilities": [], "score_space": "logit"}
     assert len(records[0]["logits"]) == len(rows[0]["docs"])
-    assert summary["no_candidates"] == 1
+    assert summary.no_candidates == 1
 
 
 def test_input_errors_name_file_line_and_field(selector_run, selector_dir, candidates, tmp_path):
@@ -137,9 +137,9 @@ def test_selection_records_keep_their_keys_and_a_bad_line_is_named(tmp_path):
     """selections.jsonl lines are built as `SelectionRecord`s with the keys every version wrote, in order; the
     summary checks each line read back and names the line and field of a bad one."""
     from purecover.models.selector import SelectionResult
-    from purecover.records import LineRecordError
+    from purecover.records import CandidateDoc, LineRecordError, SelectorConfig
 
-    docs = [{"doc_id": "d1", "text": "a"}, {"text": "b"}]
+    docs = [CandidateDoc(doc_id="d1", text="a"), CandidateDoc(text="b")]
     result = SelectionResult([1], [0.5, 2.0], [0.2, 0.8])
     line = select_job.selection_record("q1", result, docs).to_json_dict()
     assert json.dumps(line) == json.dumps({"qid": "q1", "selected": [1], "selected_doc_ids": ["2"],
@@ -147,9 +147,10 @@ def test_selection_records_keep_their_keys_and_a_bad_line_is_named(tmp_path):
     assert list(select_job.selection_record("q1", result, docs, with_doc_ids=True).to_json_dict())[-1] == "doc_ids"
     out = tmp_path / SELECTIONS_FILE
     out.write_text(json.dumps(line) + "\n" + json.dumps({**line, "qid": "q2", "selected": [1.0]}) + "\n")
-    progress = {"written": 2, "already_done": 0, "repaired_lines": 0, "elapsed": 1.0}
-    config = {"tau3": 0.0, "k_max": None, "min_select": 1}
+    progress = select_job.SelectProgress(written=2, already_done=0, repaired_lines=0, elapsed=1.0)
+    config = SelectorConfig(base_model="m", identifiers={"name": "letters", "separator": "\n", "labels": ["A", "B"]},
+                            prompt_template={}, k1=2, tau3=0.0, k_max=None, min_select=1)
     with pytest.raises(LineRecordError, match=rf"{SELECTIONS_FILE}:2: field 'selected\[0\]': must be an integer"):
         select_job.summarize_selections(out, 2, progress, "hf", tmp_path, config)
     out.write_text(json.dumps(line) + "\n")
-    assert select_job.summarize_selections(out, 1, progress, "hf", tmp_path, config)["mean_selected"] == 1.0
+    assert select_job.summarize_selections(out, 1, progress, "hf", tmp_path, config).mean_selected == 1.0

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from purecover.config import load_recipe
-from purecover.data.candidates import read_candidates, run_data_stage
+from purecover.data.candidates import read_candidate_records, run_data_stage
 from purecover.models.loading import load_causal_lm, load_tokenizer
 from purecover.pipeline import plan_pipeline
+from purecover.records import CalibrateSummary, CandidateDoc, LengthSource
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import (
     BiasMismatchError,
@@ -69,10 +70,10 @@ def real_step_doc(teacher, hotpot_run):
     """Attn(step, document) of every question, (N_q, K1) each: oracle steps + gold answer, like the label job."""
     model, tok = teacher
     out = []
-    for rec in read_candidates(hotpot_run / "candidates.jsonl"):
-        steps = [s for s in rec.get("oracle_steps") or [] if s.strip()][:5] or [rec["question"]]
-        prompt, doc_chars = build_reasoning_prompt(tok, rec["question"], rec["docs"])
-        seq = build_teacher_sequence(tok, prompt, doc_chars, steps, rec["answers"][0])
+    for rec in read_candidate_records(hotpot_run / "candidates.jsonl"):
+        steps = [s for s in rec.oracle_steps if s.strip()][:5] or [rec.question]
+        prompt, doc_chars = build_reasoning_prompt(tok, rec.question, rec.docs)
+        seq = build_teacher_sequence(tok, prompt, doc_chars, steps, rec.answers[0])
         ids = torch.tensor([seq.input_ids])
         (m,) = capture_segment_attention(model, ids, torch.ones_like(ids), [SegmentSpec.of(seq.step_spans,
                                                                                              seq.doc_spans)])
@@ -91,25 +92,25 @@ def biases(teacher, hotpot_run):
 # --------------------------------------------------------------------------- lengths
 
 
-def _body(doc):
-    title, text = (doc.get("title") or "").strip(), doc["text"].strip()
+def _body(doc: CandidateDoc) -> str:
+    title, text = (doc.title or "").strip(), doc.text.strip()
     return f"{title}\n{text}" if title else text
 
 
 @pytest.mark.samples
 def test_lengths_are_per_position_medians_of_the_rendered_bodies(teacher, hotpot_run):
     _model, tok = teacher
-    records = read_candidates(hotpot_run / "candidates.jsonl")
-    prompt, spans = build_reasoning_prompt(tok, records[0]["question"], records[0]["docs"])
-    assert [prompt[a:b] for a, b in spans] == document_bodies(records[0]["docs"])  # the prompt's own bodies
-    per_pos = [[len(tok(_body(r["docs"][k]), add_special_tokens=False)["input_ids"]) for r in records if k < len(r["docs"])]
+    records = read_candidate_records(hotpot_run / "candidates.jsonl")
+    prompt, spans = build_reasoning_prompt(tok, records[0].question, records[0].docs)
+    assert [prompt[a:b] for a, b in spans] == document_bodies(records[0].docs)  # the prompt's own bodies
+    per_pos = [[len(tok(_body(r.docs[k]), add_special_tokens=False)["input_ids"]) for r in records if k < len(r.docs)]
                for k in range(K1)]
     expected = [int(np.floor(np.median(v) + 0.5)) for v in per_pos]
     got = document_token_lengths(tok, records, K1, "candidates")
     assert got == expected and min(got) > 50  # real paragraphs: far longer than the old 15-token dummies
     assert calibration_lengths(tok, K1, "candidates", hotpot_run / "candidates.jsonl").target == expected
     # Positions no record fills use the median over all positions.
-    short = [{**r, "docs": r["docs"][:3]} for r in records]
+    short = [r.model_copy(update={"docs": r.docs[:3]}) for r in records]
     overall = int(np.floor(np.median([n for v in per_pos[:3] for n in v]) + 0.5))
     assert document_token_lengths(tok, short, 5, "candidates") == [*expected[:3], overall, overall]
     assert document_token_lengths(tok, None, 4, 37) == [37] * 4
@@ -122,7 +123,7 @@ def test_dummy_documents_are_cut_to_the_target_length(teacher):
     for n in (1, 3, 15, 150, 400):
         doc = dummy_document(tok, n)
         assert len(tok(_body(doc), add_special_tokens=False)["input_ids"]) == n
-    assert dummy_document(tok, 150)["title"] == "N/A" and "no information" in dummy_document(tok, 150)["text"]
+    assert dummy_document(tok, 150).title == "N/A" and "no information" in dummy_document(tok, 150).text
 
 
 # --------------------------------------------------------------------------- bias
@@ -176,15 +177,15 @@ def test_bias_file_round_trip_and_key_mismatch(tmp_path, teacher):
     _model, tok = teacher
     keys = bias_keys("tiny", 6, tok, "all", [100] * 6)
     save_bias(tmp_path / "bias.json", PositionBias(np.arange(6) / 10, [101] * 6), keys,
-              CalibrationLengths([100] * 6, {"setting": 100}))
+              CalibrationLengths([100] * 6, LengthSource(setting=100)))
     bias, key = load_bias(tmp_path / "bias.json", keys)
-    assert np.allclose(bias, np.arange(6) / 10) and json.loads(key) == keys
+    assert np.allclose(bias, np.arange(6) / 10) and json.loads(key) == keys.to_json_dict()
     stored = json.loads((tmp_path / "bias.json").read_text())["doc_tokens"]
     assert stored == {"target": [100] * 6, "measured": [101] * 6, "source": {"setting": 100}}
     for change, name in ((dict(k1=8), "k1"), (dict(weights="hub:other"), "weights"), (dict(layers=[0]), "layers"),
                          (dict(template="x"), "template"), (dict(doc_tokens=[15] * 6), "doc_tokens")):
         with pytest.raises(BiasMismatchError, match=f"calibration key '{name}' differs"):
-            load_bias(tmp_path / "bias.json", {**keys, **change})
+            load_bias(tmp_path / "bias.json", keys.model_copy(update=change))
     with pytest.raises(FileNotFoundError, match="purecover calibrate"):
         load_bias(tmp_path / "missing.json", keys)
 
@@ -200,8 +201,9 @@ def test_calibrate_stage_records_lengths_and_label_checks_them(tmp_path, hotpot_
     assert data["keys"]["doc_tokens"] == data["doc_tokens"]["target"] == target
     assert all(abs(m - t) <= 2 for m, t in zip(data["doc_tokens"]["measured"], target))
     assert data["doc_tokens"]["source"]["setting"] == "candidates" and data["doc_tokens"]["source"]["records"] == 8
-    assert summary["doc_tokens"] == {"min": min(target), "median": int(np.median(target)), "max": max(target)}
-    assert summary["bias_mean"] == pytest.approx(np.mean(data["bias"]), rel=1e-5)
+    assert isinstance(summary, CalibrateSummary)
+    assert summary.doc_tokens == {"min": min(target), "median": int(np.median(target)), "max": max(target)}
+    assert summary.bias_mean == pytest.approx(np.mean(data["bias"]), rel=1e-5)
     # A bias made for 15-token documents does not label these candidates.
     run_calibrate_stage(hotpot_recipe(run, sample_file, tiny_teacher_dir, f"teacher.calibration_lengths={SHORT}"),
                         show_progress=False)
@@ -238,4 +240,5 @@ def test_calibrate_without_candidates_says_what_to_do(tmp_path, tiny_teacher_dir
     fixed = load_recipe(None, [f"run_dir={tmp_path}", "data.k1=4", f"teacher.model={tiny_teacher_dir}",
                                "teacher.dtype=float32", "teacher.device=cpu", "teacher.calibration_lengths=30"])
     summary = run_calibrate_stage(fixed, show_progress=False)
-    assert summary["keys"]["doc_tokens"] == [30] * 4 and summary["doc_tokens_source"] == {"setting": 30}
+    assert isinstance(summary, CalibrateSummary)
+    assert summary.keys.doc_tokens == [30] * 4 and summary.doc_tokens_source.to_json_dict() == {"setting": 30}

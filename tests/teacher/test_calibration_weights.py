@@ -63,7 +63,7 @@ def test_same_model_at_another_path_matches(tmp_path):
     bias_path = calibrate(first, tmp_path)
     copy = shutil.copytree(first, tmp_path / "elsewhere" / "teacher-copy")
     keys, _ = keys_for(copy, tmp_path)
-    assert keys["model"] == str(copy) and keys["weights"] == weights_fingerprint(str(first))
+    assert keys.model == str(copy) and keys.weights == weights_fingerprint(str(first))
     bias, key = load_bias(bias_path, keys)
     assert np.allclose(bias, np.arange(K1) / 10)
     assert json.loads(key)["model"] == str(first)  # the file still shows where it was computed
@@ -79,12 +79,12 @@ def test_another_model_saved_at_the_same_path_is_refused(tmp_path, other):
     shutil.rmtree(model_dir)
     save_tiny_qwen2(model_dir, **other)
     keys, _ = keys_for(model_dir, tmp_path)
-    assert keys["model"] == str(model_dir) and keys["weights"] != old
+    assert keys.model == str(model_dir) and keys.weights != old
     with pytest.raises(BiasMismatchError) as info:
         load_bias(bias_path, keys)
     assert str(info.value) == (
         f"{bias_path}: calibration key 'weights' differs: the file has {old!r} (teacher {str(model_dir)!r}), "
-        f"this run needs {keys['weights']!r} (teacher {str(model_dir)!r}): the bias was computed with other "
+        f"this run needs {keys.weights!r} (teacher {str(model_dir)!r}): the bias was computed with other "
         "model weights; rerun `purecover calibrate` for this configuration")
     assert fingerprint(model_dir, tmp_path) != old_hash  # calibrate reruns
 
@@ -146,7 +146,7 @@ def test_a_prompt_template_edited_in_place_is_not_current(tmp_path):
     save_bias(path, PositionBias(np.arange(K1) / 10, [TOKENS] * K1), keys, lengths, ours)
 
     def is_current(prompt):  # the wording stored in bias.json, compared as the calibrate stage's hash compares it
-        return json.loads(path.read_text())["prompt"] == prompt.record()
+        return json.loads(path.read_text())["prompt"] == prompt.record().to_json_dict()
 
     assert is_current(ours)
     assert is_current(ReasoningPrompt.default())  # the same wording, read from the package's own file

@@ -27,8 +27,8 @@ def test_absolute_attention_gets_the_papers_temperatures():
 def test_embedding_defaults_are_the_tuned_cosine_values():
     p = resolved("teacher.estimator=embedding")
     assert (p.e_source, p.w_source, p.normalize) == ("similarity", "similarity", "absolute")
-    assert (p.tau_e, p.tau_w, p.lam) == (SIGNAL_DEFAULTS["similarity"]["e"]["absolute"],
-                                         SIGNAL_DEFAULTS["similarity"]["W"]["absolute"],
+    assert (p.tau_e, p.tau_w, p.lam) == (SIGNAL_DEFAULTS["similarity"].e["absolute"],
+                                         SIGNAL_DEFAULTS["similarity"].W["absolute"],
                                          LAM_DEFAULTS[("similarity", "absolute")])
     assert not p.calibrate  # nothing to calibrate without attention to documents
     z = resolved("teacher.estimator=embedding", "teacher.normalize=zscore")

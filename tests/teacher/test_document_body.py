@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from purecover.data.passage import doc_passage_text
+from purecover.records import CandidateDoc
 from purecover.teacher.prompts import document_body
 
 DOCS = [{"title": "Tollbridge", "text": "A market town on the Mirren river."},
@@ -20,4 +21,4 @@ DOCS = [{"title": "Tollbridge", "text": "A market town on the Mirren river."},
 def test_document_body_is_the_shared_rule_and_unchanged(doc):
     title, text = (doc.get("title") or "").strip(), (doc.get("text") or "").strip()
     former = f"{title}\n{text}" if title else text
-    assert document_body(doc) == doc_passage_text(doc) == former
+    assert document_body(CandidateDoc(**doc)) == doc_passage_text(doc) == former

@@ -18,6 +18,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
+from purecover.records import LabelSummary
 from purecover.teacher import job as teacher_job
 from purecover.teacher.job import LABELS_FILE, run_label_stage
 from tests.process_helpers import run_and_kill_when
@@ -45,7 +46,7 @@ def embedding_candidates(tmp_path_factory) -> Path:
 def reference_labels(tmp_path_factory, embedding_candidates) -> bytes:
     run = fresh_run(tmp_path_factory.mktemp("reference"), embedding_candidates)
     summary = run_label_stage(recipe_for(run), show_progress=False)
-    assert summary["questions"] == 16 and summary["error"] == 0
+    assert isinstance(summary, LabelSummary) and summary.questions == 16 and summary.error == 0
     return (run / LABELS_FILE).read_bytes()
 
 
@@ -68,7 +69,7 @@ def test_interrupted_and_resumed_labels_equal_uninterrupted(tmp_path, monkeypatc
     calls = []
 
     def failing_third_batch(self, batch, replies, lancer):
-        calls.append([r["qid"] for r in batch])
+        calls.append([r.qid for r in batch])
         if len(calls) == 3:
             raise _Interrupted
         return real(self, batch, replies, lancer)

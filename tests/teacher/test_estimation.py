@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from purecover.config import load_recipe
+from purecover.records import StoredAttention, StoredSimilarity
 from purecover.teacher.defaults import resolve_params
 from purecover.teacher.estimation import (
     Estimate,
@@ -208,8 +209,8 @@ def test_from_matrix_splits_blocks():
     assert a.step_doc.dtype == np.float64
     assert a.step_doc[1, 2] == 1 * 7 + 2
     assert a.answer_step[0] == 3 * 7 + 4
-    d = a.to_dict()
-    assert d["step_doc"] == m[:3, :4].tolist() and d["answer_step"] == m[3, 4:].tolist()
+    d = a.to_record()
+    assert d.step_doc == m[:3, :4].tolist() and d.answer_step == m[3, 4:].tolist()
 
 
 def test_from_matrix_feeds_the_estimator():
@@ -388,9 +389,9 @@ def test_embedding_estimator_uses_similarity_only():
 
 
 def test_similarity_scores_round_trip_through_json_lists():
-    d = {"step_doc": [[0.5, None]], "answer_step": [None]}
-    sim = SimilarityScores.from_dict(d)
+    d = StoredSimilarity(step_doc=[[0.5, None]], answer_step=[None])
+    sim = SimilarityScores.from_record(d)
     assert np.isnan(sim.step_doc[0, 1]) and np.isnan(sim.answer_step[0])
-    assert SimilarityScores.from_dict(sim.to_dict()).step_doc[0, 0] == 0.5
-    att = SegmentAttention.from_dict({"step_doc": [[1e-4]], "step_step": [[None]], "answer_step": [2e-4]})
+    assert sim.to_record() == d and SimilarityScores.from_record(sim.to_record()).step_doc[0, 0] == 0.5
+    att = SegmentAttention.from_record(StoredAttention(step_doc=[[1e-4]], step_step=[[None]], answer_step=[2e-4]))
     assert att.answer_step[0] == 2e-4 and np.isnan(att.step_step[0, 0])

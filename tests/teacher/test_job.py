@@ -15,6 +15,7 @@ import pytest
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
 from purecover.data.samples import SAMPLE_FILES
+from purecover.records import CalibrateSummary, LabelSummary
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import BiasMismatchError
 from purecover.teacher.job import LABELS_FILE, load_candidates, run_label_stage
@@ -55,15 +56,16 @@ def test_attention_labels_with_calibration(tmp_path, demo_candidates, tiny_teach
     with pytest.raises(FileNotFoundError, match="purecover calibrate"):
         run_label_stage(recipe, show_progress=False)
     cal = run_calibrate_stage(recipe, show_progress=False)
-    assert Path(cal["bias_file"]).is_file() and cal["keys"]["k1"] == 5
+    assert isinstance(cal, CalibrateSummary) and Path(cal.bias_file).is_file() and cal.keys.k1 == 5
     summary = run_label_stage(recipe, show_progress=False)
-    assert summary["questions"] == 6 and summary["ok"] + summary["fallback"] + summary["error"] == 6
-    assert summary["error"] == 0
+    assert isinstance(summary, LabelSummary)
+    assert summary.questions == 6 and summary.ok + summary.fallback + summary.error == 6
+    assert summary.error == 0
     cands = load_candidates(run / "candidates.jsonl")
     for rec, cand in zip(labels(run), cands):
-        assert set(rec) >= FIELDS and rec["qid"] == cand["qid"]
+        assert set(rec) >= FIELDS and rec["qid"] == cand.qid
         assert 1 <= len(rec["selected"]) <= 5 and len(set(rec["selected"])) == len(rec["selected"])
-        assert rec["selected_doc_ids"] == [cand["docs"][k]["doc_id"] for k in rec["selected"]]
+        assert rec["selected_doc_ids"] == [cand.docs[k].doc_id for k in rec["selected"]]
         n = len(rec["steps"])
         assert len(rec["e"]) == n and abs(sum(rec["e"]) - 1) < 1e-4
         W = np.array(rec["W"])
@@ -102,8 +104,8 @@ def test_uncalibrated_and_uniform_ablations_change_labels(tmp_path, demo_candida
     assert any(not np.allclose(x["e"], y["e"]) for x, y in zip(a, b))
     # Oracle steps come from the data stage; answers are the gold answers.
     cands = load_candidates(run_a / "candidates.jsonl")
-    assert [r["steps"] for r in a] == [c["oracle_steps"][:5] for c in cands]
-    assert [r["answer"] for r in a] == [c["answers"][0] for c in cands]
+    assert [r["steps"] for r in a] == [c.oracle_steps[:5] for c in cands]
+    assert [r["answer"] for r in a] == [c.answers[0] for c in cands]
     # With a random tiny teacher the only possible fallback is min_select (no positive gain).
     assert all(r["status"] == "ok" or r["reason"] == "no document had a positive gain: kept the best one (min_select)"
                for r in a)
@@ -131,7 +133,7 @@ def test_oracle_embedding_selects_the_documents_that_state_the_steps(tmp_path):
     recipe = load_recipe(None, [f"run_dir={run}", "data.k1=6", "teacher.steps=oracle", "teacher.estimator=embedding",
                                 "teacher.cot_weighting=false"])
     summary = run_label_stage(recipe, show_progress=False)
-    assert summary["ok"] == 4
+    assert isinstance(summary, LabelSummary) and summary.ok == 4
     for rec, row in zip(labels(run), rows):
         assert "attention" not in rec and rec["teacher"]["estimator"] == "embedding"
         assert sorted(rec["selected_doc_ids"]) == sorted(row["gold_doc_ids"])
@@ -246,7 +248,7 @@ def test_real_samples_oracle_embedding(tmp_path, sample_file, dataset):
                                 "teacher.steps=oracle", "teacher.estimator=embedding", "teacher.batch_size=8"])
     run_data_stage(recipe, show_progress=False)
     summary = run_label_stage(recipe, show_progress=False)
-    assert summary["error"] == 0 and summary["ok"] >= 5
+    assert isinstance(summary, LabelSummary) and summary.error == 0 and summary.ok >= 5
     for rec in labels(tmp_path):
         assert 1 <= len(rec["selected"]) <= 5 and len(rec["W"]) == 20
 
@@ -259,7 +261,7 @@ def test_real_hotpotqa_with_tiny_attention_teacher(tmp_path, sample_file, tiny_t
     run_data_stage(recipe, show_progress=False)
     run_calibrate_stage(recipe, show_progress=False)
     summary = run_label_stage(recipe, show_progress=False)
-    assert summary["error"] == 0 and summary["questions"] == 3
+    assert isinstance(summary, LabelSummary) and summary.error == 0 and summary.questions == 3
     for rec in labels(tmp_path):
         assert np.array(rec["attention"]["step_doc"]).shape[1] == 20
 
@@ -271,7 +273,7 @@ def test_avg_selection_ablation_ranks_by_weighted_coverage(tmp_path, demo_candid
     overrides = ["teacher.steps=oracle", "teacher.estimator=embedding", "teacher.budget=3"]
     summary = run_label_stage(make_recipe(run, tiny_teacher_dir, *overrides, "teacher.selection=avg"),
                               show_progress=False)
-    assert summary["error"] == 0 and summary["fallback"] == 0
+    assert isinstance(summary, LabelSummary) and summary.error == 0 and summary.fallback == 0
     for rec in labels(run):
         W, e = np.array(rec["W"]), np.array(rec["e"])
         scores = W @ e

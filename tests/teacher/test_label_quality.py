@@ -10,6 +10,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
+from purecover.records import LabelSummary
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.job import run_label_stage
 
@@ -38,12 +39,14 @@ def test_tiny_random_teacher_zscore_keeps_fallback_within_10pct(tmp_path, hotpot
                                                                caplog):
     # the shipped default for the attention estimator: zscore scale, τ1 = τ2 = 0.4, λ = 0.1, matched calibration
     summary = label_run(tmp_path, hotpot_candidates, tiny_teacher_dir)
-    assert summary["estimation"]["normalize"] == "zscore"
-    assert summary["questions"] == 24 and summary["error"] == 0
-    assert summary["fallback_rate"] <= 0.10, summary
-    assert summary["first_step_stop_rate"] <= 0.10
-    assert summary["mean_size"] >= 1.0 and sum(summary["size_histogram"].values()) == 24
-    assert summary["warning"] is None
+    assert isinstance(summary, LabelSummary) and summary.estimation is not None
+    assert summary.estimation.normalize == "zscore"
+    assert summary.questions == 24 and summary.error == 0
+    assert summary.fallback_rate is not None and summary.fallback_rate <= 0.10, summary
+    assert summary.first_step_stop_rate is not None and summary.first_step_stop_rate <= 0.10
+    assert summary.mean_size is not None and summary.mean_size >= 1.0
+    assert summary.size_histogram is not None and sum(summary.size_histogram.values()) == 24
+    assert summary.warning is None
 
 
 def test_absolute_scale_with_the_papers_temperatures_collapses_and_warns(tmp_path, hotpot_candidates,
@@ -52,10 +55,11 @@ def test_absolute_scale_with_the_papers_temperatures_collapses_and_warns(tmp_pat
     # selection collapses, and the stage says so in one line naming the knobs
     with caplog.at_level(logging.WARNING, logger="purecover.teacher.job"):
         summary = label_run(tmp_path, hotpot_candidates, tiny_teacher_dir, "teacher.normalize=absolute")
-    assert summary["fallback_rate"] > 0.10
-    assert summary["fallback_reasons"].get("min_select", 0) >= 1
-    warning = summary["warning"]
+    assert isinstance(summary, LabelSummary) and summary.fallback_reasons is not None
+    assert summary.fallback_rate is not None and summary.fallback_rate > 0.10
+    assert summary.fallback_reasons.get("min_select", 0) >= 1
+    warning = summary.warning
     assert warning and "teacher.lam" in warning and "purecover tune" in warning
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [warning]
     manifest = json.loads((tmp_path / "run" / "label.run.json").read_text())["summary"]
-    assert manifest["warning"] == warning and manifest["size_histogram"] == summary["size_histogram"]
+    assert manifest["warning"] == warning and manifest["size_histogram"] == summary.size_histogram

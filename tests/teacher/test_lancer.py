@@ -12,6 +12,7 @@ import pytest
 from purecover.config import ConfigError
 from purecover.data.samples import sample_data_dir
 from purecover.models.chat import render_chat
+from purecover.records import CandidateDoc
 from purecover.teacher.lancer import (
     RATING_TEMPLATE,
     SUBQUESTION_TEMPLATE,
@@ -31,9 +32,9 @@ from purecover.validate import load_validated_recipe
 
 QUESTION = "Which river flows through the town where Ada Brill was born?"
 DOCS = [
-    {"doc_id": "a", "title": "Ada Brill", "text": "Ada Brill was born in Tollbridge. She built clocks."},
-    {"doc_id": "b", "title": "Tollbridge", "text": "Tollbridge is a market town. The river Mirren flows through it."},
-    {"doc_id": "c", "title": "", "text": "Corven is a fishing village with a lighthouse."},
+    CandidateDoc(doc_id="a", title="Ada Brill", text="Ada Brill was born in Tollbridge. She built clocks."),
+    CandidateDoc(doc_id="b", title="Tollbridge", text="Tollbridge is a market town. The river Mirren flows through it."),
+    CandidateDoc(doc_id="c", title="", text="Corven is a fishing village with a lighthouse."),
 ]
 
 
@@ -231,7 +232,7 @@ def test_rate_documents_layout_is_documents_by_subquestions():
     subs = ["Where was Ada Brill born?", "Which river flows through Tollbridge?"]
 
     def reply(prompt):  # rating = doc index + 3 * sub index, unique per pair
-        d = next(i for i, doc in enumerate(DOCS) if doc["text"] in prompt)
+        d = next(i for i, doc in enumerate(DOCS) if doc.text in prompt)
         s = next(j for j, sq in enumerate(subs) if sq in prompt)
         return f"{d + 3 * s} because"
 
@@ -268,7 +269,7 @@ def test_rate_documents_expected_uses_digit_probabilities():
     probs = {0: [0, 0, 1.0, 0, 0, 0], 1: [0.0] * 6, 2: [0, 0, 0, 0, 0.2, 0.2]}
 
     def doc_index(prompt):
-        return next(i for i, doc in enumerate(DOCS) if doc["text"] in prompt)
+        return next(i for i, doc in enumerate(DOCS) if doc.text in prompt)
 
     backend = RecordingBackend(lambda p: "3", lambda p: probs[doc_index(p)])
     ratings = rate_documents(backend, PlainTokenizer(), QUESTION, subs, DOCS, expected=True)
@@ -517,7 +518,7 @@ def test_label_stage_expected_ratings_use_the_rating_template(tmp_path, lancer_c
     for rec, cand in zip(records, load_candidates(lancer_candidates)):
         flat = [r for row in rec["ratings"] for r in row]
         assert all(isinstance(r, float) and 0 <= r <= 5 for r in flat) and any(r != int(r) for r in flat)
-        args = (backend, tok, cand["question"], rec["subquestions"], cand["docs"])
+        args = (backend, tok, cand.question, rec["subquestions"], cand.docs)
         with_file = rate_documents(*args, expected=True, template=load_template(path, "rating"))
         assert np.allclose(rec["ratings"], with_file, rtol=1e-5, atol=1e-6)
         assert not np.allclose(rec["ratings"], rate_documents(*args, expected=True))  # not our wording

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from purecover.records import CandidateDoc
 from purecover.teacher.prompts import (
     build_reasoning_prompt,
     build_teacher_sequence,
@@ -15,9 +16,9 @@ from purecover.teacher.prompts import (
 )
 
 DOCS = [
-    {"doc_id": "a", "title": "Tollbridge", "text": "Tollbridge is a market town on the Mirren."},
-    {"doc_id": "b", "title": "", "text": "Ada Brill was born in Tollbridge in 1841."},
-    {"doc_id": "c", "title": "Café Ölm", "text": "A café with ünïcode — and “quotes”."},
+    CandidateDoc(doc_id="a", title="Tollbridge", text="Tollbridge is a market town on the Mirren."),
+    CandidateDoc(doc_id="b", title="", text="Ada Brill was born in Tollbridge in 1841."),
+    CandidateDoc(doc_id="c", title="Café Ölm", text="A café with ünïcode — and “quotes”."),
 ]
 
 

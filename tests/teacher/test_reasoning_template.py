@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from purecover.config import ConfigError, load_recipe
+from purecover.records import PromptWording
 from purecover.teacher.calibration import bias_keys, load_bias
 from purecover.teacher.lancer import TemplateError
 from purecover.teacher.prompts import (
@@ -86,9 +87,9 @@ def test_from_config(custom_file):
     prompt = ReasoningPrompt.from_config(recipe.teacher)
     assert prompt.template == CUSTOM.removesuffix("\n") and prompt.system == "Be brief." and prompt.max_steps == 3
     rec = prompt.record()
-    assert rec["file"] == "my_prompt.txt" and len(rec["sha256"]) == 64 and rec["system_sha256"]
+    assert rec.file == "my_prompt.txt" and len(rec.sha256) == 64 and rec.system_sha256
     none = ReasoningPrompt.from_config(load_recipe(None, ['teacher.system_prompt=""']).teacher)
-    assert none.system is None and none.record()["system_sha256"] is None and none.source == "reasoning.txt"
+    assert none.system is None and none.record().system_sha256 is None and none.source == "reasoning.txt"
     assert ReasoningPrompt.from_config(load_recipe(None, []).teacher) == ReasoningPrompt.default()
 
 
@@ -140,9 +141,10 @@ def test_calibration_key_changes_with_the_wording(tok, custom_file, tmp_path):
     def bias_for(prompt):
         return bias_keys("m", 3, tok, "all", [10, 10, 10], weights="sha256:w", prompt=prompt)
 
-    assert bias_for(custom)["template"] == template_key(tok, custom)
+    assert bias_for(custom).template == template_key(tok, custom)
     path = tmp_path / "bias.json"
-    path.write_text(json.dumps({"keys": bias_for(default), "bias": [0.0, 0.0, 0.0]}), encoding="utf-8")
+    path.write_text(json.dumps({"keys": bias_for(default).to_json_dict(), "bias": [0.0, 0.0, 0.0]}),
+                    encoding="utf-8")
     load_bias(path, bias_for(default))
     with pytest.raises(ValueError, match="calibration key 'template' differs"):
         load_bias(path, bias_for(custom))
@@ -154,5 +156,5 @@ def test_label_records_record_the_template(tmp_path, custom_file):
     recipe = load_recipe(None, [f"run_dir={tmp_path / 'run'}", f"teacher.prompt_file={custom_file}"])
     labeler = _Labeler(recipe, 0, 1, False)
     assert labeler.prompt.template == CUSTOM.removesuffix("\n")
-    assert labeler.meta["prompt"] == {"file": "my_prompt.txt", "sha256": labeler.prompt.sha256,
-                                      "system_sha256": ReasoningPrompt.default().record()["system_sha256"]}
+    assert labeler.meta.prompt == PromptWording(file="my_prompt.txt", sha256=labeler.prompt.sha256,
+                                                system_sha256=ReasoningPrompt.default().record().system_sha256)

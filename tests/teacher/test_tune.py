@@ -21,8 +21,8 @@ from purecover.teacher.tune import (
     choose,
     load_questions,
     parse_grid,
-    run_tune,
     split_questions,
+    tune,
 )
 
 # ---------------------------------------------------------------------------- grid
@@ -102,7 +102,9 @@ def resolved_selections(recipe, **changes) -> dict[str, list[int]]:
 
 
 def test_tune_labels_once_and_reports_both_splits(hotpot_run, capsys):
-    result = run_tune(hotpot_run, parse_grid(["lam=0.05,0.3", "embedding_tau=0.1,0.3"]), show_progress=False)
+    result = tune(hotpot_run, parse_grid(["lam=0.05,0.3", "embedding_tau=0.1,0.3"]), show_progress=False)
+    assert result.to_json_dict() == json.loads((hotpot_run.run_path / "tune" / "tune.json").read_text())
+    result = result.to_json_dict()  # rows and chosen are the TypedDicts tune.json holds
     run = hotpot_run.run_path
     assert (run / "labels.jsonl").is_file() and json.loads((run / "label.run.json").read_text())["summary"]["status"]
     assert result["questions"]["tune"] == 20 and result["questions"]["heldout"] == 20
@@ -155,9 +157,9 @@ def test_calibration_in_the_grid_needs_calibrated_labels(tmp_path, tiny_teacher_
                                 "teacher.dtype=float32", "teacher.device=cpu"])
     run_data_stage(recipe, show_progress=False)
     with pytest.raises(ValueError, match="the grid asks for calibration"):
-        run_tune(recipe, parse_grid(["calibrate=false,true"]), show_progress=False, plot=False)
-    result = run_tune(recipe, parse_grid(["calibrate=false", "lam=0.1,0.3"]), show_progress=False, plot=False)
-    assert len(result["rows"]) == 2 and "plots" not in result
+        tune(recipe, parse_grid(["calibrate=false,true"]), show_progress=False, plot=False)
+    result = tune(recipe, parse_grid(["calibrate=false", "lam=0.1,0.3"]), show_progress=False, plot=False)
+    assert len(result.rows) == 2 and "plots" not in result.to_json_dict()
 
 
 def test_tune_refuses_records_without_stored_scores(tmp_path):

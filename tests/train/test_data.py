@@ -9,7 +9,7 @@ import pytest
 from purecover.models.identifiers import IdentifierError, IdentifierScheme
 from purecover.models.selector_prompt import build_selector_prompt, end_token_id
 from purecover.records import LabelRecord
-from purecover.train.data import SelectorCollator, load_training_examples, split_examples
+from purecover.train.data import ExampleCounts, SelectorCollator, load_training_examples, split_examples
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_join_and_errors(tmp_path, tok):
     labels = [label("a", [2, 0]), label("b", [], "error"), label("c", [1], "fallback")]
     ex, counts = load_training_examples(*write(tmp_path, cands, labels), tok, scheme, 64)
     assert [e.qid for e in ex] == ["a", "c"] and ex[0].selected == [2, 0] and ex[0].n_docs == 4
-    assert counts == {"labels": 3, "used": 2, "skipped_error": 1}
+    assert counts == ExampleCounts(labels=3, used=2, skipped_error=1)
     bad_cases = [
         ([label("zzz", [0])], "l.jsonl:1: field 'qid': 'zzz' is not in"),
         ([label("a", [4])], r"field 'selected': positions \[4\] outside the 4 candidates"),

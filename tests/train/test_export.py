@@ -201,3 +201,54 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
     recipe = load_recipe(None, [f"run_dir={tmp_path}"])
     with pytest.raises(FileNotFoundError, match="purecover train"):
         run_export_stage(recipe)
+
+
+def _student_meta(**changes) -> dict:
+    from purecover.models.identifiers import IdentifierScheme
+    from purecover.models.selector_prompt import prompt_template
+
+    meta = {"base_model": "org/base", "lora": None, "identifiers": IdentifierScheme().to_dict(), "k1": 6, "tau3": 0.5,
+            "tau3_logprob": -1.25, "k_max": 3, "min_select": 1, "max_passage_tokens": 40,
+            "prompt_template": prompt_template()}
+    return {**meta, **changes}
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"tau3": "x"}, "field tau3: must be a number (got 'x')"),
+    ({"tau3_logprob": True}, "field tau3_logprob: must be a number (got True)"),
+    ({"k1": None}, "field k1: "),
+    ({"identifiers": {"name": "letters"}}, "field identifiers.separator: missing"),
+])
+def test_bad_student_metadata_names_the_file_and_field(tmp_path, changes, message):
+    meta = _student_meta(**changes)
+    (tmp_path / "purecover_student.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError) as exc:
+        export_mod.read_student_meta(tmp_path)
+    assert str(exc.value).startswith(f"{tmp_path / 'purecover_student.json'}: {message}"), str(exc.value)
+    assert "retrain" in str(exc.value)
+
+
+def test_student_metadata_of_an_early_version_still_reads(tmp_path):
+    """Without tau3_logprob, the subset F1s, losses, log history, config hash or summary (early checkpoints)."""
+    (tmp_path / "purecover_student.json").write_text(json.dumps(_student_meta(tau3_logprob=None)))
+    meta = export_mod.read_student_meta(tmp_path)
+    assert (meta.tau3_logprob, meta.losses, meta.log_history, meta.summary) == (None, None, [], None)
+
+
+def test_student_metadata_reads_back_byte_for_byte(lora_recipe):
+    from purecover.records import StudentMeta, TrainSummary
+
+    text = (lora_recipe.run_path / "checkpoints" / "final" / "purecover_student.json").read_text()
+    meta = StudentMeta.model_validate(json.loads(text))
+    assert isinstance(meta.summary, TrainSummary) and meta.summary.status == "complete"
+    assert json.dumps(meta.to_json_dict(), ensure_ascii=False, indent=2) + "\n" == text
+
+
+def test_the_train_export_and_publish_records_describe_every_field():
+    from purecover.records import DatasetCardFront, ExportSummary, ModelCardFront, PublishMarker, StudentMeta
+    from tests.test_records import _nested_models
+
+    for record in (StudentMeta, ExportSummary, ModelCardFront, DatasetCardFront, PublishMarker):
+        for model in _nested_models(record):
+            for name, field in model.model_fields.items():
+                assert field.description and len(field.description) > 10, f"{model.__name__}.{name}"

@@ -48,7 +48,7 @@ def test_rerun_after_complete_changes_nothing(trained, no_loading):
     before = snapshot(run)
     manifest = json.loads((run / "train.run.json").read_text())
     again = run_train_stage(recipe_for(run, tiny), show_progress=False)
-    assert again == summary and again["global_step"] == 4
+    assert again.to_json_dict() == summary.to_json_dict() and again.global_step == 4
     assert snapshot(run) == before  # no 5th step, final/ untouched, no checkpoint rotated away
     assert sorted(p.name for p in (run / CHECKPOINTS).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     assert json.loads((run / "train.run.json").read_text()) == manifest
@@ -88,7 +88,7 @@ def test_kill_after_final_before_the_manifest_is_completed_on_rerun(trained, tmp
     manifest["summary"] = {"status": "running"}  # what the stage writes before training
     (killed / "train.run.json").write_text(json.dumps(manifest))
     result = run_train_stage(recipe_for(killed, tiny), show_progress=False)
-    assert result["tau3"] == pytest.approx(summary["tau3"], abs=1e-6) and result["global_step"] == summary["global_step"]
+    assert result.tau3 == pytest.approx(summary.tau3, abs=1e-6) and result.global_step == summary.global_step
     assert json.loads((killed / "train.run.json").read_text())["summary"]["status"] == "complete"
 
 
@@ -123,8 +123,8 @@ def test_kill_before_the_completion_marker_resumes_to_the_same_result(trained, t
     shutil.copytree(run, killed)
     (killed / CHECKPOINTS / FINAL / STUDENT_META).unlink()  # killed while writing final/
     result = run_train_stage(recipe_for(killed, tiny), show_progress=False)
-    assert result["global_step"] == summary["global_step"] == 4  # resumed at the end: no extra step
-    assert result["tau3"] == pytest.approx(summary["tau3"], abs=1e-6)
+    assert result.global_step == summary.global_step == 4  # resumed at the end: no extra step
+    assert result.tau3 == pytest.approx(summary.tau3, abs=1e-6)
     assert sorted(p.name for p in (killed / CHECKPOINTS).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     meta = json.loads((killed / CHECKPOINTS / FINAL / STUDENT_META).read_text())
     assert meta["summary"]["global_step"] == 4 and meta["config_hash"]

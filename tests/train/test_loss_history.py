@@ -21,7 +21,7 @@ def _logs(steps_logged, start=0):
 def test_uninterrupted_run_equals_the_trainers_own_mean():
     mean = sum(STEP_LOSSES) / 8
     got = whole_run_train_loss(_logs([3, 6]), 8, mean)  # steps 7-8 after the last log
-    assert got["train_loss"] == pytest.approx(mean) and got["train_loss_steps"] == 8 and got["resumes"] == []
+    assert got.train_loss == pytest.approx(mean) and got.train_loss_steps == 8 and got.resumes == []
 
 
 def test_resumed_run_covers_the_steps_before_the_checkpoint():
@@ -29,9 +29,9 @@ def test_resumed_run_covers_the_steps_before_the_checkpoint():
     history = [*_logs([2, 4]), {"step": 4, "resumed_at_step": 4}, *_logs([6], start=4)]
     this_run = sum(STEP_LOSSES[4:]) / 4
     got = whole_run_train_loss(history, 8, this_run)
-    assert got["train_loss"] == pytest.approx(sum(STEP_LOSSES) / 8)  # equals the uninterrupted run
-    assert got["train_loss_this_run"] == pytest.approx(this_run) != pytest.approx(got["train_loss"])
-    assert got["train_loss_steps"] == 8 and got["resumes"] == [4]
+    assert got.train_loss == pytest.approx(sum(STEP_LOSSES) / 8)  # equals the uninterrupted run
+    assert got.train_loss_this_run == pytest.approx(this_run) != pytest.approx(got.train_loss)
+    assert got.train_loss_steps == 8 and got.resumes == [4]
 
 
 def test_steps_never_logged_before_a_resume_are_left_out_and_counted():
@@ -40,8 +40,8 @@ def test_steps_never_logged_before_a_resume_are_left_out_and_counted():
                {"step": 7, "resumed_at_step": 7}]
     got = whole_run_train_loss(history, 8, STEP_LOSSES[7])
     known = [*STEP_LOSSES[:3], *STEP_LOSSES[4:6], STEP_LOSSES[7]]  # steps 4 and 7 are in no record
-    assert got["train_loss"] == pytest.approx(sum(known) / len(known))
-    assert got["train_loss_steps"] == 6 and got["resumes"] == [4, 7]
+    assert got.train_loss == pytest.approx(sum(known) / len(known))
+    assert got.train_loss_steps == 6 and got.resumes == [4, 7]
 
 
 def test_resume_marker_only_on_a_resume():

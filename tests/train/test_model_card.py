@@ -10,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from purecover.records import SelectorConfig, StudentMeta
 from purecover.train import model_card as card_mod
-from purecover.train.model_card import render_model_card
+from purecover.train.model_card import render_model_card as _render
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(card_mod.__file__).parent / "templates"
 
 IDS = {"name": "letters", "labels": [chr(65 + i) for i in range(26)], "separator": ": "}
-LORA = {"r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
-META = {"lora": LORA, "losses": {"lm_weight": 0.5, "m_exact": 4}, "calib_subset_f1": 0.812345, "test_subset_f1": 0.6875,
+LORA = {"enabled": True, "r": 8, "alpha": 16, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"]}
+META = {"base_model": "org/base-0.5B", "lora": LORA, "identifiers": IDS, "k1": 6, "tau3": 1.23456789,
+        "calib_subset_f1": 0.812345, "test_subset_f1": 0.6875, "k_max": 4, "min_select": 1, "max_passage_tokens": 256,
+        "prompt_template": {"layout": "question_first", "hash": "abc123", "system": "S", "instructions": "I"},
+        "losses": {"lm_weight": 0.5, "cl_weight": 1.0, "m_exact": 4, "lm_reduction": "token_mean"},
         "log_history": [{"loss": 1.5, "step": 10}, {"loss": 0.75, "l_cl": 0.5, "l_lm": 0.25, "step": 20},
                         {"eval_loss": 0.9, "eval_subset_f1@size": 0.7, "step": 20}, {"train_loss": 1.0, "step": 20},
                         {"test_subset_f1": 0.6875, "step": 20}]}
@@ -28,8 +32,12 @@ DATA_RUN = {"recipe": {"data": {"dataset": "hotpotqa", "path": "demo", "split": 
 LABEL_RUN = {"recipe": {"teacher": {"model": "org/teacher", "steps": "oracle", "estimator": "attention",
                                     "calibrate": False, "lam": 0.1, "budget": 3}},
              "summary": {"ok": 7, "fallback": 1, "error": 0}}
-TRAIN_RUN = {"summary": {"train_questions": 6, "calib_questions": 2, "test_questions": 2, "threshold_split": "calib",
-                         "train_loss": 1.125, "train_loss_steps": 20, "train_loss_this_run": 1.0, "resumes": [10]}}
+TRAIN_RUN = {"summary": {"status": "complete", "train_questions": 6, "calib_questions": 2, "test_questions": 2,
+                         "labels": 10, "used": 10, "skipped_error": 0, "global_step": 20, "lm_reduction": "token_mean",
+                         "train_loss": 1.125, "train_loss_steps": 20, "train_loss_this_run": 1.0, "resumes": [10],
+                         "resumed_from": "checkpoint-10", "tau3": 1.234568, "tau3_logprob": -1.5,
+                         "calib_subset_f1": 0.8123, "calib_subset_f1_logprob": 0.8, "test_subset_f1": 0.6875,
+                         "test_subset_f1_logprob": 0.6, "threshold_split": "calib", "final": "checkpoints/final"}}
 HEADINGS = ["# purecover selector", "## Model", "## Training data", "## Training recipe", "## Training and calibration",
             "## Evaluation", "## Usage"]
 
@@ -42,6 +50,27 @@ def _config(adapter: bool = False, k1: int = 6) -> dict:
     if adapter:
         config["adapter"] = True
     return config
+
+
+def render_model_card(config: dict, meta: dict, run_dir, merged, license=None) -> str:
+    """The card of a selector_config.json and a student metadata file with these contents."""
+    return _render(SelectorConfig.model_validate(config), StudentMeta.model_validate(meta), run_dir, merged,
+                   license=license)
+
+
+def _budget(em: float, f1: float, acc: float, mean_k: float) -> dict:
+    """One method at one budget, as metrics.json holds it."""
+    cp = {"coverage": None, "purity": None, "n_coverage": 0, "n_purity": 0}
+    return {"n": 2, "em": em, "f1": f1, "acc": acc, "mean_k": mean_k, "answer": cp,
+            "supporting": cp, "prompt_tokens": 100.0, "completion_tokens": 3.0}
+
+
+def _metrics(**results) -> dict:
+    """An eval/metrics.json at budgets 1 and 3 (table budget 3) with `results`."""
+    return {"dataset": "hotpotqa", "run_dir": "run", "questions": 2, "question_source": "the held-out split",
+            "generator": "org/gen", "backend": "hf", "max_new_tokens": 32, "budgets": [1, 3], "table_budget": 3,
+            "methods": {name: name for name in results}, "fallbacks": {}, "results": results,
+            "versions": {"python": "3"}, "recipe": {}}
 
 
 def _run_dir(root: Path, **manifests) -> Path:
@@ -81,10 +110,8 @@ def test_card_with_every_input(tmp_path):
     train_run = {**TRAIN_RUN, "recipe": {"student": {"model": "org/base-0.5B", "lm_weight": 0.5}}}
     run = _run_dir(tmp_path, data=data_run, label=LABEL_RUN, train=train_run)
     (run / "eval").mkdir()
-    (run / "eval" / "metrics.json").write_text(json.dumps({
-        "budgets": [1, 3], "table_budget": 3, "questions": 2, "question_source": "the held-out split",
-        "generator": "org/gen", "results": {"student": {"3": {"em": 0.5, "f1": 0.625, "acc": 1.0, "mean_k": 2.0}},
-                                            "retrieval": {"3": {"em": 0.0, "f1": 0.25, "acc": 0.5, "mean_k": 3.0}}}}))
+    (run / "eval" / "metrics.json").write_text(json.dumps(_metrics(
+        student={"3": _budget(0.5, 0.625, 1.0, 2.0)}, retrieval={"3": _budget(0.0, 0.25, 0.5, 3.0)})))
     card = render_model_card(config, META, run, True, license="apache-2.0")
     _check_shape(card)
     front = _front(card)
@@ -229,3 +256,18 @@ def test_templates_ship_as_package_data():
     for path in templates:
         rel = path.relative_to(package).as_posix()
         assert any(fnmatch.fnmatch(rel, pattern) for pattern in patterns), f"{rel} is not package data"
+
+
+def test_unreadable_train_summary_and_metrics_are_passed_over(tmp_path, caplog):
+    """A train.run.json summary that is not a train summary gives way to the one in the student metadata; a
+    metrics.json that is not one leaves the end-to-end figures out (both warned)."""
+    run = _run_dir(tmp_path, train={"summary": {"status": "complete", "train_questions": "six"}})
+    (run / "eval").mkdir()
+    (run / "eval" / "metrics.json").write_text(json.dumps({"budgets": [3], "results": {}}))
+    meta = {**META, "summary": {**TRAIN_RUN["summary"], "train_questions": 5}}
+    with caplog.at_level("WARNING", logger="purecover.train.model_card"):
+        card = render_model_card(_config(), meta, run, True, license="mit")
+    _check_shape(card)
+    assert "- Questions: 5 train, 2 calibration, 2 test" in _section(card, "## Evaluation")
+    assert "- End-to-end QA: not measured when this card was written" in card
+    assert "field train_questions: must be an integer" in caplog.text and "metrics.json" in caplog.text

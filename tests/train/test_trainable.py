@@ -53,7 +53,7 @@ def test_train_stage_with_frozen_embeddings_and_no_contrastive_term(tmp_path):
     assert meta["losses"]["cl_weight"] == 0.0
     logged = [h for h in meta["log_history"] if "loss" in h and "l_lm" in h]
     assert logged and all(h["loss"] == pytest.approx(recipe.student.lm_weight * h["l_lm"], rel=1e-4) for h in logged)
-    assert summary["global_step"] == 2
+    assert summary.global_step == 2
 
 
 def test_both_loss_weights_zero_is_a_recipe_error():
@@ -71,15 +71,15 @@ def test_trainer_log_carries_the_test_split_figure_and_the_card_names_each_split
 
     _, run, _, summary = _trained(tmp_path, "student.training.eval_strategy=steps", "student.training.eval_steps=1",
                                   "student.eval_fraction=0.75", "student.calibration_share=0.5")
-    assert summary["calib_questions"] > 0 and summary["test_questions"] > 0
+    assert summary.calib_questions > 0 and summary.test_questions > 0
     meta = json.loads((run / "checkpoints" / "final" / "purecover_student.json").read_text())
     tests = [h for h in meta["log_history"] if any(k.startswith("test_") for k in h)]
-    assert len(tests) == 1 and tests[0]["test_subset_f1"] == summary["test_subset_f1"]
-    assert tests[0]["test_questions"] == summary["test_questions"]
+    assert len(tests) == 1 and tests[0]["test_subset_f1"] == summary.test_subset_f1
+    assert tests[0]["test_questions"] == summary.test_questions
     assert not any(k in tests[0] for k in ("loss", "l_cl", "eval_loss"))  # no training/eval figure mixed in
     evals = [h for h in meta["log_history"] if "eval_subset_f1@size" in h]
     assert len(evals) == 2  # eval_steps=1 over 2 steps, on the calibration split
     lines = _training_log_lines(meta["log_history"], summary)
-    assert lines[0] == f"- Training loss: {summary['train_loss']:.4g} (mean over 2 steps)"
+    assert lines[0] == f"- Training loss: {summary.train_loss:.4g} (mean over 2 steps)"
     assert lines[1].startswith("- Last logged training step 2: loss = ")
-    assert lines[2].startswith(f"- Last evaluation (step 2) on the {summary['calib_questions']} calibration questions")
+    assert lines[2].startswith(f"- Last evaluation (step 2) on the {summary.calib_questions} calibration questions")

@@ -70,10 +70,11 @@ def test_non_zero_ranks_wait_for_their_own_launch(tmp_path, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "launch-a")
     monkeypatch.setattr(rundir_lock, "RANK_WAIT_SECONDS", 0.5)
-    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "h", "stage": "label", "launch": "launch-b"}))
+    holder = {"pid": 1, "host": "h", "stage": "label", "launch": None, "started": "2024-01-01T00:00:00+00:00"}
+    (tmp_path / LOCK_FILE).write_text(json.dumps({**holder, "launch": "launch-b"}))
     with pytest.raises(RunDirBusyError, match="rank 0 of this launch did not take"), run_dir_lock(tmp_path, "label"):
         pass
-    (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": 1, "host": "h", "stage": "label", "launch": "launch-a"}))
+    (tmp_path / LOCK_FILE).write_text(json.dumps({**holder, "launch": "launch-a"}))
     with run_dir_lock(tmp_path, "label"):
         pass  # rank 0 of this launch holds it: go ahead without locking
 
@@ -130,7 +131,7 @@ def test_handover_lets_the_launched_child_in_and_no_one_else(tmp_path):
         with rundir_lock.handover(tmp_path) as env:
             assert set(env) == {rundir_lock.HANDOVER_FILE_ENV, rundir_lock.HANDOVER_TOKEN_ENV}
             record = json.loads((tmp_path / LOCK_FILE).read_text())
-            assert record["pid"] == os.getpid() and record["stage"] == "pipeline"
+            assert record["pid"] == os.getpid() and record["stage"] == "pipeline" and list(record)[-1] == "handover"
             assert env[rundir_lock.HANDOVER_TOKEN_ENV] not in (tmp_path / LOCK_FILE).read_text()  # only its hash
             assert enter_in_child(tmp_path, env) == "entered"  # the child of the holder (re-entrant there too)
             assert enter_in_child(tmp_path, {}).startswith("refused:")  # an unrelated process, meanwhile
@@ -138,7 +139,9 @@ def test_handover_lets_the_launched_child_in_and_no_one_else(tmp_path):
             assert enter_in_child(tmp_path, forged).startswith("refused:")
             assert enter_in_child(tmp_path, {**env, rundir_lock.HANDOVER_FILE_ENV: str(other / LOCK_FILE)}) \
                 .startswith("refused:")  # a token for another run directory
-        assert "handover" not in json.loads((tmp_path / LOCK_FILE).read_text())
+        after = (tmp_path / LOCK_FILE).read_text()
+        assert list(json.loads(after)) == ["pid", "host", "stage", "launch", "started"]  # as before the hand-over
+        assert after == json.dumps(json.loads(after))  # one line, json.dumps' separators
         assert enter_in_child(tmp_path, env).startswith("refused:")  # the token dies with the hand-over
     with pytest.raises(RuntimeError, match="needs the run-directory lock"), rundir_lock.handover(tmp_path):
         pass

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
+from purecover.records import StageSummary
 from purecover.utils.tracking import flatten_summary, track_stage, training_tracking
 
 _BLOCK = 32 * 1024
@@ -150,9 +151,12 @@ def test_online_without_credentials_is_one_warning(tmp_path, monkeypatch, caplog
     assert "no wandb credentials" in record.getMessage() and "WANDB_MODE=offline" in record.getMessage()
 
 
-def test_offline_run_holds_config_summary_and_table(offline_wandb, tmp_path):
+@pytest.mark.parametrize("as_record", [False, True])
+def test_offline_run_holds_config_summary_and_table(offline_wandb, tmp_path, as_record):
     recipe = _recipe(tmp_path / "myrun", "tracking.run_name=trial-1")
     summary = {"status": "complete", "questions": 6, "em@5": {"retrieval": 0.25, "student": 0.5}, "plots": ["x"]}
+    if as_record:  # a stage's summary record is logged as written
+        summary = StageSummary.model_validate(summary)
     table = (["method", "K", "em"], [["retrieval", 5, 0.25], ["student", 5, 0.5]])
     local = track_stage(recipe, "evaluate", summary, tables={"metrics": table})
     assert local is not None and Path(local).is_dir() and Path(local).parent == offline_wandb / "wandb"
@@ -219,9 +223,9 @@ def test_label_stage_logs_its_summary_and_size_histogram(offline_wandb, tmp_path
     run, config, logged, history = _logged(str(local))
     assert run["job_type"] == "label" and run["group"] == "labelrun"
     assert config["teacher"]["estimator"] == "embedding"
-    assert logged["questions"] == summary["questions"] == 3
+    assert logged["questions"] == summary.questions == 3
     assert {k: v for k, v in logged.items() if k.startswith("size_histogram.")} == {
-        f"size_histogram.{size}": n for size, n in summary["size_histogram"].items()}
+        f"size_histogram.{size}": n for size, n in summary.size_histogram.items()}
     stored = json.loads((local / "files" / history["size_histogram_table"]["path"]).read_text())
     assert stored["columns"] == ["|S|", "questions"]
-    assert stored["data"] == [[int(size), n] for size, n in summary["size_histogram"].items()]
+    assert stored["data"] == [[int(size), n] for size, n in summary.size_histogram.items()]

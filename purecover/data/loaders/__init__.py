@@ -131,7 +131,7 @@ class ExampleSource:
             except DataFormatError as err:
                 if not self.skip_invalid:
                     raise
-                self.invalid.append(InvalidRecord.from_error(err))
+                self.invalid.append(err.invalid_record())
                 continue
             seen[example.qid] = location
             produced += 1

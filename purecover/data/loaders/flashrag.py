@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import JsonValue
+
 from ..errors import DataFormatError
 from ..example import Example
 from ._fields import RecordView
@@ -21,7 +23,7 @@ from .strategyqa import parse_strategyqa
 __all__ = ["parse_flashrag"]
 
 
-def _from_metadata(view: RecordView, qid: str, question: str, answer: str, meta: dict[str, Any],
+def _from_metadata(view: RecordView, qid: str, question: str, answer: str, meta: dict[str, JsonValue],
                    dataset: str) -> Example | None:
     if "context" in meta:
         pseudo = {"_id": qid, "question": question, "answer": answer, "context": meta["context"],

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from ..example import Example, Paragraph
 from ..readers import iter_jsonl
 from ._fields import RecordView, join_sentences
@@ -90,7 +92,7 @@ def _parse_multihop(record: Any, source: str, location: str, dataset: str,
         Paragraph(title=t, text=join_sentences(s), is_supporting=t in supporting, sentences=list(s))
         for t, s in context
     ]
-    meta: dict[str, Any] = {k: record[k] for k in ("type", "level") if isinstance(record.get(k), str)}
+    meta: dict[str, JsonValue] = {k: record[k] for k in ("type", "level") if isinstance(record.get(k), str)}
     if bad_ids:
         meta["bad_sentence_ids"] = bad_ids
     example = Example(qid=qid, dataset=dataset, question=question.strip(), answers=[answer],

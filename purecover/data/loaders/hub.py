@@ -27,9 +27,11 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
+from pydantic import JsonValue
+
+from ...records import HubSummary
 from ..errors import HubDatasetError, HubUnavailableError
 
 __all__ = ["FLASHRAG_HUB", "HOTPOTQA_HUB", "SPLIT_ALIASES", "ResolvedHub", "default_hub_config", "dry_run_status",
@@ -123,11 +125,11 @@ class ResolvedHub:
         text = f"{where}, split {self.split!r}"
         return text + (f" ({'; '.join(self.notes)})" if self.notes else "")
 
-    def to_summary(self) -> dict[str, Any]:
-        """The fields the data stage records in data.run.json."""
-        return {"name": self.name, "config": self.config, "split": self.split,
-                "requested_config": self.requested_config, "requested_split": self.requested_split,
-                "data_files": self.data_files, "checked": self.checked, "notes": list(self.notes)}
+    def to_summary(self) -> HubSummary:
+        """What the data stage records in data.run.json (``hub`` of its summary)."""
+        return HubSummary(name=self.name, config=self.config, split=self.split, requested_config=self.requested_config,
+                          requested_split=self.requested_split, data_files=self.data_files, checked=self.checked,
+                          notes=list(self.notes))
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -264,8 +266,9 @@ def resolve_hub_dataset(name: str, dataset: str, config: str | None, split: str,
     return resolved
 
 
-def iter_hub_rows(resolved: ResolvedHub, split_key: str = "data.split") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (``"row I"``, row) of a resolved dataset: streamed; offline (unchecked), from the local
+def iter_hub_rows(resolved: ResolvedHub,
+                  split_key: str = "data.split") -> Iterator[tuple[str, dict[str, JsonValue]]]:
+    """Yield (``"row I"``, row as `datasets` gives it, checked by the loader) of a resolved dataset: streamed; offline (unchecked), from the local
     `datasets` cache, where the split is resolved (aliases included) among the cached splits."""
     import datasets
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pydantic import JsonValue
+
 from ..example import Example, Paragraph
 from ._fields import RecordView
 
@@ -69,7 +71,7 @@ def parse_musique(record: Any, source: str, location: str, require_paragraphs: b
         if p.is_supporting and p.title not in supporting_titles:
             supporting_titles.append(p.title)
     hops = qid.split("hop")[0] if "hop" in qid else None
-    meta: dict[str, Any] = {"answerable": answerable}
+    meta: dict[str, JsonValue] = {"answerable": answerable}
     if hops and hops.isdecimal() and len(hops) <= 9:  # isdigit() admits "²", which int() rejects
         meta["hops"] = int(hops)
     return Example(qid=qid, dataset="musique", question=question.strip(), answers=answers,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import JsonValue
+
 from ..example import Example, Paragraph
 from ._fields import RecordView
 
@@ -35,7 +37,7 @@ def parse_strategyqa(record: Any, source: str, location: str, require_paragraphs
     decomposition = view.get("decomposition", list, optional=True, default=[])
     for i, step in enumerate(decomposition):
         view.check(step, f"decomposition[{i}]", str)
-    meta: dict[str, Any] = {"facts": facts, "decomposition": list(decomposition)}
+    meta: dict[str, JsonValue] = {"facts": facts, "decomposition": list(decomposition)}
     for key in ("term", "description"):
         if isinstance(record.get(key), str):
             meta[key] = record[key]

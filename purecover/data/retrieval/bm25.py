@@ -31,6 +31,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import bm25s
 import numpy as np
 
+from ...records import BM25BuildStats, BM25IndexMeta, BM25Settings, load_json_record
 from ...utils.index_lock import building_directory, key_lock
 from ...utils.io import disk_full_is_explained
 from ..corpus import CorpusLike
@@ -79,9 +80,9 @@ class BM25Retriever:
         self.empty_queries = 0
         self.from_cache = False
         self._knobs = {"read_batch": read_batch, "run_tokens": run_tokens, "bucket_postings": bucket_postings}
-        self.settings = {"corpus": corpus.fingerprint, "stopwords": stopwords, "bm25s": bm25s.__version__,
-                         "method": "lucene", "k1": K1, "b": B, "text": "title+text", "format": FORMAT_VERSION}
-        self.key = hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()[:16]
+        self.settings = BM25Settings(corpus=corpus.fingerprint, stopwords=stopwords, bm25s=bm25s.__version__,
+                                     method="lucene", k1=K1, b=B, text="title+text", format=FORMAT_VERSION)
+        self.key = hashlib.sha256(json.dumps(self.settings.to_json_dict(), sort_keys=True).encode()).hexdigest()[:16]
         self.path = Path(index_dir) / f"bm25-{self.key}" if index_dir is not None else None
         self.tokenizer = new_tokenizer(stopwords)  # for queries: its splitting rules, not its vocabulary
         if self.path is None:
@@ -114,16 +115,19 @@ class BM25Retriever:
         log.info("building the BM25 index of %s (%d passages) in %s", self.corpus.source, len(self.corpus), path)
         with building_directory(path, _META) as tmp:
             stats = build_index(self.corpus, tmp, self.stopwords, show_progress=self.show_progress, **self._knobs)
-            meta = {"settings": self.settings, "n_docs": len(self.corpus), "source": self.corpus.source, "build": stats}
-            (tmp / _META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            assert isinstance(stats, BM25BuildStats)
+            meta = BM25IndexMeta(settings=self.settings, n_docs=len(self.corpus), source=self.corpus.source,
+                                 build=stats)
+            (tmp / _META).write_text(json.dumps(meta.to_json_dict(), indent=2), encoding="utf-8")
         log.info("saved BM25 index (%d passages) to %s", len(self.corpus), path)
 
     def _load(self, path: Path) -> BM25Index:
-        meta = json.loads((path / _META).read_text(encoding="utf-8"))
-        if meta.get("n_docs") != len(self.corpus):
-            raise ValueError(f"BM25 index {path} has {meta.get('n_docs')} passages, corpus has {len(self.corpus)}")
+        meta = load_json_record(path / _META, BM25IndexMeta,
+                                hint=f"delete {path} to build the index again")
+        if meta.n_docs != len(self.corpus):
+            raise ValueError(f"BM25 index {path} has {meta.n_docs} passages, corpus has {len(self.corpus)}")
         index = BM25Index.load(path, len(self.corpus))
-        index.stats = meta.get("build", {})
+        index.stats = meta.build
         log.info("loaded BM25 index from %s", path)
         return index
 

@@ -69,6 +69,7 @@ from bm25s.scoring import _score_idf_lucene, _score_tfc_lucene
 from bm25s.tokenization import Tokenizer
 from tqdm.auto import tqdm
 
+from ...records import BM25BuildStats
 from ...utils.memory import peak_rss_mb
 from ..corpus import CorpusLike
 from .base import Hit
@@ -188,14 +189,15 @@ class HashedVocab:
 
 class BM25Index:
     """BM25 weights in CSC form (`data` float32 [nnz], `indices` int32 [nnz], `indptr` int64 [V+1]) over
-    `n_docs` passages, and the `vocab` mapping words to columns; `stats` describes the build."""
+    `n_docs` passages, and the `vocab` mapping words to columns; `stats` describes the build (None when not
+    known)."""
 
     def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_docs: int, vocab: Vocab,
-                 stats: dict[str, Any] | None = None) -> None:
+                 stats: BM25BuildStats | None = None) -> None:
         self.data, self.indices, self.indptr = data, indices, indptr
         self.n_docs = n_docs
         self.vocab = vocab
-        self.stats = stats or {}
+        self.stats = stats
         self._acc: np.ndarray | None = None  # float32 [n_docs] accumulator of `matched`, all zero between calls
 
     @classmethod
@@ -569,17 +571,18 @@ def _pass2(runs: _Runs, df: np.ndarray, lengths: np.ndarray, bucket_postings: in
 
 def build_index(corpus: CorpusLike, out_dir: Path | None, stopwords: str | None, *, read_batch: int = READ_BATCH,
                 run_tokens: int = RUN_TOKENS, bucket_postings: int = BUCKET_POSTINGS,
-                score_block: int = SCORE_BLOCK, show_progress: bool = False) -> BM25Index | dict[str, Any]:
+                score_block: int = SCORE_BLOCK, show_progress: bool = False) -> BM25Index | BM25BuildStats:
     """Index `corpus` (``title + "\\n" + text`` of each passage).
 
     With `out_dir` (an existing, empty directory), writes the index files there (not the metadata) and
-    returns build statistics; without it, builds in memory and returns the `BM25Index`. The result does
-    not depend on `read_batch`, `run_tokens`, `bucket_postings` or `score_block` (memory/speed knobs).
+    returns build statistics; without it, builds in memory and returns the `BM25Index` (its `stats` set). The
+    result does not depend on `read_batch`, `run_tokens`, `bucket_postings` or `score_block` (memory/speed knobs).
     """
     started = time.perf_counter()
     n_docs = len(corpus)
     tokenizer = new_tokenizer(stopwords)
     runs = _Runs(out_dir)
+    index: BM25Index | None = None
     try:
         df, lengths = _pass1(corpus, tokenizer, runs, read_batch, run_tokens, show_progress)
         tokenized = time.perf_counter()
@@ -595,26 +598,36 @@ def build_index(corpus: CorpusLike, out_dir: Path | None, stopwords: str | None,
                                        lambda d, i: parts.append((d, i)), show_progress)
             data = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
             indices = parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])
-            stats = {"runs": len(runs), "buckets": n_buckets}
-            return BM25Index(data, indices, indptr, n_docs, DictVocab(tokenizer.word_to_id), stats)
-        with _NpyWriter(out_dir / "data.npy", np.float32, nnz) as data_file, \
-                _NpyWriter(out_dir / "indices.npy", np.int32, nnz) as indices_file:
-            def emit(d: np.ndarray, i: np.ndarray) -> None:
-                data_file.append(d)
-                indices_file.append(i)
-
-            indptr, n_buckets = _pass2(runs, df, lengths, bucket_postings, score_block, emit, show_progress)
-        _save_npy(out_dir / "indptr.npy", indptr)
+            index = BM25Index(data, indices, indptr, n_docs, DictVocab(tokenizer.word_to_id))
+        else:
+            n_buckets = _write_matrix(out_dir, runs, df, lengths, nnz, bucket_postings, score_block, show_progress)
     finally:
         runs.remove()
     seconds = time.perf_counter() - started
-    stats = {"passages": n_docs, "terms": n_terms, "postings": nnz, "tokens": int(lengths.sum(dtype=np.int64)),
-             "runs": len(runs), "buckets": n_buckets, "read_batch": read_batch, "run_tokens": run_tokens,
-             "bucket_postings": bucket_postings, "tokenize_seconds": round(tokenized - started, 2),
-             "build_seconds": round(seconds, 2), "build_peak_rss_mb": peak_rss_mb()}
+    stats = BM25BuildStats(passages=n_docs, terms=n_terms, postings=nnz, tokens=int(lengths.sum(dtype=np.int64)),
+                           runs=len(runs), buckets=n_buckets, read_batch=read_batch, run_tokens=run_tokens,
+                           bucket_postings=bucket_postings, tokenize_seconds=round(tokenized - started, 2),
+                           build_seconds=round(seconds, 2), build_peak_rss_mb=peak_rss_mb())
+    if index is not None:
+        index.stats = stats
+        return index
     log.info("BM25 index: %d passages, %d terms, %d postings in %d runs and %d buckets (%.1f s)",
              n_docs, n_terms, nnz, len(runs), n_buckets, seconds)
     return stats
+
+
+def _write_matrix(out_dir: Path, runs: _Runs, df: np.ndarray, lengths: np.ndarray, nnz: int, bucket_postings: int,
+                  score_block: int, show_progress: bool) -> int:
+    """Pass 2 into ``data.npy``/``indices.npy``/``indptr.npy`` of `out_dir`; returns the number of buckets."""
+    with _NpyWriter(out_dir / "data.npy", np.float32, nnz) as data_file, \
+            _NpyWriter(out_dir / "indices.npy", np.int32, nnz) as indices_file:
+        def emit(d: np.ndarray, i: np.ndarray) -> None:
+            data_file.append(d)
+            indices_file.append(i)
+
+        indptr, n_buckets = _pass2(runs, df, lengths, bucket_postings, score_block, emit, show_progress)
+    _save_npy(out_dir / "indptr.npy", indptr)
+    return n_buckets
 
 
 def query_words(texts: Iterable[str], tokenizer: Tokenizer) -> Iterable[list[str]]:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ...utils.bundled_model import MINILM_NAMES, bundled_minilm
+from ...utils.bundled_model import MINILM_NAMES, ModelSource, bundled_minilm
 from ...utils.index_lock import key_lock
 from ..corpus import CorpusLike
 from .base import Hit, top_k
@@ -65,7 +65,7 @@ TIE_DEPTH = 16  # extra hits asked of FAISS so that equal scores at the cut can 
 HOLD_IN_MEMORY_BYTES = 256 << 20  # numpy search holds the float32 embeddings up to this size, else reads shards
 
 
-def embedding_model_source(name: str) -> dict[str, Any]:
+def embedding_model_source(name: str) -> ModelSource:
     """Where the embedding model `name` comes from, for the records that use it.
 
     * a local directory: ``{"id": name, "source": "local", "path": <absolute path>}``;
@@ -312,12 +312,12 @@ class DenseRetriever:
 
     def _expected_key(self) -> str:
         return make_manifest(self.corpus, model_name=self.model_name, passage_prefix=self.passage_prefix,
-                             dtype=self.embedding_dtype, shard_size=self.shard_size, dim=self.dim)["key"]
+                             dtype=self.embedding_dtype, shard_size=self.shard_size, dim=self.dim).key
 
     def _shards_complete(self) -> bool:
         assert self.shard_dir is not None
         try:
-            return read_manifest(self.shard_dir)["key"] == self._expected_key() and not missing_shards(self.shard_dir)
+            return read_manifest(self.shard_dir).key == self._expected_key() and not missing_shards(self.shard_dir)
         except (FileNotFoundError, ShardManifestError):
             return False
 
@@ -327,8 +327,8 @@ class DenseRetriever:
         from .faiss_index import read_index_metadata
 
         meta = read_index_metadata(self.index_file)
-        return (self.index_file.is_file() and meta is not None and meta.get("factory") == self.index_factory
-                and meta.get("shards_key") == self._expected_key() and meta.get("ntotal") == len(self.corpus))
+        return (self.index_file.is_file() and meta is not None and meta.factory == self.index_factory
+                and meta.shards_key == self._expected_key() and meta.ntotal == len(self.corpus))
 
     def _build_cached(self, cache_dir: Path, faiss: Any) -> None:
         from .faiss_index import factory_digest
@@ -352,7 +352,7 @@ class DenseRetriever:
                     build_faiss_index(self.shard_dir, self.index_factory, self.index_file,
                                       show_progress=self.show_progress)
         if self.dim is None:
-            self.dim = read_manifest(self.shard_dir)["dim"] or int(next(iter(read_shards(self.shard_dir)))[1].shape[1])
+            self.dim = read_manifest(self.shard_dir).dim or int(next(iter(read_shards(self.shard_dir)))[1].shape[1])
         if self.index_file is not None:
             from .faiss_index import load_faiss_index
 

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from ...records import RecordError, ShardManifest, load_json_record
 from ...utils.io import disk_full_is_explained
 from ..corpus import CONTENTS_BATCH, CorpusLike
 
@@ -96,35 +97,40 @@ def embedding_dimension(model: Any) -> int | None:
 
 
 def make_manifest(corpus: CorpusLike, *, model_name: str, passage_prefix: str, dtype: str, shard_size: int,
-                  dim: int | None) -> dict[str, Any]:
+                  dim: int | None) -> ShardManifest:
     """The manifest of a shard directory: what was encoded, how, and its `key` (a hash of the rest)."""
     if dtype not in EMBEDDING_DTYPES:
         raise ValueError(f"embedding dtype {dtype!r} is not supported; use one of {', '.join(EMBEDDING_DTYPES)}")
     if shard_size <= 0:
         raise ValueError(f"shard_size must be positive, got {shard_size}")
-    manifest: dict[str, Any] = {
-        "format_version": FORMAT_VERSION, "corpus": corpus.fingerprint, "corpus_source": corpus.source,
-        "n": len(corpus), "shard_size": shard_size, "model": model_name, "passage_prefix": passage_prefix,
-        "dtype": dtype, "dim": dim, "normalize": True,
-    }
-    manifest["key"] = manifest_key(manifest)
-    return manifest
+    manifest = ShardManifest(
+        format_version=FORMAT_VERSION, corpus=corpus.fingerprint, corpus_source=corpus.source, n=len(corpus),
+        shard_size=shard_size, model=model_name, passage_prefix=passage_prefix, dtype=dtype, dim=dim, normalize=True,
+        key="",
+    )
+    return manifest.model_copy(update={"key": manifest_key(manifest)})
 
 
-def manifest_key(manifest: dict[str, Any]) -> str:
+_NOT_HASHED = ("key", "corpus_source")  # the corpus's source may differ (the same passages read from another file)
+
+
+def manifest_key(manifest: ShardManifest) -> str:
     """16 hex digits of SHA-256 over the manifest's content (its ``key`` and ``corpus_source`` left out)."""
-    content = {k: v for k, v in manifest.items() if k not in ("key", "corpus_source")}
+    content = {k: v for k, v in manifest.to_json_dict().items() if k not in _NOT_HASHED}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def read_manifest(shard_dir: str | Path) -> dict[str, Any]:
-    """The manifest of `shard_dir`; FileNotFoundError when there is none."""
+def read_manifest(shard_dir: str | Path) -> ShardManifest:
+    """The manifest of `shard_dir`; FileNotFoundError when there is none, `ShardManifestError` when it is not a
+    valid manifest of this format (or was edited: its key does not match its content)."""
     path = Path(shard_dir) / MANIFEST_NAME
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = load_json_record(path, ShardManifest)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} does not exist: {shard_dir} holds no encoded shards") from None
-    if manifest.get("format_version") != FORMAT_VERSION or manifest.get("key") != manifest_key(manifest):
+    except RecordError as exc:
+        raise ShardManifestError(f"{exc} (not a format-{FORMAT_VERSION} shard manifest)") from None
+    if manifest.format_version != FORMAT_VERSION or manifest.key != manifest_key(manifest):
         raise ShardManifestError(f"{path} is not a format-{FORMAT_VERSION} shard manifest (or was edited)")
     return manifest
 
@@ -143,7 +149,7 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
 
 
-def write_manifest(shard_dir: str | Path, manifest: dict[str, Any]) -> None:
+def write_manifest(shard_dir: str | Path, manifest: ShardManifest) -> None:
     """Create ``shard_dir/manifest.json`` if absent (atomically, never replacing one); else check it is equal.
 
     A manifest with other content raises `ShardManifestError` naming the fields that differ.
@@ -156,7 +162,7 @@ def write_manifest(shard_dir: str | Path, manifest: dict[str, Any]) -> None:
         with disk_full_is_explained(path, "no shard was written"):
             try:
                 with open(tmp, "w", encoding="utf-8") as f:
-                    f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+                    f.write(json.dumps(manifest.to_json_dict(), indent=2, sort_keys=True) + "\n")
                     f.flush()
                     os.fsync(f.fileno())
                 try:
@@ -168,16 +174,15 @@ def write_manifest(shard_dir: str | Path, manifest: dict[str, Any]) -> None:
             finally:
                 tmp.unlink(missing_ok=True)
         _fsync_dir(shard_dir)
-    existing = read_manifest(shard_dir)
-    fields = sorted(k for k in set(existing) | set(manifest)
-                    if k not in ("key", "corpus_source") and existing.get(k) != manifest.get(k))
-    if fields:  # the corpus's source may differ (the same passages read from another file)
-        diffs = "; ".join(f"{k}: {existing.get(k)!r} there, {manifest.get(k)!r} asked" for k in fields)
+    there, asked = read_manifest(shard_dir).to_json_dict(), manifest.to_json_dict()
+    fields = sorted(k for k in set(there) | set(asked) if k not in _NOT_HASHED and there.get(k) != asked.get(k))
+    if fields:
+        diffs = "; ".join(f"{k}: {there.get(k)!r} there, {asked.get(k)!r} asked" for k in fields)
         raise ShardManifestError(f"shard directory {shard_dir} holds embeddings of other settings ({diffs}): "
                                  "use another directory")
 
 
-def _shard_ok(path: Path, start: int, rows: int, manifest: dict[str, Any]) -> bool:
+def _shard_ok(path: Path, start: int, rows: int, manifest: ShardManifest) -> bool:
     """Whether `path` is a complete shard of `manifest` starting at `start` with `rows` rows."""
     if not path.is_file():
         return False
@@ -191,14 +196,14 @@ def _shard_ok(path: Path, start: int, rows: int, manifest: dict[str, Any]) -> bo
     except Exception as exc:  # a foreign or damaged file: encoded again
         log.warning("shard %s is unreadable (%s): it will be encoded again", path, exc)
         return False
-    dim = manifest.get("dim")
-    return (meta.get("start") == str(start) and meta.get("rows") == str(rows) and meta.get("key") == manifest["key"]
+    dim = manifest.dim
+    return (meta.get("start") == str(start) and meta.get("rows") == str(rows) and meta.get("key") == manifest.key
             and len(shape) == 2 and shape[0] == rows and (dim is None or shape[1] == dim)
-            and dtype == _SAFETENSORS_DTYPE[manifest["dtype"]])
+            and dtype == _SAFETENSORS_DTYPE[manifest.dtype])
 
 
-def _missing(shard_dir: Path, manifest: dict[str, Any], indices: Sequence[int]) -> list[int]:
-    n, size = manifest["n"], manifest["shard_size"]
+def _missing(shard_dir: Path, manifest: ShardManifest, indices: Sequence[int]) -> list[int]:
+    n, size = manifest.n, manifest.shard_size
     out = []
     for i in indices:
         start, stop = shard_range(i, n, size)
@@ -210,7 +215,7 @@ def _missing(shard_dir: Path, manifest: dict[str, Any], indices: Sequence[int]) 
 def missing_shards(shard_dir: str | Path) -> list[int]:
     """Indices of the shards of ``shard_dir``'s manifest that are not complete (reads file headers only)."""
     manifest = read_manifest(shard_dir)
-    return _missing(Path(shard_dir), manifest, range(shard_count(manifest["n"], manifest["shard_size"])))
+    return _missing(Path(shard_dir), manifest, range(shard_count(manifest.n, manifest.shard_size)))
 
 
 def encode_passage_texts(model: Any, texts: list[str], *, batch_size: int, dtype: str = "float32") -> np.ndarray:
@@ -375,10 +380,10 @@ def encode_shards(corpus: CorpusLike, model: Any, shard_dir: str | Path, *, pass
     for i, start, emb in iter_encoded_shards(corpus, model, todo, passage_prefix=passage_prefix,
                                              batch_size=batch_size, dtype=dtype, shard_size=shard_size,
                                              show_progress=show_progress, label=label):
-        if manifest["dim"] is not None and emb.shape[1] != manifest["dim"]:
-            raise ValueError(f"embedding model returned {emb.shape[1]} dimensions, it declares {manifest['dim']}")
+        if manifest.dim is not None and emb.shape[1] != manifest.dim:
+            raise ValueError(f"embedding model returned {emb.shape[1]} dimensions, it declares {manifest.dim}")
         _write_shard(shard_path(shard_dir, i), emb,
-                     {"start": str(start), "rows": str(emb.shape[0]), "key": manifest["key"]})
+                     {"start": str(start), "rows": str(emb.shape[0]), "key": manifest.key})
     seconds = time.perf_counter() - began
     log.info("%s: encoded %d passages in %.1f s (%.0f passages/s)", label, total, seconds, total / max(seconds, 1e-9))
     return todo
@@ -393,7 +398,7 @@ def read_shards(shard_dir: str | Path) -> Iterator[tuple[int, np.ndarray]]:
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
-    n, size = manifest["n"], manifest["shard_size"]
+    n, size = manifest.n, manifest.shard_size
     for i in range(shard_count(n, size)):
         start, stop = shard_range(i, n, size)
         path = shard_path(shard_dir, i)
@@ -410,7 +415,7 @@ def read_rows(shard_dir: str | Path, positions: Sequence[int] | np.ndarray) -> n
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
-    n, size = manifest["n"], manifest["shard_size"]
+    n, size = manifest.n, manifest.shard_size
     pos = np.asarray(positions, dtype=np.int64).reshape(-1)
     if pos.size and (pos.min() < 0 or pos.max() >= n):
         raise IndexError(f"positions must be in [0, {n}); got {int(pos.min())}..{int(pos.max())}")
@@ -428,8 +433,8 @@ def read_rows(shard_dir: str | Path, positions: Sequence[int] | np.ndarray) -> n
             out = np.empty((pos.size, block.shape[1]), dtype=block.dtype)
         out[where] = block
     if out is None:
-        dim = manifest["dim"] or 0
-        return np.zeros((0, dim), dtype=manifest["dtype"])
+        dim = manifest.dim or 0
+        return np.zeros((0, dim), dtype=manifest.dtype)
     return out
 
 

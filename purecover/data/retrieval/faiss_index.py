@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...records import FaissIndexMeta, RecordError, load_json_record
 from ...utils.io import atomic_write_json, disk_full_is_explained
 from .embedding_shards import read_manifest, read_shards, remove_stale_temps, temp_name
 
@@ -71,15 +72,13 @@ def metadata_path(index_path: str | Path) -> Path:
     return index_path.with_name(index_path.name + ".json")
 
 
-def read_index_metadata(index_path: str | Path) -> dict[str, Any] | None:
-    """The metadata written beside `index_path` by `build_faiss_index`, or None when absent or unreadable."""
-    import json
-
+def read_index_metadata(index_path: str | Path) -> FaissIndexMeta | None:
+    """The metadata written beside `index_path` by `build_faiss_index`, or None when absent, unreadable or not
+    a `FaissIndexMeta` (the index is then built again)."""
     try:
-        meta = json.loads(metadata_path(index_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return load_json_record(metadata_path(index_path), FaissIndexMeta)
+    except (OSError, RecordError):
         return None
-    return meta if isinstance(meta, dict) else None
 
 
 def describe_index(index: Any) -> str:
@@ -226,11 +225,11 @@ def build_faiss_index(shard_dir: str | Path, factory: str, out_path: str | Path,
     faiss = import_faiss()
     shard_dir, out_path = Path(shard_dir), Path(out_path)
     manifest = read_manifest(shard_dir)
-    dim = manifest["dim"]
+    dim = manifest.dim
     if dim is None:
         _, first = next(iter(read_shards(shard_dir)))
         dim = int(first.shape[1])
-    index, trained = _build(lambda: read_shards(shard_dir), manifest["n"], dim, factory, train_size=train_size,
+    index, trained = _build(lambda: read_shards(shard_dir), manifest.n, dim, factory, train_size=train_size,
                             seed=seed, show_progress=show_progress, use_gpu=use_gpu)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out_path.parent, f".{out_path.name}.*.tmp")
@@ -247,11 +246,10 @@ def build_faiss_index(shard_dir: str | Path, factory: str, out_path: str | Path,
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        atomic_write_json(metadata_path(out_path), {
-            "format_version": INDEX_FORMAT_VERSION, "factory": factory, "metric": "inner_product",
-            "ntotal": int(index.ntotal), "dim": int(index.d), "shards_key": manifest["key"],
-            "trained_on": trained, "seed": seed,
-            "faiss_version": getattr(faiss, "__version__", "unknown")})
+        meta = FaissIndexMeta(format_version=INDEX_FORMAT_VERSION, factory=factory, metric="inner_product",
+                              ntotal=int(index.ntotal), dim=int(index.d), shards_key=manifest.key,
+                              trained_on=trained, seed=seed, faiss_version=getattr(faiss, "__version__", "unknown"))
+        atomic_write_json(metadata_path(out_path), meta.to_json_dict())
     log.info("wrote FAISS index %s (%s)", out_path, describe_index(index))
     return out_path
 

@@ -56,7 +56,7 @@ def _assert_same_as_bm25s(r: BM25Retriever, ref: Bm25sReference, queries: list[s
 
 def test_chunked_build_gives_bm25s_scores_bit_for_bit(corpus, reference):
     r = BM25Retriever(corpus, **SMALL)
-    assert r.index.stats["runs"] > 5 and r.index.stats["buckets"] > 5  # really chunked
+    assert r.index.stats is not None and r.index.stats.runs > 5 and r.index.stats.buckets > 5  # really chunked
     model = reference.model.scores
     for name in ("data", "indices", "indptr"):  # the very same matrix, column for column
         assert np.array_equal(getattr(r.index, name), model[name]), name
@@ -69,7 +69,8 @@ def test_without_stopwords_and_with_default_chunks(corpus):
     small = generated_corpus(400, seed=3)
     ref = Bm25sReference(small, stopwords=None)
     r = BM25Retriever(small, stopwords=None)
-    assert r.index.stats["runs"] == 1 and r.index.stats["buckets"] == 1
+    assert r.index.stats is not None and r.index.stats.runs == 1 and r.index.stats.buckets == 1
+    assert r.index.stats.passages == len(small) and r.index.stats.postings == len(r.index.data)
     assert np.array_equal(r.index.data, ref.model.scores["data"])
     _assert_same_as_bm25s(r, ref, [*generated_queries(40), "the of and was"])
 
@@ -109,6 +110,10 @@ def test_index_on_disk_is_reloaded_memory_mapped_with_the_same_results(corpus, r
     assert index.vocab.lookup(["nosuchterm", "Café", "café"]) == [-1, -1, vocab["café"]]
     meta = json.loads((again.path / _META).read_text())
     assert meta["n_docs"] == N and meta["build"]["runs"] > 1 and meta["settings"]["format"] == 2
+    assert list(meta) == ["settings", "n_docs", "source", "build"] and list(meta["settings"]) == [
+        "corpus", "stopwords", "bm25s", "method", "k1", "b", "text", "format"]
+    assert (again.path / _META).read_text() == json.dumps(meta, indent=2)  # as the dict it replaces wrote it
+    assert index.stats is not None and index.stats.to_json_dict() == meta["build"] and again.settings.k1 == 1.5
     assert [p.name for p in tmp_path.iterdir() if p.name != f".{built.path.name}.lock"] == [built.path.name]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -19,6 +20,7 @@ from purecover.data.retrieval.embedding_shards import (
     encode_shards,
     launch_rank,
     missing_shards,
+    read_manifest,
     read_rows,
     read_shards,
     shard_path,
@@ -99,6 +101,24 @@ def test_a_manifest_of_other_settings_is_refused(tmp_path):
         encode_shards(corpus, HashEncoder(), tmp_path, passage_prefix="passage: ", shard_size=4, model_name="hash")
     with pytest.raises(ShardManifestError, match="dtype"):
         encode_shards(corpus, HashEncoder(), tmp_path, dtype="float16", shard_size=4, model_name="hash")
+
+
+def test_manifest_keeps_its_key_and_bytes_and_an_edited_one_is_refused(tmp_path):
+    corpus = Corpus(synthetic_docs(10), "ten")
+    encode_shards(corpus, HashEncoder(), tmp_path, shard_size=4, model_name="hash")
+    path = tmp_path / MANIFEST_NAME
+    written = json.loads(path.read_text())
+    content = {k: v for k, v in written.items() if k not in ("key", "corpus_source")}
+    assert written["key"] == hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    manifest = read_manifest(tmp_path)
+    assert path.read_text() == json.dumps(manifest.to_json_dict(), indent=2, sort_keys=True) + "\n"
+    assert (manifest.n, manifest.shard_size, manifest.dim, manifest.dtype) == (10, 4, 8, "float32")
+    path.write_text(json.dumps({**written, "n": "10"}))
+    with pytest.raises(ShardManifestError, match="field n: must be an integer"):
+        read_manifest(tmp_path)
+    path.write_text(json.dumps({**written, "n": 11}))
+    with pytest.raises(ShardManifestError, match="or was edited"):
+        read_manifest(tmp_path)
 
 
 def test_float16_shards_are_float16_and_unit_length(tmp_path):

@@ -44,10 +44,12 @@ def test_training_positions_are_evenly_spaced_and_bounded():
 def test_flat_index_is_exact_and_memory_mapped(shards, tmp_path, caplog):
     path = build_faiss_index(shards, "Flat", tmp_path / "flat.index")
     meta = read_index_metadata(path)
-    assert meta is not None and {k: meta[k] for k in ("factory", "ntotal", "dim", "shards_key", "metric")} == {
-        "factory": "Flat", "ntotal": 300, "dim": 32, "shards_key": read_manifest(shards)["key"],
-        "metric": "inner_product"}
-    assert json.loads(metadata_path(path).read_text())["trained_on"] == 0
+    assert meta is not None and (meta.factory, meta.ntotal, meta.dim, meta.shards_key, meta.metric) == (
+        "Flat", 300, 32, read_manifest(shards).key, "inner_product")
+    written = json.loads(metadata_path(path).read_text())
+    assert written["trained_on"] == 0 and list(written) == [
+        "format_version", "factory", "metric", "ntotal", "dim", "shards_key", "trained_on", "seed", "faiss_version"]
+    assert json.dumps(meta.to_json_dict(), ensure_ascii=False, indent=2) + "\n" == metadata_path(path).read_text()
     with caplog.at_level(logging.INFO, logger="purecover.data.retrieval.faiss_index"):
         index = load_faiss_index(path, mmap=True)
     assert "IO_FLAG_MMAP_IFC" in caplog.text
@@ -64,7 +66,8 @@ def test_flat_index_is_exact_and_memory_mapped(shards, tmp_path, caplog):
                                                  ("HNSW8", "efSearch=64")])
 def test_approximate_factories_find_each_passage_itself(shards, tmp_path, factory, params):
     path = build_faiss_index(shards, factory, tmp_path / "x.index", train_size=280, seed=0)
-    assert read_index_metadata(path)["trained_on"] == (0 if factory.startswith("HNSW") else 280)
+    meta = read_index_metadata(path)
+    assert meta is not None and meta.trained_on == (0 if factory.startswith("HNSW") else 280)
     index = load_faiss_index(path, mmap=True)
     apply_search_params(index, params)
     emb = _all(shards)
