@@ -1,15 +1,15 @@
-# purecover — developer commands. `make test` is what CI runs.
+# purecover — developer commands. `make test` and `make docs` are what CI runs.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints-cpu.txt
-EXTRAS ?= dense,dev
+EXTRAS ?= dense,dev,docs
 # The stamp changes whenever the dependency declarations change, so `setup` reinstalls only then.
 # Tests and the demo never touch the network.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline
 STAMP := $(VENV)/.purecover-installed-$(shell cat pyproject.toml $(CONSTRAINTS) | cksum | cut -d' ' -f1)
 
-.PHONY: setup test lint demo bench clean
+.PHONY: setup test lint docs docs-ref demo bench clean
 
 setup: $(STAMP)
 
@@ -22,9 +22,22 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 lint: setup
 	$(BIN)/ruff check purecover tests benchmarks
 
+# Tests run in parallel (pytest-xdist): one worker per core, each test file on one worker (its module
+# fixtures are built once), one torch thread per worker so workers do not fight over the cores.
+TEST_WORKERS ?= auto
 test: setup lint
 	TORCH_EXTENSIONS_DIR=$${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/purecover/torch_extensions} \
-	$(OFFLINE) $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The documentation site (docs/, mkdocs.yml) into build/site; --strict turns every warning (a broken link or
+# anchor, a page missing from the nav) into an error. It builds offline. NO_MKDOCS_2_WARNING silences
+# mkdocs-material's notice about its successor.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Rewrite the generated pages (docs/recipe.md, docs/reference/cli.md, docs/reference/run-files.md) from the code.
+docs-ref: setup
+	$(BIN)/python docs/generate.py
 
 # The whole pipeline on the bundled demo set with tiny offline-built models (no network, ~2 min on 2 cores).
 demo: setup

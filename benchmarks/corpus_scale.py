@@ -9,8 +9,8 @@ generated corpora are kept and reused).
 Corpus: a seeded synthetic wiki-like corpus (`synthetic_corpus`): 100 Zipf-distributed words per passage
 (~740 bytes a JSONL line, like wiki-18's 100-word passages), 1-3 word titles, with the context paragraphs of
 20 real HotpotQA dev questions placed at seeded positions, so supporting-paragraph recall@20 is checked at
-every size. Questions: those 20 (``../shared/data`` or ``$PURECOVER_SAMPLE_DATA``; without the samples the
-bundled demo questions are used).
+every size. Questions: those 20 (the sample folder of ``purecover.data.samples`` or ``$PURECOVER_SAMPLE_DATA``;
+without the samples the bundled demo questions are used).
 
 Every phase runs in its own child process, which reports its own peak RSS (``ru_maxrss``) and seconds:
 
@@ -26,16 +26,14 @@ Every phase runs in its own child process, which reports its own peak RSS (``ru_
   and second run (index already built, ``index/`` linked as a user would).
 
 Each figure gets a per-1M-passage slope (least squares over the sizes) and an extrapolation to wiki-18's
-21,015,324 passages. JSON output; ``rows`` holds (figure, value, unit, target, met) for the summary.
+21,015,324 passages. JSON output; ``rows`` holds the summary rows (see rows.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -44,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -56,6 +55,8 @@ TARGETS = {
     "data_ready_seconds_to_first_query": 15.0,
     "bm25_build_rss_mb_per_1m": 1024.0,  # <= 1 GB per 1M passages
 }
+DENSE_RSS_RATIO_MAX = 1.5  # dense encoding's peak at the largest dense size / at the smallest
+DENSE_SPEEDUP_MIN = 1.6  # 2 encoding processes against 1
 
 
 # ---------------------------------------------------------------------- the synthetic corpus
@@ -264,18 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results" / "corpus_scale.json"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", default="", help="phases to leave out, e.g. before,dense")
-    parser.add_argument("--rows-only", action="store_true",
-                        help="recompute the extrapolation and rows of --out from its measurements; run nothing")
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args(argv)
     if args.rows_only:
-        path = Path(args.out)
-        out = json.loads(path.read_text())
-        out.setdefault("versions", versions())  # results from before the file recorded them: this machine's
-        out["machine"] = {**machine(), **out["machine"]}
-        out["extrapolation_21m"] = extrapolate(out)
-        out["rows"] = rows(out)
-        path.write_text(json.dumps(out, indent=2) + "\n")
-        return 0
+        return rewrite(args.out, rows)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     before_sizes = [int(s) for s in args.before_sizes.split(",") if s]
     dense_sizes = [int(s) for s in args.dense_sizes.split(",") if s]
@@ -285,16 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     records, question_source = real_questions(N_QUESTIONS)
     questions = work / "questions.json"
     questions.write_text(json.dumps(records), encoding="utf-8")
-    out: dict = {"benchmark": "corpus_scale", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "machine": machine(), "versions": versions(),
+    out: dict = {"benchmark": "corpus_scale", "date": now(), "machine": machine_info(), "versions": versions(),
                  "questions": question_source, "k1": 20, "seed": args.seed, "sizes": {}, "targets": TARGETS}
     path_out = Path(args.out)
 
     def save() -> None:
+        from purecover.utils.io import atomic_write_json
+
         out["extrapolation_21m"] = extrapolate(out)
-        out["rows"] = rows(out)
-        path_out.parent.mkdir(parents=True, exist_ok=True)
-        path_out.write_text(json.dumps(out, indent=2) + "\n")
+        atomic_write_json(path_out, with_rows(out, rows))
 
     for n in sorted(set(sizes) | set(before_sizes) | set(dense_sizes)):
         corpus = work / f"corpus-{n}.jsonl"
@@ -357,10 +349,6 @@ def main(argv: list[str] | None = None) -> int:
     save()
     print(json.dumps(out["extrapolation_21m"], indent=2))
     return 0
-
-
-def machine() -> dict:
-    return {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
 
 
 def versions() -> dict:
@@ -466,45 +454,45 @@ def extrapolate(out: dict) -> dict:
 
 
 def rows(out: dict) -> list[dict]:
-    """Summary rows: (figure, value, unit, target, met) for the headline figures."""
-    table: list[dict] = []
-
-    def row(figure: str, value: float | None, unit: str, target: float | None = None, op: str | None = None) -> None:
-        met = None if value is None or target is None else (value <= target if op == "<=" else value >= target)
-        table.append({"figure": figure, "value": value, "unit": unit, "target": target, "op": op, "met": met,
-                      "machine": f"{out['machine']['cpus']} CPUs"})
-
+    """The summary rows: the data stage with the index built at the largest size, BM25 build memory (and its
+    slope per 1M passages), the figures extrapolated to wiki-18's size, dense encoding memory and speed-up."""
+    table = Rows(out)
     sizes = out["sizes"]
     largest = max((int(n) for n, e in sizes.items() if "data_ready" in e), default=None)
     if largest is not None:
+        at = f"{largest / 1e6:g}M passages"
         d = sizes[str(largest)]["data_ready"]
-        row(f"purecover data, index built, {largest / 1e6:g}M passages: peak RSS", d["peak_rss_mb"], "MB",
-            TARGETS["data_ready_peak_rss_mb"], "<=")
-        row(f"purecover data, index built, {largest / 1e6:g}M passages: seconds before the first query",
-            d["seconds_to_first_query"], "s", TARGETS["data_ready_seconds_to_first_query"], "<=")
-        b = sizes[str(largest)]["bm25_build"]
-        row(f"BM25 build, {largest / 1e6:g}M passages: peak RSS", b["peak_rss_mb"], "MB")
-        fit = out.get("extrapolation_21m", {}).get("bm25_build_peak_rss_mb")
-        if fit is not None and len(fit["points"]) >= 2:  # the marginal memory per 1M passages (the fitted slope)
-            row("BM25 build: peak RSS per 1M passages (slope over the sizes)", fit["per_1m"], "MB",
-                TARGETS["bm25_build_rss_mb_per_1m"], "<=")
-    ex = out.get("extrapolation_21m", {})
-    for key, label in (("bm25_build_peak_rss_mb", "BM25 build peak RSS at 21M (extrapolated)"),
-                       ("bm25_build_seconds", "BM25 build seconds at 21M (extrapolated)"),
-                       ("store_build_seconds", "corpus store build seconds at 21M (extrapolated)"),
-                       ("before_first_run_peak_rss_mb", "before: first-run peak RSS at 21M (extrapolated)")):
+        table.add("corpus_scale.data_ready_peak_rss", d["peak_rss_mb"], "MB",
+                  at_most(TARGETS["data_ready_peak_rss_mb"]), variant=at, note="purecover data, index built")
+        table.add("corpus_scale.data_ready_seconds_to_first_query", d["seconds_to_first_query"], "s",
+                  at_most(TARGETS["data_ready_seconds_to_first_query"]), variant=at, note="purecover data, index built")
+        table.add("corpus_scale.bm25_build_peak_rss", sizes[str(largest)]["bm25_build"]["peak_rss_mb"], "MB", variant=at)
+    ex = out["extrapolation_21m"]
+    fit = ex.get("bm25_build_peak_rss_mb")
+    if fit is not None and len(fit["points"]) >= 2:  # the marginal memory per 1M passages (the fitted slope)
+        table.add("corpus_scale.bm25_build_rss_per_1m_passages", fit["per_1m"], "MB",
+                  at_most(TARGETS["bm25_build_rss_mb_per_1m"]),
+                  note="least-squares slope over " + ", ".join(f"{n / 1e6:g}M" for n, _ in fit["points"]))
+    for key, unit in (("bm25_build_peak_rss_mb", "MB"), ("bm25_build_seconds", "s"), ("store_build_seconds", "s"),
+                      ("before_first_run_peak_rss_mb", "MB")):
         if key in ex:
-            row(label, ex[key]["at_21m"], "MB" if key.endswith("_mb") else "s")
+            table.add(f"corpus_scale.{key.removesuffix('_mb')}_at_21m", ex[key]["at_21m"], unit,
+                      note=f"extrapolated to {WIKI18:,} passages" + (" (the previous implementation)"
+                                                                      if key.startswith("before") else ""))
     dense = sorted((int(n), e["dense"]) for n, e in sizes.items() if "dense" in e)
     if len(dense) >= 2:  # flat, not extrapolated: one shard and the model are all encoding holds
         (n0, d0), (n1, d1) = dense[0], dense[-1]
-        row(f"dense encoding + index, peak RSS at {n1 / 1e6:g}M / at {n0 / 1e6:g}M passages (tiny encoder)",
-            round(d1["encode_and_index"]["peak_rss_mb"] / d0["encode_and_index"]["peak_rss_mb"], 2), "x", 1.5, "<=")
+        table.add("corpus_scale.dense_peak_rss_ratio",
+                  round(d1["encode_and_index"]["peak_rss_mb"] / d0["encode_and_index"]["peak_rss_mb"], 2), "x",
+                  at_most(DENSE_RSS_RATIO_MAX), variant=f"{n1 / 1e6:g}M / {n0 / 1e6:g}M passages",
+                  note="dense encoding + Flat index, tiny encoder")
     for n, e in sorted(sizes.items(), key=lambda kv: int(kv[0])):
         if "speedup_2_over_1" in e.get("dense", {}):
-            row(f"dense: 2 processes / 1 process encoding speed-up ({int(n) / 1e6:g}M corpus)",
-                e["dense"]["speedup_2_over_1"], "x", 1.6, ">=")
-    return table
+            table.add("corpus_scale.dense_2_processes_speedup", e["dense"]["speedup_2_over_1"], "x",
+                      at_least(DENSE_SPEEDUP_MIN), variant=f"{int(n) / 1e6:g}M passages",
+                      note=f"2 encoding processes against 1; bound {e['dense']['speedup_bound']:g} "
+                           f"({e['dense']['shards']} shards)")
+    return table.rows
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Learnability: does a tiny student learn *which passages answer this question*? (JSON + plot)
 
-    python benchmarks/learnability.py [--tasks colour hotpotqa] [--variants cl+lm cl lm]
-                                      [--out benchmarks/results/learnability.json] [--threads 2]
+    python benchmarks/learnability.py [--tasks colour hotpotqa] [--variants cl+lm cl lm] [--seeds 0,1,2]
+                                      [--out benchmarks/results/learnability.json] [--threads 2] [--jobs 2]
 
 Each task writes candidates.jsonl and labels.jsonl, then the real train stage (`run_train_stage`,
 SelectorTrainer, the project's prompt and identifiers) trains a tiny Qwen2 built from a config
@@ -19,7 +19,7 @@ Tasks (all question-dependent: whether a passage is in the subset depends on the
   category   synthetic, not lexical. The question names a category ("... a kind of fruit?"),
              passages name members ("a plum"), so the question and its passages share no word
              and BM25 is at chance; the student must learn the category-member association.
-  hotpotqa   real: the HotpotQA sample of ../shared/data, BM25 top-K1 over the sample's
+  hotpotqa   real: the HotpotQA sample (`purecover.data.samples`), BM25 top-K1 over the sample's
              corpus (data stage), labels from the label stage with oracle steps and the
              embedding estimator (all-MiniLM-L6-v2, shipped defaults); the student reproduces
              the teacher's subsets. Its figures are reported whatever they are.
@@ -41,7 +41,7 @@ sentence one token each), so the selector prompt is the project's (plain layout:
 has no chat template). All weights are trained except the token embedding, tied with the output
 projection and kept fixed (``student.freeze_embeddings``, the LoRA recipes' situation), drawn at
 std 0.1. Gradient clipping is off (``max_grad_norm 0``). Why these choices (measured on the
-colour task; README, "Learnability"): with the Qwen2 tokenizer the 151,936-token output layer
+colour task; docs/development/benchmarks.md, learnability): with the Qwen2 tokenizer the 151,936-token output layer
 costs most of each step (~1 s per batch of 8 against ~0.1 s here), the ~55 tokens of constant
 instructions dilute a from-scratch model's attention, and the Trainer's default clipping at 1.0
 (gradient norms are ~1-2 here) and the config's initializer_range 0.02 each lengthen the plateau
@@ -52,6 +52,13 @@ evaluation on the calibration split every ``eval_steps`` (subset F1 with the tea
 the top), plotted next to the baselines on that split (learnability.png beside the JSON).
 Target (issue 13): on the synthetic colour task, L_CL + L_LM reaches test subset F1 ≥ 0.85 at τ3,
 at least 0.3 above "select all", within 600 s of CPU (training + τ3, this machine).
+
+Seeds: ``--seeds 0,1,2`` runs every task at each seed (the seed draws the synthetic questions, the
+split, the student's initialisation and the training order); ``results[task][seed]`` holds each run.
+Rows (see rows.py): per task, seed and loss variant the test subset F1 at τ3 (and, for the target's
+task and variant, its margin over select all and its seconds), the best baseline; with several seeds
+also the mean and the worst of each over the seeds (figure ids ending in ``_mean`` / ``_worst``; the
+worst is the lowest value, or the highest for a figure whose target is an upper bound).
 """
 
 from __future__ import annotations
@@ -67,6 +74,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows
+
+TARGET_TASK, TARGET_VARIANT = "colour", "cl+lm"
 TARGET_F1 = 0.85
 TARGET_MARGIN = 0.3  # above "select all"
 TARGET_SECONDS = 600.0
@@ -84,6 +94,8 @@ NAMES = ["Anna", "Ben", "Cleo", "Dev", "Ema", "Finn", "Gus", "Hana", "Ivo", "Jad
 PLACES = ["near the door", "by the river", "in the garden", "at the market", "on the roof", "in the hall"]
 VARIANTS = {"cl+lm": {"lm_weight": 1.0, "cl_weight": 1.0}, "cl": {"lm_weight": 0.0, "cl_weight": 1.0},
             "lm": {"lm_weight": 1.0, "cl_weight": 0.0}}
+BASELINES = {"select_all": "select all", "random_size": "random |S|", "position_top_size": "position top-|S|",
+             "retrieval_top_size": "retrieval top-|S|"}
 TINY = {"hidden_size": 128, "num_layers": 2, "num_heads": 8, "num_kv_heads": 2, "intermediate_size": 256,
         "initializer_range": 0.05}
 EMBED_STD = 0.1
@@ -281,7 +293,7 @@ def train_variant(run: Path, tiny: Path, variant: str, task_settings: dict, seed
 def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], settings: dict, seed: int) -> dict:
     from purecover.data.splits import question_split
 
-    base = work / task
+    base = work / f"{task}-seed{seed}"
     info: dict[str, Any] = {}
     if task == "hotpotqa":
         label_run, info = hotpotqa_run(work, settings["k1"])
@@ -322,8 +334,9 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
 # ------------------------------------------------------------------------------------ output
 
 
-def plot(results: dict[str, dict], path: Path) -> Path | None:
-    """One panel per task: calibration-split F1 at the teacher's |S| per step, baselines as lines."""
+def plot(results: dict[str, dict[str, dict]], path: Path) -> Path | None:
+    """One panel per task: calibration-split F1 at the teacher's |S| per step (one line per variant and seed,
+    later seeds paler), the first seed's baselines as lines."""
     try:
         import matplotlib
 
@@ -331,17 +344,20 @@ def plot(results: dict[str, dict], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    tasks = [t for t in results if results[t]["variants"]]
+    tasks = [t for t in results if any(run["variants"] for run in results[t].values())]
     if not tasks:
         return None
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), squeeze=False)
     styles = {"select_all": ":", "random_size": "--", "retrieval_top_size": "-."}
     for ax, task in zip(axes[0], tasks):
-        res = results[task]
-        for variant, row in res["variants"].items():
-            pts = [(c["step"], c["f1_at_size"]) for c in row["curve"] if c["f1_at_size"] is not None]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, label=f"student {variant}")
+        by_seed = results[task]
+        for i, run in enumerate(by_seed.values()):  # a colour per loss variant, the first seed labelled
+            for variant, row in run["variants"].items():
+                pts = [(c["step"], c["f1_at_size"]) for c in row["curve"] if c["f1_at_size"] is not None]
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", ms=3, color=f"C{list(VARIANTS).index(variant)}",
+                            alpha=1.0 if i == 0 else 0.45, label=None if i else f"student {variant}")
+        res = next(iter(by_seed.values()))
         for name, style in styles.items():
             if name in res["baselines_calib"]:
                 ax.axhline(res["baselines_calib"][name], color="grey", ls=style, lw=1, label=name.replace("_", " "))
@@ -365,7 +381,7 @@ TASK_SETTINGS = {
                "steps": 3000, "batch_size": 16, "learning_rate": 1.5e-3, "warmup_steps": 30, "eval_steps": 300,
                "max_grad_norm": 0.0},
     # three layers: a member must be matched to the question's category and bound to its identifier before
-    # the reply position can read it (README, "Learnability"); with two it plateaus at ~0.58
+    # the reply position can read it (docs/development/benchmarks.md, learnability); with two it plateaus at ~0.58
     "category": {"questions": 1500, "k1": 6, "eval_fraction": 0.3, "calibration_share": 0.4,
                  "max_passage_tokens": 64, "steps": 1500, "batch_size": 16, "learning_rate": 1.5e-3,
                  "warmup_steps": 30, "eval_steps": 150, "max_grad_norm": 0.0, "num_layers": 3},
@@ -375,8 +391,16 @@ TASK_SETTINGS = {
 
 
 # Measured seconds of each task's three variants on this machine (one core each; hotpotqa with its labels),
-# used only to spread the tasks over --jobs processes.
+# used only to start the longest (task, seed) runs first under --jobs.
 TASK_SECONDS = {"colour": 1400.0, "category": 1100.0, "hotpotqa": 1000.0}
+
+
+def seed_list(text: str) -> list[int]:
+    """``"0,1,2"`` -> [0, 1, 2] (distinct, in the order given)."""
+    seeds = [int(x) for x in text.split(",") if x.strip()]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct comma-separated integers, got {text!r}")
+    return seeds
 
 
 def main() -> int:
@@ -384,13 +408,19 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="+", default=["colour", "category", "hotpotqa"], choices=list(TASK_SETTINGS))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=None, help="override every task's training steps")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=seed_list, default=[0], help="comma-separated seeds, each task runs at each")
+    parser.add_argument("--seed", type=int, default=None, help="one seed (the same as --seeds N)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="run the tasks in this many processes at once (tasks[i::jobs] each; one core per job)")
+                        help="run (task, seed) pairs in this many processes at once (one core per job)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/learnability.json"))
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args()
+    if args.rows_only:
+        return rewrite(args.out, rows)
+    if args.seed is not None:
+        args.seeds = [args.seed]
 
     import torch
 
@@ -400,73 +430,122 @@ def main() -> int:
 
     samples = sample_data_dir()
     if samples is None:
-        print("the Qwen2 tokenizer and HotpotQA sample of ../shared/data are needed (set PURECOVER_SAMPLE_DATA)",
-              file=sys.stderr)
+        print("the Qwen2 tokenizer and HotpotQA sample of the sample data folder are needed "
+              "(set PURECOVER_SAMPLE_DATA)", file=sys.stderr)
         return 1
     if args.threads:
         torch.set_num_threads(args.threads)
     work = args.work or Path(tempfile.mkdtemp(prefix="purecover-learnability-"))
-    results: dict[str, dict] = {}
+    results: dict[str, dict[str, dict]] = {}
     try:
-        if args.jobs > 1 and len(args.tasks) > 1:
+        if args.jobs > 1 and len(args.tasks) * len(args.seeds) > 1:
             results = run_jobs(args, work)
         for task in args.tasks:
-            if task in results:
-                continue
-            settings = dict(TASK_SETTINGS[task])
-            if args.steps:
-                settings["steps"] = args.steps
-            results[task] = run_task(task, work, samples, args.variants, settings, args.seed)
+            for seed in args.seeds:
+                if str(seed) in results.get(task, {}):
+                    continue
+                settings = dict(TASK_SETTINGS[task])
+                if args.steps:
+                    settings["steps"] = args.steps
+                run = run_task(task, work, samples, args.variants, settings, seed)
+                results.setdefault(task, {})[str(seed)] = run
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     figure = plot(results, args.out.with_suffix(".png"))
-    headline = results.get("colour", {}).get("variants", {}).get("cl+lm")
-    passed = None
-    if headline:
-        select_all = results["colour"]["baselines_test"]["select_all"]
-        passed = (headline["test_subset_f1"] >= TARGET_F1 and headline["test_subset_f1"] >= select_all + TARGET_MARGIN
-                  and headline["seconds"] <= TARGET_SECONDS)
-    atomic_write_json(args.out, {
-        "benchmark": "learnability", "tasks": list(results), "student": {**TINY, "init": "random",
-                                                                         "embedding": f"frozen, tied, std {EMBED_STD}",
-                                                                         "tokenizer": "word-level, per task",
-                                                                         "num_layers_by_task": {
-                                                                             t: student_shape(t)["num_layers"]
-                                                                             for t in results}},
+    headlines = [(run["variants"][TARGET_VARIANT], run["baselines_test"]["select_all"])
+                 for run in results.get(TARGET_TASK, {}).values() if TARGET_VARIANT in run["variants"]]
+    passed = all(h["test_subset_f1"] >= TARGET_F1 and h["test_subset_f1"] >= select_all + TARGET_MARGIN
+                 and h["seconds"] <= TARGET_SECONDS for h, select_all in headlines) if headlines else None
+    result = {
+        "benchmark": "learnability", "date": now(), "tasks": list(results), "seeds": args.seeds,
+        "student": {**TINY, "init": "random", "embedding": f"frozen, tied, std {EMBED_STD}",
+                    "tokenizer": "word-level, per task",
+                    "num_layers_by_task": {t: student_shape(t)["num_layers"] for t in results}},
         "threads": torch.get_num_threads(), "jobs": args.jobs, "results": results,
-        "target": {"task": "colour", "variant": "cl+lm", "test_subset_f1_min": TARGET_F1,
+        "target": {"task": TARGET_TASK, "variant": TARGET_VARIANT, "test_subset_f1_min": TARGET_F1,
                    "margin_over_select_all_min": TARGET_MARGIN, "seconds_max": TARGET_SECONDS, "pass": passed},
-        "plot": str(figure) if figure else None, "versions": package_versions()})
+        "plot": str(figure) if figure else None, "machine": machine_info(), "versions": package_versions()}
+    atomic_write_json(args.out, with_rows(result, rows))
     print(f"-> {args.out}" + (f", {figure}" if figure else ""))
     return 0
 
 
-def run_jobs(args: argparse.Namespace, work: Path) -> dict[str, dict]:
-    """Run the tasks in `args.jobs` child processes of this script (longest first, each to the least loaded
-    process by `TASK_SECONDS`); their results."""
+def run_jobs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, dict]]:
+    """Run every (task, seed) pair in its own child process of this script, `args.jobs` at a time (longest
+    first, by `TASK_SECONDS`); their results, ``{task: {seed: run}}``."""
     import subprocess
+    from concurrent.futures import ThreadPoolExecutor
 
-    groups: list[list[str]] = [[] for _ in range(min(args.jobs, len(args.tasks)))]
-    load = [0.0] * len(groups)
-    for task in sorted(args.tasks, key=lambda t: -TASK_SECONDS.get(t, 0.0)):  # longest first, to the least loaded job
-        i = load.index(min(load))
-        groups[i].append(task)
-        load[i] += TASK_SECONDS.get(task, 0.0)
-    procs = []
-    for i, group in enumerate(groups):
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--tasks", *group, "--variants", *args.variants,
-               "--seed", str(args.seed), "--threads", str(args.threads or 1), "--work", str(work / f"job{i}"),
-               "--out", str(work / f"job{i}.json")]
+    units = sorted(((t, s) for t in args.tasks for s in args.seeds), key=lambda u: -TASK_SECONDS.get(u[0], 0.0))
+
+    def child(unit: tuple[str, int]) -> dict:
+        task, seed = unit
+        name = f"{task}-seed{seed}"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--tasks", task, "--variants", *args.variants,
+               "--seeds", str(seed), "--threads", str(args.threads or 1), "--work", str(work / name),
+               "--out", str(work / f"{name}.json")]
         if args.steps:
             cmd += ["--steps", str(args.steps)]
-        procs.append((cmd, subprocess.Popen(cmd)))
-    results: dict[str, dict] = {}
-    for i, (cmd, proc) in enumerate(procs):
-        if proc.wait() != 0:
-            raise RuntimeError(f"job {i} failed (exit {proc.returncode}): {' '.join(cmd)}")
-        results.update(json.loads((work / f"job{i}.json").read_text())["results"])
-    return {t: results[t] for t in args.tasks if t in results}
+        proc = subprocess.run(cmd, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name} failed (exit {proc.returncode}): {' '.join(cmd)}")
+        return json.loads((work / f"{name}.json").read_text())["results"][task][str(seed)]
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        runs = dict(zip(units, pool.map(child, units)))
+    return {t: {str(s): runs[(t, s)] for s in args.seeds} for t in args.tasks}
+
+
+def rows(result: dict) -> list[dict]:
+    """The summary rows, per task: each seed's figures (`run_rows`), then their mean and worst over the seeds."""
+    table = Rows(result)
+    for task, by_seed in result["results"].items():
+        first = len(table.rows)
+        for seed, run in by_seed.items():
+            run_rows(table, task, int(seed), run)
+        if len(by_seed) > 1:
+            over_seeds(table, table.rows[first:])
+    return table.rows
+
+
+def run_rows(table: Rows, task: str, seed: int, run: dict) -> None:
+    """One run's rows: test subset F1 at τ3 per loss variant (the target's variant also: margin over select all,
+    seconds), then the best baseline on the same test questions."""
+    base = run["baselines_test"]
+    for key, v in run["variants"].items():
+        variant = f"{task}, {key}"
+        is_target = (task, key) == (TARGET_TASK, TARGET_VARIANT)
+        table.add("learnability.test_subset_f1", v["test_subset_f1"], "F1", at_least(TARGET_F1) if is_target else None,
+                  variant=variant, seed=seed, note=f"{v['test_subset_f1_at_teacher_size']:.3f} at the teacher's |S|; "
+                                                   f"{v['steps']:,} steps, {v['seconds']:.0f} s")
+        if is_target:
+            table.add("learnability.f1_over_select_all", round(v["test_subset_f1"] - base["select_all"], 4), "F1",
+                      at_least(TARGET_MARGIN), variant=variant, seed=seed, note=f"select all {base['select_all']:.3f}")
+            table.add("learnability.train_seconds", v["seconds"], "s", at_most(TARGET_SECONDS), variant=variant,
+                      seed=seed, note="training and τ3 calibration")
+    name, value = max(base.items(), key=lambda kv: kv[1])
+    table.add("learnability.best_baseline_f1", value, "F1", variant=task, seed=seed,
+              note=BASELINES[name] + ("" if name == "select_all" else f"; select all {base['select_all']:.3f}"))
+
+
+def over_seeds(table: Rows, seed_rows: list[dict]) -> None:
+    """Mean and worst over the seeds of each (figure, variant) in `seed_rows`; the worst keeps the target."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in seed_rows:
+        groups.setdefault((r["figure"], r["variant"]), []).append(r)
+    for (figure, variant), group in groups.items():
+        measured = [r for r in group if r["value"] is not None]
+        if not measured:
+            continue
+        target = group[0].get("target")
+        upper_bound = target is not None and target.startswith("<")
+        worst = (max if upper_bound else min)(measured, key=lambda r: r["value"])
+        seeds = ", ".join(str(r["seed"]) for r in measured)
+        table.add(f"{figure}_mean", round(sum(r["value"] for r in measured) / len(measured), 4), group[0]["unit"],
+                  variant=variant, note=f"seeds {seeds}")
+        table.add(f"{figure}_worst", worst["value"], group[0]["unit"], target, variant=variant,
+                  note=f"seed {worst['seed']} of {seeds}")
 
 
 def rescale_embedding(model_dir: Path, std: float, seed: int) -> None:

@@ -2,7 +2,7 @@
 
     python benchmarks/oracle_labels.py [--out benchmarks/results/oracle_labels.json] [--work DIR]
 
-For each real sample (../shared/data or $PURECOVER_SAMPLE_DATA): BM25 top-20 over the sample's
+For each real sample (the sample folder of `purecover.data.samples`, or $PURECOVER_SAMPLE_DATA): BM25 top-20 over the sample's
 shared corpus, then `purecover label` with teacher.steps=oracle, teacher.estimator=embedding
 (all-MiniLM-L6-v2) and the *shipped defaults*. Its questions with gold passages are split in
 candidates order: the first half tunes, the second half is held out (`purecover.teacher.tune`).
@@ -17,7 +17,7 @@ candidates order: the first half tunes, the second half is held out (`purecover.
    Every grid point's figures on both halves go to oracle_labels_grid.csv beside the JSON.
 
 Targets (held-out, shipped defaults): F1 ≥ 0.85 on HotpotQA and ≥ 0.70 on 2Wiki, precision above
-retrieval top-|S| on all four, fallback ≤ 5%.
+retrieval top-|S| on all four, fallback ≤ 5%. Rows (see rows.py): those three figures per dataset.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rows import ROWS_ONLY_HELP, Rows, above, at_least, at_most, machine_info, now, rewrite, with_rows
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
@@ -132,7 +133,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="benchmarks/results/oracle_labels.json")
     parser.add_argument("--work", default=None, help="keep the run directories here (reused when rerun)")
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args()
+    if args.rows_only:
+        return rewrite(args.out, rows)
     samples = sample_data_dir()
     if samples is None:
         print("sample data not found (set PURECOVER_SAMPLE_DATA)", file=sys.stderr)
@@ -168,12 +172,30 @@ def main() -> int:
         "all_targets_met": all(all(c.values()) for c in targets.values()),
         "results": {d: {k: v for k, v in r.items() if k != "rows"} for d, r in per_dataset.items()},
         "grid_csv": str(write_grid_csv(Path(args.out).with_name("oracle_labels_grid.csv"), per_dataset)),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "versions": package_versions(),
+        "date": now(), "machine": machine_info(), "versions": package_versions(),
     }
-    atomic_write_json(args.out, out)
+    atomic_write_json(args.out, with_rows(out, rows))
     print(json.dumps({"shared_choice": choice, "shipped": shipped, "equal": out["shipped_equals_shared_choice"],
                       "targets_met": targets}, indent=1))
     return 0
+
+
+def rows(result: dict) -> list[dict]:
+    """The summary rows, per dataset (held-out half, shipped defaults): label F1, precision above retrieval's
+    top-|S|, fallback rate."""
+    table = Rows(result)
+    for name, r in result["results"].items():
+        held = r["heldout_shipped"]
+        target = TARGET_F1.get(name)
+        table.add("oracle_labels.heldout_label_f1", held["f1"], "F1", None if target is None else at_least(target),
+                  variant=name, note=f"{r['questions']['heldout']} questions, mean |S| {held['mean_size']:.2f}; "
+                                     f"retrieval top-2 {r['heldout_retrieval']['top2']['f1']:.3f}")
+        table.add("oracle_labels.heldout_precision_over_top_s", round(held["precision"] - held["top_s_precision"], 4),
+                  "precision", above(0), variant=name,
+                  note=f"{held['precision']:.3f} vs retrieval top-|S| {held['top_s_precision']:.3f}")
+        table.add("oracle_labels.heldout_fallback_rate", held["fallback_rate"], "share", at_most(MAX_FALLBACK),
+                  variant=name)
+    return table.rows
 
 
 if __name__ == "__main__":

@@ -2,22 +2,23 @@
 
     python benchmarks/retrieval.py [--out benchmarks/results/retrieval.json] [--repeats 3]
 
-Corpus: every paragraph of the four real samples (../shared/data or $PURECOVER_SAMPLE_DATA),
-queries: every sample question. Also reports supporting-paragraph recall@20 per dataset on
-that joint corpus, and BM25 on the bundled demo set when the samples are absent.
+Corpus: every paragraph of the four real samples (the sample folder of `purecover.data.samples`,
+or $PURECOVER_SAMPLE_DATA), queries: every sample question. Also reports supporting-paragraph
+recall@20 per dataset on that joint corpus, and BM25 on the bundled demo set when the samples are
+absent. Rows (see rows.py): build seconds and queries per second, reported without a target.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from rows import ROWS_ONLY_HELP, Rows, machine_info, now, rewrite, with_rows
 
 from purecover.data import load_examples
 from purecover.data.candidates import gold_doc_ids
@@ -28,12 +29,26 @@ from purecover.utils.io import atomic_write_json
 from purecover.utils.provenance import package_versions
 
 
+def rows(result: dict) -> list[dict]:
+    """The summary rows of a retrieval result: index build time and query throughput."""
+    table = Rows(result)
+    table.add("retrieval.bm25_build_seconds", result["index_build_seconds"], "s",
+              note=f"{result['corpus_passages']:,} passages, "
+                   f"{result['index_build_passages_per_second']:,.0f} passages/s")
+    table.add("retrieval.bm25_queries_per_second", result["queries_per_second"], "queries/s",
+              note=f"top-{result['k']}, {result['queries']:,} queries")
+    return table.rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="benchmarks/results/retrieval.json")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args()
+    if args.rows_only:
+        return rewrite(args.out, rows)
 
     samples = sample_data_dir()
     if samples is not None:
@@ -75,6 +90,7 @@ def main() -> int:
     query = statistics.median(query_times)
     result = {
         "benchmark": "retrieval",
+        "date": now(),
         "source": source,
         "corpus_passages": len(corpus),
         "corpus_words": n_words,
@@ -86,12 +102,13 @@ def main() -> int:
         "query_seconds": round(query, 4),
         "queries_per_second": round(len(queries) / query, 1),
         "supporting_recall_at_k_joint_corpus": recall,
-        "machine": {"processor": platform.processor() or platform.machine(), "cpus": __import__("os").cpu_count()},
+        "machine": machine_info(),
         "versions": package_versions(),
     }
+    result = with_rows(result, rows)
     out = Path(args.out)
     atomic_write_json(out, result)
-    print(json.dumps({k: v for k, v in result.items() if k != "versions"}, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("versions", "rows")}, indent=2))
     return 0
 
 

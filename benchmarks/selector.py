@@ -1,4 +1,4 @@
-"""Selector latency: one forward pass vs generating identifiers (DESIGN §7), JSON output.
+"""Selector latency: one forward pass vs generating identifiers, JSON output.
 
     python benchmarks/selector.py [--out benchmarks/results/selector.json] [--questions 12] [--threads 1]
 
@@ -20,7 +20,8 @@ same prompt token ids for every method; per question the three methods run back 
     separators and the end token, as generative listwise rerankers produce.
 
 Target: full ranking ≥ 3× slower than the one pass. Also checked: the one-pass identifier
-logits equal the first-step logits of `generate` (max abs diff).
+logits equal the first-step logits of `generate` (max abs diff). Rows (see rows.py): the one-pass
+latency and both slow-downs.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rows import ROWS_ONLY_HELP, Rows, at_least, machine_info, now, rewrite, with_rows
 
 import purecover
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
@@ -120,14 +122,17 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args()
+    if args.rows_only:
+        return rewrite(args.out, rows)
     if args.questions < 10:
         parser.error("--questions must be >= 10")
     sample = sample_data_dir()
     tokenizer_dir = (sample / "qwen2_tokenizer") if sample is not None else None
     if tokenizer_dir is None or not tokenizer_dir.is_dir():
-        raise SystemExit("the real Qwen2 tokenizer is needed: set PURECOVER_SAMPLE_DATA or put ../shared/data "
-                         "(with qwen2_tokenizer/) beside the repo")
+        raise SystemExit("the real Qwen2 tokenizer is needed: set PURECOVER_SAMPLE_DATA to the sample data folder "
+                         "(with qwen2_tokenizer/)")
     load_at_start = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -183,6 +188,7 @@ def main() -> int:
     ratio_full = results["full_ranking"]["median_ms"] / one
     result = {
         "benchmark": "selector",
+        "date": now(),
         "seed": args.seed,
         "setting": {
             "model": {"arch": "qwen2 (random weights)", **MODEL, "vocab_size": model.config.vocab_size,
@@ -204,9 +210,10 @@ def main() -> int:
         "target": {"full_ranking_over_one_pass_min": TARGET_RATIO, "pass": ratio_full >= TARGET_RATIO},
         "checks": {"one_pass_vs_generate_first_logits_max_abs_diff": diff, "forced_lengths": True},
         "total_seconds": time.perf_counter() - t_start,
+        "machine": machine_info(),
         "versions": package_versions(),
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, with_rows(result, rows))
     print(f"one pass {one:.1f} ms | Selector.select {results['selector_select']['median_ms']:.1f} ms | "
           f"generate 5 {results['generate5']['median_ms']:.1f} ms ({ratio5:.2f}x) | "
           f"full ranking {results['full_ranking']['median_ms']:.1f} ms ({ratio_full:.2f}x) | "
@@ -214,6 +221,21 @@ def main() -> int:
           f"logit diff {diff:.2e}")
     print(f"wrote {args.out} ({result['total_seconds']:.1f}s)")
     return 0
+
+
+def rows(result: dict) -> list[dict]:
+    """The summary rows: one-pass latency, and generating 5 identifiers / the full ranking against it."""
+    table = Rows(result)
+    lat, setting = result["latency_per_question"], result["setting"]
+    where = f"K1={setting['k1']}, median over {setting['questions']} questions"
+    table.add("selector.one_pass_latency", lat["one_pass"]["median_ms"], "ms",
+              note=f"{where}, ~{setting['prompt_tokens_median']:,.0f}-token prompt")
+    table.add("selector.generate5_over_one_pass", result["ratios"]["generate5_over_one_pass"], "x",
+              note=f"{lat['generate5']['median_ms']:.1f} ms, {setting['generate5_new_tokens']} new tokens")
+    table.add("selector.full_ranking_over_one_pass", result["ratios"]["full_ranking_over_one_pass"], "x",
+              at_least(TARGET_RATIO),
+              note=f"{lat['full_ranking']['median_ms']:.1f} ms, {setting['full_ranking_new_tokens']} new tokens")
+    return table.rows
 
 
 if __name__ == "__main__":

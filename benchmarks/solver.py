@@ -21,6 +21,7 @@
     set before numpy is imported, plus threadpoolctl when installed); best of `--repeats` runs:
       K1 = 20,  N = 5, K = 5,  100,000 questions: target ≥ 200,000 questions/s
       K1 = 100, N = 5, K = 10,  20,000 questions: target ≤ 30 µs per question
+Rows (see rows.py): the mean ratio per distribution and the throughput per setting and dtype.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
+from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows  # noqa: E402
 
 from purecover.teacher.solvers import exact_select, greedy_select  # noqa: E402
 from purecover.utils.io import atomic_write_json  # noqa: E402
@@ -49,6 +51,8 @@ except ImportError:  # pragma: no cover - the environment variables above alread
 
 K1_RATIO, K_RATIO, N_RATIO = 20, 5, 5
 RATIO_TARGET = 0.98
+# throughput settings (questions, K1, N, K) and their claims: K1 = 20 in questions per second, K1 = 100 in µs each
+THROUGHPUT = {(100_000, 20, 5, 5): ("questions_per_second", 200_000), (20_000, 100, 5, 10): ("us_per_question", 30.0)}
 
 
 def _softmax_over_docs(logits: np.ndarray) -> np.ndarray:
@@ -132,7 +136,10 @@ def main() -> int:
     parser.add_argument("--instances", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args()
+    if args.rows_only:
+        return rewrite(args.out, rows)
     rng = np.random.default_rng(args.seed)
     t_start = time.perf_counter()
 
@@ -152,14 +159,11 @@ def main() -> int:
     with limiter:
         tp = {}
         for dtype in (np.float64, np.float32):
-            small = throughput(rng, 100_000, 20, 5, 5, args.repeats, dtype)
-            small["target_questions_per_second"] = 200_000
-            small["pass"] = small["questions_per_second"] >= 200_000
-            large = throughput(rng, 20_000, 100, 5, 10, args.repeats, dtype)
-            large["target_us_per_question"] = 30.0
-            large["pass"] = large["us_per_question"] <= 30.0
-            tp[f"K1=20,N=5,K=5,{np.dtype(dtype).name}"] = small
-            tp[f"K1=100,N=5,K=10,{np.dtype(dtype).name}"] = large
+            for (B, K1, N, K), (measure, bound) in THROUGHPUT.items():
+                r = throughput(rng, B, K1, N, K, args.repeats, dtype)
+                r[f"target_{measure}"] = bound
+                r["pass"] = r[measure] >= bound if measure == "questions_per_second" else r[measure] <= bound
+                tp[f"K1={K1},N={N},K={K},{np.dtype(dtype).name}"] = r
     for key, r in tp.items():
         print(f"[throughput] {key:26s} {r['questions_per_second']:>12,.0f} q/s  {r['us_per_question']:7.2f} µs/q  "
               + (f"target ≥ {r['target_questions_per_second']:,} q/s" if "target_questions_per_second" in r
@@ -168,6 +172,7 @@ def main() -> int:
 
     result = {
         "benchmark": "solver",
+        "date": now(),
         "seed": args.seed,
         "ratio_setting": {"K1": K1_RATIO, "K": K_RATIO, "N": N_RATIO, "tau_stop": 0.0, "min_select": 0},
         "ratio": ratios,
@@ -175,13 +180,34 @@ def main() -> int:
         "threads": {"env": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                                             "MKL_NUM_THREADS")},
                     "threadpoolctl": threadpool_limits is not None},
-        "cpu_count": os.cpu_count(),
+        "machine": machine_info(),
         "total_seconds": time.perf_counter() - t_start,
         "versions": package_versions(extra=("threadpoolctl",)),
     }
-    atomic_write_json(args.out, result)
+    atomic_write_json(args.out, with_rows(result, rows))
     print(f"wrote {args.out} ({result['total_seconds']:.1f}s)")
     return 0
+
+
+def rows(result: dict) -> list[dict]:
+    """The summary rows of a solver result: mean greedy/exact ratio per distribution, throughput per setting."""
+    table = Rows(result)
+    s = result["ratio_setting"]
+    for name, r in result["ratio"].items():
+        worst = "n/a" if r["worst_ratio"] is None else f"{r['worst_ratio']:.3f}"
+        table.add("solver.greedy_over_exact_mean_ratio", r["mean_ratio"], "ratio", at_least(RATIO_TARGET),
+                  variant=name, note=f"λ={r['lam']:g}, K1={s['K1']}, K={s['K']}, N={s['N']}; "
+                                     f"worst {worst} over {r['n_ratio_defined']:,} instances")
+    for r in result["throughput"].values():
+        measure, bound = THROUGHPUT[(r["questions"], r["K1"], r["N"], r["K"])]
+        variant = f"K1={r['K1']}, N={r['N']}, K={r['K']}, {r['dtype']}"
+        if measure == "questions_per_second":
+            table.add("solver.greedy_questions_per_second", r[measure], "questions/s", at_least(bound),
+                      variant=variant, note=f"one core; {r['us_per_question']:.2f} µs/question")
+        else:
+            table.add("solver.greedy_us_per_question", r[measure], "µs/question", at_most(bound),
+                      variant=variant, note=f"one core; {r['questions_per_second']:,.0f} questions/s")
+    return table.rows
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 
 Stage subcommands come from the registry (`purecover.stages`), which imports each stage lazily so
 `purecover --help` stays fast and optional dependencies are only needed by the stages using them;
-the other commands (config, pipeline, tune, score, report, label-report) are declared here.
+the other commands (config, pipeline, tune, score, prompts, report, label-report) are declared here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ examples:
   purecover report runs/hotpotqa runs/2wiki runs/musique runs/strategyqa --out table.md
   purecover score preds.jsonl --dataset hotpotqa --gold hotpot_dev_distractor_v1.json --json
   purecover label-report runs/demo_cpu --k 5
+  purecover prompts reasoning --recipe configs/recipes/demo_cpu.yaml
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
 numbers, true/false, null, [lists]). Unknown keys are errors that name the closest valid key.
@@ -158,6 +159,21 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_prompts(args: argparse.Namespace) -> int:
+    from .config import load_recipe
+    from .prompts import effective_prompt, prompt_listing
+
+    recipe = load_recipe(args.recipe, args.overrides) if (args.recipe or args.overrides) else None
+    if args.name is None:
+        sys.stdout.write(prompt_listing(recipe))
+        return 0
+    text, where = effective_prompt(args.name, recipe)
+    print(f"{args.name}: {where}", file=sys.stderr)
+    if text is not None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from .eval.report import write_combined_report
 
@@ -261,11 +277,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="score a predictions file ({qid, prediction} JSONL) with the dataset's official rules",
         description="Read PREDICTIONS.jsonl (one {\"qid\": ..., \"prediction\": ...} per line) and the gold "
                     "answers (answer + aliases) from the dataset's own file (--gold; --aliases for 2Wiki's "
-                    "id_aliases.json); print EM, F1 and Acc (DESIGN §5). --json prints one JSON object "
+                    "id_aliases.json); print EM, F1 and Acc (the rules are in docs/guides/evaluation.md#qa). --json prints one JSON object "
                     "{em, f1, acc, n, missing}. Missing predictions are an error unless --allow-missing.",
     )
     add_score_arguments(p)
     p.set_defaults(handler=main_score)
+    p = sub.add_parser(
+        "prompts",
+        help="list every prompt template (teacher, LANCER, selector, RAG answer), or print one",
+        description="Without NAME: list every prompt template in purecover/prompts/ with what it is for, its "
+                    "placeholders and the recipe key that replaces it. With NAME: print that template (ours), or "
+                    "with --recipe / --set the wording that recipe's runs use (its override file, loaded and "
+                    "checked); where it comes from goes to stderr, so the output can be saved as a starting "
+                    "point for an override file.",
+    )
+    p.add_argument("name", nargs="?", metavar="NAME", help="a prompt name from the listing, e.g. reasoning")
+    p.add_argument("--recipe", default=None, metavar="RECIPE", help="show the wording this recipe uses")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a recipe key (repeatable), e.g. --set eval.prompt_file=answer.txt")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(handler=_cmd_prompts)
     p = sub.add_parser(
         "report",
         help="the paper's table over several evaluated runs (rows methods, columns datasets x EM/F1/Acc)",

@@ -1,10 +1,11 @@
 """Recipe configuration: one pydantic dataclass per section, loaded from YAML with dotted overrides.
 
-A recipe is a YAML mapping of the sections below. `load_recipe(path, overrides)` reads it, applies
-``section.key=value`` overrides (values parsed as YAML) and validates it with pydantic: every key,
-type and range. The first problem becomes a one-line `ConfigError` naming the dotted key and what is
-expected; an unknown key also names the closest valid one. Every field carries its type, its range
-and a description, so `recipe_json_schema()` is the reference of the recipe.
+A recipe is a YAML mapping of the sections below; its ``base`` key may name recipes to merge it over
+(see `load_recipe`). `load_recipe(path, overrides)` reads it, applies ``section.key=value`` overrides
+(values parsed as YAML) and validates it with pydantic: every key, type and range. The first problem
+becomes a one-line `ConfigError` naming the dotted key and what is expected; an unknown key also
+names the closest valid one. Every field carries its type, its range and a description, so
+`recipe_json_schema()` is the reference of the recipe.
 
 The sections are pydantic dataclasses, that is standard dataclasses that validate when they are
 built: `dataclasses.replace` checks the new values, and `recipe_to_dict` (`dataclasses.asdict`) is
@@ -25,6 +26,7 @@ import difflib
 import functools
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -169,11 +171,11 @@ class LancerConfig:
         False, description="Rate with the expected value over the 0..5 token probabilities instead of the first "
         "integer of the reply.")
     rating_template: StrictStr | None = Field(
-        None, description="UTF-8 file replacing our rating prompt, with the placeholders {question}, {subquestion} "
-        "and {document}; checked when the recipe is validated.")
+        None, description="UTF-8 file replacing our rating prompt (`purecover prompts lancer_rating`), with the "
+        "placeholders {question}, {subquestion} and {document}; checked when the recipe is validated.")
     subquestion_template: StrictStr | None = Field(
-        None, description="UTF-8 file replacing our sub-question prompt, with the placeholders {question} and {n}; "
-        "checked when the recipe is validated.")
+        None, description="UTF-8 file replacing our sub-question prompt (`purecover prompts lancer_subquestion`) "
+        "and its system message, with the placeholders {question} and {n}; checked when the recipe is validated.")
 
 
 @dataclass(config=_SECTION)
@@ -250,7 +252,8 @@ class TeacherConfig:
         "ablations, the top-budget documents by mean or max weighted attention.")
     prompt_file: StrictStr | None = Field(
         None, description="UTF-8 file holding the whole user message of the reasoning prompt, with {documents} "
-        "(once) and {question} (and optionally {max_steps}); null: our wording of the paper's instructions.")
+        "(once) and {question} (and optionally {max_steps}); null: our wording of the paper's instructions "
+        "(`purecover prompts reasoning`).")
     system_prompt: StrictStr | None = Field(
         None, description="System message of the reasoning prompt: null: ours, empty: none, else this text.")
 
@@ -344,6 +347,10 @@ class StudentConfig:
     trust_remote_code: StrictBool = Field(False, description="Allow the base model's own modelling code from the Hub.")
     launch: LaunchConfig = Field(
         default_factory=LaunchConfig, description="How `purecover pipeline` starts the train stage.")
+    prompt_file: StrictStr | None = Field(
+        None, description="UTF-8 file replacing the selector's system message and/or instructions: [[system]] and "
+        "[[instructions]] sections as in `purecover prompts selector`; the export records the wording, which the "
+        "selector then uses. Checked when the recipe is validated. null: our wording.")
 
     @model_validator(mode="after")
     def _check_weights(self) -> StudentConfig:
@@ -406,6 +413,10 @@ class EvalConfig:
     subtopics: Literal["steps", "subquestions"] = Field(
         "steps", description="Subtopics of xquad and ia_select: the teacher's reasoning steps or LANCER's "
         "sub-questions.")
+    prompt_file: StrictStr | None = Field(
+        None, description="UTF-8 file replacing parts of the generator's answer prompt: [[part]] sections as in "
+        "`purecover prompts rag_answer` (the parts it leaves out keep our wording), each with its placeholders; "
+        "checked when the recipe is validated. null: our wording.")
 
 
 @dataclass(config=_SECTION)
@@ -739,8 +750,83 @@ def recipe_from_dict(tree: dict[str, Any] | None, source: str = "recipe") -> Rec
         raise ConfigError(f"{source}: {_error_message(exc, tree)}") from None
 
 
+def _merge(lower: dict[str, Any], upper: dict[str, Any]) -> dict[str, Any]:
+    """`upper` merged over `lower` (neither is changed): mappings merge key by key, any other value of
+    `upper` (a list, a scalar, null) replaces `lower`'s."""
+    out = dict(lower)
+    for key, value in upper.items():
+        below = out.get(key)
+        out[key] = _merge(below, value) if isinstance(value, dict) and isinstance(below, dict) else value
+    return out
+
+
+def _read_recipe_file(path: Path, shown: str, base_of: str | None = None) -> dict[str, Any]:
+    """The YAML mapping of one recipe file (its ``base`` key not followed); `shown` names it in messages,
+    `base_of` is the recipe that names it as a base (None for the recipe itself)."""
+    if base_of is not None:
+        kind, where = "a base recipe", f" (a base of {base_of})"
+    else:
+        kind, where = "a recipe", ""
+    loaded = _yaml_load(path.read_text(encoding="utf-8"), shown)
+    if loaded is None:
+        if base_of is not None:
+            raise ConfigError(f"base recipe {shown}{where} is empty (no keys, only comments or null): write keys "
+                              "into it or remove it from the base list")
+        raise ConfigError(f"recipe {shown} is empty (no keys, only comments or null): write the recipe's "
+                          "sections into it, or leave out the recipe file to start from the defaults")
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{shown}: {kind} must be a YAML mapping, got {type(loaded).__name__}{where}")
+    return loaded
+
+
+def _base_entries(value: Any, shown: str) -> list[tuple[str, str]]:
+    """The ``base`` value of recipe `shown` as (key, path) pairs: ``("base", p)`` or ``("base[i]", p)``."""
+    if value is None:
+        return []
+    if isinstance(value, str) and value.strip():
+        return [("base", value)]
+    if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+        return [(f"base[{i}]", v) for i, v in enumerate(value)]
+    raise ConfigError(f"{shown}: base: expected a path or a non-empty list of paths (relative to the recipe's "
+                      f"folder), got {value!r}")
+
+
+def _load_tree(path: Path, shown: str, chain: tuple[tuple[Path, str], ...] = (),
+               base_of: str | None = None) -> dict[str, Any]:
+    """The mapping of recipe `path` with its bases merged underneath (recursively), without the ``base`` key.
+
+    `chain` holds the recipes (resolved path, shown name) that led here, to refuse a cycle by naming it.
+    """
+    key = path.resolve()
+    for i, (seen, _) in enumerate(chain):
+        if seen == key:
+            cycle = " -> ".join([name for _, name in chain[i:]] + [shown])
+            raise ConfigError(f"{chain[0][1]}: base recipes form a cycle: {cycle}")
+    tree = _read_recipe_file(path, shown, base_of)
+    entries = _base_entries(tree.pop("base", None), shown)
+    merged: dict[str, Any] = {}
+    for dotted, name in entries:
+        base_path = path.parent / name
+        base_shown = os.path.normpath(Path(shown).parent / name)
+        if not base_path.is_file():
+            raise ConfigError(f"{shown}: {dotted}: base recipe {name!r} does not exist (looked for {base_shown}; "
+                              "a base is relative to the folder of the recipe that names it)")
+        merged = _merge(merged, _load_tree(base_path, base_shown, (*chain, (key, shown)), shown))
+    return _merge(merged, tree) if entries else tree
+
+
 def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a YAML recipe (or start from defaults when `path` is None) and apply overrides."""
+    """Read a YAML recipe (or start from defaults when `path` is None) and apply overrides.
+
+    A recipe may start with a ``base`` key: a path, or a list of paths, to other recipes, relative to
+    the folder of the file that names them. Each base is loaded the same way (its own bases first)
+    and the recipe is merged over it: mappings (sections, ``student.training``, ...) merge key by key,
+    and any other value the recipe gives (a list, a scalar, null) replaces the base's. In a list,
+    later bases override earlier ones, and the recipe overrides them all. A cycle of bases, a base file
+    that does not exist and a base that is not a mapping are `ConfigError` s naming the recipe (and the
+    cycle, or the ``base`` entry). The ``base`` key itself is not part of the resolved recipe.
+    ``section.key=value`` overrides apply after the merge, then the whole recipe is validated.
+    """
     tree: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
@@ -748,13 +834,7 @@ def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         if not p.is_file():
             raise ConfigError(f"recipe {str(p)!r} does not exist")
         source = str(p)
-        loaded = _yaml_load(p.read_text(encoding="utf-8"), source)
-        if loaded is None:
-            raise ConfigError(f"recipe {source} is empty (no keys, only comments or null): write the recipe's "
-                              "sections into it, or leave out the recipe file to start from the defaults")
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{source}: a recipe must be a YAML mapping, got {type(loaded).__name__}")
-        tree = loaded or {}
+        tree = _load_tree(p, source)
     for item in overrides:
         key, value = parse_override(item)
         _check_section_override(item, key, value)

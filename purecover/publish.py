@@ -48,7 +48,7 @@ __all__ = ["FIELDS", "PUBLISH_MARKER", "PublishTargetError", "PublishedToDisk", 
 PUBLISH_MARKER = "purecover_publish.json"  # inside a `publish --to-disk` output: what it is and what it holds
 
 WHAT = ("labels", "selections", "candidates")
-# What each field means (DESIGN §4); fields not listed are described as "see the purecover docs".
+# What each field means (docs/reference/run-files.md); fields not listed are described as "see the purecover docs".
 FIELDS: dict[str, dict[str, str]] = {
     "candidates": {
         "qid": "question id (from the source dataset)", "dataset": "source dataset name",

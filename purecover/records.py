@@ -678,8 +678,10 @@ class EvaluationStatistics(_Written):
 
 class MetricsFile(_Written):
     """run_dir/eval/metrics.json: every method at every budget, scored (evaluate stage; read by
-    ``purecover report``). Keys added after the first version (``question_sample``, ``statistics``) read as
-    null when absent."""
+    ``purecover report``). Keys added after the first version (``question_sample``, ``statistics``,
+    ``answer_prompt``) read as null when absent; ``answer_prompt`` is written only when given."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"answer_prompt"})
 
     dataset: str = Field(description="The evaluation questions' dataset ('a+b' for several).")
     run_dir: str = Field(description="The run directory evaluated.")
@@ -690,6 +692,10 @@ class MetricsFile(_Written):
     generator: str = Field(description="The answer generator (eval.generator).")
     backend: str = Field(description="Its generation backend: hf or vllm.")
     max_new_tokens: int = Field(ge=1, description="At most this many tokens were generated per answer.")
+    answer_prompt: dict[str, str] | None = Field(
+        default=None, description="The generator's answer prompt: {file, sha256}, its file's name (rag_answer.txt: "
+                                  "ours; else eval.prompt_file's) and the sha256 of its wording; absent in files of "
+                                  "earlier versions.")
     budgets: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="The budgets K, increasing.")
     table_budget: int = Field(description="The budget of the report's main table (eval.table_budget; the largest "
                                           "budget is shown when it is not one of them).")

@@ -137,6 +137,8 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "data.faiss_search_params",
     "data.embedding_dtype",
     "data.encode_shard_size",
+    "eval.prompt_file",
+    "student.prompt_file",
 )
 
 

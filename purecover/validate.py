@@ -10,7 +10,8 @@ adds the checks that need another library's contract or span sections, whatever 
   ``__post_init__`` accepts the whole set (built once, on the CPU, in a temporary directory,
   without touching accelerate's process state);
 * ``data.k1`` fits the identifier scheme ``student.identifiers`` when the pipeline trains the student;
-* ``eval.table_budget`` is one of ``eval.budgets``.
+* ``eval.table_budget`` is one of ``eval.budgets``;
+* every prompt file the recipe names holds the placeholders its prompt takes (`purecover.prompts`).
 
 Every failure is a `ConfigError` naming the dotted key, the bad value and what is expected.
 transformers is imported lazily (importing it takes a few seconds).
@@ -23,15 +24,14 @@ from pathlib import Path
 from .config import ConfigError, EvalConfig, Recipe, load_recipe
 from .models.identifiers import SCHEMES, IdentifierScheme
 
-__all__ = ["check_eval_methods", "check_identifier_capacity", "check_lancer_templates", "check_reasoning_prompt",
-           "check_table_budget", "load_validated_recipe", "validate_recipe"]
+__all__ = ["check_eval_methods", "check_identifier_capacity", "check_prompt_files", "check_table_budget",
+           "load_validated_recipe", "validate_recipe"]
 
 def validate_recipe(recipe: Recipe) -> None:
     """Check the whole recipe beyond its own types and ranges; raise ConfigError naming the key."""
     check_eval_methods(recipe.eval)
     check_table_budget(recipe.eval)
-    check_lancer_templates(recipe)
-    check_reasoning_prompt(recipe)
+    check_prompt_files(recipe)
     if _trains_student(recipe):
         check_identifier_capacity(recipe.data.k1, recipe.student.identifiers)
     _check_training(recipe)
@@ -73,34 +73,16 @@ def check_identifier_capacity(k1: int, scheme: str) -> None:
                       f"{capacity}; {fix}")
 
 
-def check_lancer_templates(recipe: Recipe) -> None:
-    """``teacher.lancer.rating_template`` / ``subquestion_template`` files exist and hold their placeholders."""
-    lancer = recipe.teacher.lancer
-    if not lancer.enabled:
-        return
-    from .teacher.lancer import TemplateError, load_template  # light: no torch
-
-    for key, kind in (("rating_template", "rating"), ("subquestion_template", "subquestion")):
-        path = getattr(lancer, key)
-        if path is not None:
-            try:
-                load_template(path, kind)
-            except TemplateError as exc:
-                raise ConfigError(f"teacher.lancer.{key}: {exc}") from None
-
-
-def check_reasoning_prompt(recipe: Recipe) -> None:
-    """``teacher.prompt_file`` exists, is UTF-8 and holds {documents} (once) and {question} (and at most {max_steps})."""
-    path = recipe.teacher.prompt_file
-    if path is None:
-        return
-    from .teacher.lancer import TemplateError  # light: no torch
-    from .teacher.prompts import load_reasoning_template
+def check_prompt_files(recipe: Recipe) -> None:
+    """Every prompt file the recipe names (``teacher.prompt_file``, ``teacher.lancer.rating_template`` /
+    ``subquestion_template`` when LANCER is on, ``eval.prompt_file``, ``student.prompt_file``) exists, is UTF-8
+    and holds the placeholders (and parts) its prompt takes (`purecover.prompts`)."""
+    from .prompts import TemplateError, check_recipe_prompts
 
     try:
-        load_reasoning_template(path)
+        check_recipe_prompts(recipe)
     except TemplateError as exc:
-        raise ConfigError(f"teacher.prompt_file: {exc}") from None
+        raise ConfigError(str(exc)) from None
 
 
 def check_eval_methods(cfg: EvalConfig) -> None:

@@ -22,16 +22,33 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # configuration hashes of existing run directories must not move. A new recipe key changes them on
 # purpose (it is part of the hashed form): then record the new values here.
 PINNED = {
-    (): ("fb97014b8e28077f", {"data": "1b54006de7c346ba", "teacher": "1fb1cda59f937b23",
-                              "student": "ee473416a760bc29", "eval": "ece85f063a67057a"}),
+    (): ("d09d001401b6667c", {"data": "1b54006de7c346ba", "teacher": "1fb1cda59f937b23",
+                              "student": "ca624c19f06c0ec2", "eval": "473eeea4bd9d1e81"}),
     # integers given for floats are stored as floats, as before
     ("teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("97bffb041b28d748", {"teacher": "366f8f6a116b536b", "student": "23c99514f18be68b"}),
+        ("7c29595f57242214", {"teacher": "366f8f6a116b536b", "student": "cab24783cafe5c1d"}),
     ("student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}", "teacher.calibration_lengths=64",
      "seed=7", "run_dir=runs/x"):
-        ("8ececb10af91ae89", {"seed": "5f83350f79a392f2", "teacher": "6b396ce08eb2bbcc",
-                              "student": "d94f2a404720772c"}),
+        ("51eff1423f579dad", {"seed": "5f83350f79a392f2", "teacher": "6b396ce08eb2bbcc",
+                              "student": "60ca388842ca9354"}),
 }
+
+# The stage configuration hashes of the defaults, as run directories recorded them before eval.prompt_file and
+# student.prompt_file existed: keys added later stay out of the hash at their default (HASH_OMIT_AT_DEFAULT).
+STAGE_HASHES = {"data": "6a29041eaefb7d8a", "calibrate": "31fa9aea1ce8b623", "label": "52dcee24a35e3239",
+                "train": "d51e24b3bb6aaabb", "export": "9998c45141130a37", "select": "db2447924c7ffc87",
+                "evaluate": "4fcb19b6a3946cca"}
+
+
+def test_stage_hashes_of_the_defaults_did_not_move(tmp_path):
+    from purecover.stages import STAGES, config_hash
+
+    recipe = load_recipe(None, [f"run_dir={tmp_path / 'run'}"])  # an empty run: calibrate and select read it
+    assert {name: config_hash(recipe, name) for name in STAGES} == STAGE_HASHES
+    prompt = tmp_path / "answer.txt"
+    prompt.write_text("[[reply]]\nOne word.\n", encoding="utf-8")
+    assert config_hash(load_recipe(None, [f"eval.prompt_file={prompt}"]), "evaluate") != STAGE_HASHES["evaluate"]
+    assert config_hash(load_recipe(None, [f"student.prompt_file={prompt}"]), "train") != STAGE_HASHES["train"]
 
 
 @pytest.mark.parametrize("overrides", list(PINNED), ids=lambda o: "+".join(o) or "defaults")

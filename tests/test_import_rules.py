@@ -1,4 +1,4 @@
-"""DESIGN §2's import rules, checked on the source: a violation fails with the file, line and import.
+"""The import rules (docs/development/architecture.md#the-import-rules), checked on the source: a violation fails with the file, line and import.
 
 `data` is the ground floor; `models` (what a deployed selector needs) imports only `data`; `teacher`,
 `train` and `select` import `models` and `data` but not each other; `eval` may also use the teacher's
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "purecover"
-INFRA = {"config", "rundir", "records", "stages", "utils", "__init__"}
+INFRA = {"config", "rundir", "records", "stages", "utils", "prompts", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "data": {"data"} | INFRA,
     "models": {"models", "data"} | INFRA,

@@ -7,7 +7,7 @@ generation; with the attention estimator (no student, to keep the drill short) d
 labelling and generation; then it is run to completion. Each rerun resumes from what the kill left (the
 manifests say ``running``; the run-directory lock of the killed process is released by the kernel).
 The candidates, labels, selections and metrics must then equal those of an uninterrupted run, byte
-for byte where the stage promises it (DESIGN §1: a killed job loses at most the record in flight).
+for byte where the stage promises it (docs/operations/reliability.md#atomic-resumable-writes: a killed job loses at most the record in flight).
 """
 
 from __future__ import annotations

@@ -1,23 +1,28 @@
-"""Every recipe under configs/recipes/ loads; the paper recipes carry the paper's hyper-parameters."""
+"""Every recipe under configs/recipes/ loads and resolves to its recorded form; the paper recipes carry
+the paper's hyper-parameters; the ablations are a few lines over paper/hotpotqa.yaml."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from purecover.config import Recipe, load_recipe, recipe_to_dict
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "configs" / "recipes"
-ALL = sorted(RECIPES.rglob("*.yaml"))
-PAPER = sorted((RECIPES / "paper").rglob("*.yaml"))
-MAIN_HOTPOTQA = RECIPES / "paper" / "hotpotqa.yaml"
+FILES = sorted(RECIPES.rglob("*.yaml"))
+ALL = [p for p in FILES if not p.name.startswith("_")]  # `_name.yaml` files are bases only, not recipes to run
+PAPER = [p for p in ALL if p.is_relative_to(RECIPES / "paper")]
+SNAPSHOT = REPO / "tests" / "fixtures" / "resolved_recipes.json"
+ABLATION_MAX_LINES = 15
 
-# Table 2 (REFERENCES.md): each ablation changes exactly these keys of paper/hotpotqa.yaml (plus run_dir).
+# The paper's Table 2: each ablation changes exactly these keys of paper/hotpotqa.yaml (plus run_dir).
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no_attention": {"teacher.estimator": "no_attention"},
     "no_cot_weighting": {"teacher.cot_weighting": False},
@@ -34,6 +39,20 @@ def rel(path: Path) -> str:
     return path.relative_to(RECIPES).as_posix()
 
 
+def raw(path: Path) -> dict[str, Any]:
+    """The recipe file's own mapping, its `base` not followed."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def with_bases(path: Path) -> list[Path]:
+    """`path` and every base it names, recursively (the files whose comments document it)."""
+    base = raw(path).get("base") or []
+    out = [path]
+    for name in [base] if isinstance(base, str) else base:
+        out += with_bases((path.parent / name).resolve())
+    return out
+
+
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Dotted keys of a nested mapping (lists are leaves)."""
     out: dict[str, Any] = {}
@@ -47,7 +66,7 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def test_the_paper_recipes_exist():
-    assert {p.stem for p in (RECIPES / "paper").glob("*.yaml")} == set(MAIN_DATASETS)
+    assert {p.stem for p in (RECIPES / "paper").glob("[!_]*.yaml")} == set(MAIN_DATASETS)
     assert {p.stem for p in (RECIPES / "paper" / "ablations").glob("*.yaml")} == set(ABLATIONS)
 
 
@@ -65,7 +84,52 @@ def test_training_keys_are_training_arguments(path):
     assert set(load_recipe(path).student.training) <= valid
 
 
-@pytest.mark.parametrize("path", ALL, ids=rel)
+def restrict(resolved: dict[str, Any], recorded: dict[str, Any], defaults: dict[str, Any], where: str) -> dict:
+    """`resolved` limited to the keys `recorded` has: a key added to the schema since the snapshot was taken
+    must hold its default (so a new field does not invalidate the snapshot, but a recipe setting it does)."""
+    out: dict[str, Any] = {}
+    for key, value in resolved.items():
+        if key not in recorded:
+            assert key in defaults and value == defaults[key], f"{where}{key} is not in the snapshot: {value!r}"
+        elif isinstance(value, dict) and isinstance(recorded[key], dict) and isinstance(defaults.get(key), dict):
+            out[key] = restrict(value, recorded[key], defaults[key], f"{where}{key}.")
+        else:
+            out[key] = value
+    return out
+
+
+def test_every_recipe_resolves_to_its_snapshot():
+    """The resolved recipe of every file (what `purecover config` prints) equals the one recorded before the
+    recipes were composed from bases; key order included, since it is the order `purecover config` prints."""
+    recorded = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    assert set(recorded) == {rel(p) for p in ALL}, "a recipe was added or removed: record it in the snapshot"
+    defaults = recipe_to_dict(load_recipe(None))
+    for name, expected in recorded.items():
+        resolved = restrict(recipe_to_dict(load_recipe(RECIPES / name)), expected, defaults, f"{name}: ")
+        assert resolved == expected, name
+        assert json.dumps(resolved) == json.dumps(expected), f"{name}: same values, other key order"
+
+
+@pytest.mark.parametrize("name", list(ABLATIONS))
+def test_ablation_is_a_few_lines_over_the_hotpotqa_recipe(name):
+    path = RECIPES / "paper" / "ablations" / f"{name}.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= ABLATION_MAX_LINES, f"{rel(path)}: more than {ABLATION_MAX_LINES} lines"
+    assert text.startswith("#"), f"{rel(path)}: no comment saying what the ablation is"
+    own = raw(path)
+    assert own.pop("base") == "../hotpotqa.yaml"
+    assert own.pop("run_dir") == f"runs/paper/ablations/{name}"
+    assert flatten(own) == ABLATIONS[name]
+
+
+@pytest.mark.parametrize("name", list(MAIN_DATASETS))
+def test_main_recipes_share_one_base(name):
+    path = RECIPES / "paper" / f"{name}.yaml"
+    assert raw(path)["base"] == "_shared.yaml"
+    assert "run_dir" not in raw(RECIPES / "paper" / "_shared.yaml")  # each recipe names its own
+
+
+@pytest.mark.parametrize("path", FILES, ids=rel)
 def test_config_files_named_in_comments_exist(path):
     for name in set(re.findall(r"configs/[\w./-]+\.(?:yaml|json)", path.read_text(encoding="utf-8"))):
         assert (REPO / name).is_file(), f"{rel(path)} mentions {name}, which does not exist"
@@ -115,16 +179,6 @@ def test_main_recipes_read_their_flashrag_configuration(name):
         assert r.eval.path == r.data.path and r.eval.split == "dev"
 
 
-@pytest.mark.parametrize("name", list(ABLATIONS))
-def test_ablation_differs_from_main_in_exactly_its_keys(name):
-    main = flatten(recipe_to_dict(load_recipe(MAIN_HOTPOTQA)))
-    ablation = flatten(recipe_to_dict(load_recipe(RECIPES / "paper" / "ablations" / f"{name}.yaml")))
-    assert set(main) == set(ablation)
-    diff = {k: ablation[k] for k in main if ablation[k] != main[k]}
-    assert diff.pop("run_dir") != main["run_dir"]
-    assert diff == ABLATIONS[name]
-
-
 @pytest.mark.parametrize("path", ALL, ids=rel)
 def test_recipe_passes_the_pipeline_dry_run(path, tmp_path, capsys):
     """`purecover pipeline RECIPE --dry-run`: valid, every resource resolved or reported, nothing written."""
@@ -139,15 +193,13 @@ def test_recipe_passes_the_pipeline_dry_run(path, tmp_path, capsys):
 
 @pytest.mark.parametrize("path", PAPER, ids=rel)
 def test_paper_recipes_launch_training_with_deepspeed_zero2_on_8_gpus(path):
-    import yaml
-
     launch = load_recipe(path).student.launch
     assert launch.config_file == "configs/accelerate/deepspeed_zero2.yaml" and launch.num_processes == 8
     accelerate = yaml.safe_load((REPO / launch.config_file).read_text(encoding="utf-8"))
     assert accelerate["distributed_type"] == "DEEPSPEED" and accelerate["num_processes"] == 8
     ds_json = REPO / accelerate["deepspeed_config"]["deepspeed_config_file"]
     assert ds_json.is_file() and '"stage": 2' in ds_json.read_text(encoding="utf-8")
-    text = path.read_text(encoding="utf-8")
+    text = "\n".join(p.read_text(encoding="utf-8") for p in with_bases(path))  # the recipe's and its bases' comments
     # the header's commands agree with the recipe: `purecover train` (which launches), no hand-written launch
     assert "purecover train $R" in text
     assert not re.search(r"^#\s+accelerate launch .*-m purecover\.train", text, re.M)

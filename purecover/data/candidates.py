@@ -1,4 +1,4 @@
-"""The data stage: questions + corpus + retriever → ``candidates.jsonl`` (DESIGN §4).
+"""The data stage: questions + corpus + retriever → ``candidates.jsonl`` (docs/concepts/file-formats.md).
 
 Record: ``{qid, dataset, question, answers, docs: [{doc_id, title, text, score}], gold_doc_ids,
 gold_titles, oracle_steps, meta}``. ``gold_doc_ids`` lists every gold passage id, retrieved or

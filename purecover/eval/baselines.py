@@ -2,7 +2,7 @@
 
 Every selector answers ``select(candidate_record, label_record, selection_record, k)`` with
 candidate *positions* (indices into ``candidate_record.docs``), best first, at most ``k``, no
-duplicates. Records are those of DESIGN §4: a `purecover.records.CandidateRecord` (``candidates.jsonl``),
+duplicates. Records are those of docs/concepts/file-formats.md: a `purecover.records.CandidateRecord` (``candidates.jsonl``),
 a `purecover.records.LabelRecord` (``labels.jsonl``) and a `StoredSelection` (a
 `purecover.records.SelectionRecord` of ``selections.jsonl``, or an external reranker's selection); a
 selector that does not need the label or selection record ignores it.

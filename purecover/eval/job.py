@@ -58,7 +58,7 @@ from .method_selection import method_labels, select_for_methods
 from .methods import EMBEDDING_METHODS, MethodSpec, parse_methods
 from .qa_metrics import score_prediction
 from .questions import check_budgets, evaluation_questions
-from .rag_prompt import render_qa_prompt
+from .rag_prompt import RagPrompt, render_qa_prompt
 from .selection_metrics import QuestionSelection, question_selection, summarize_selection
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> StageSumma
 def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
     """What the evaluate stage reads, by name: the candidates, labels and selections of run_dir and of the test
     set (`RunDir.test_set`), and every other run's labels or selections and every selections file eval.methods
-    names. A complete evaluation is redone when one of them changed."""
+    names, and eval.prompt_file. A complete evaluation is redone when one of them changed."""
     rd = RunDir.of(recipe)
     places = [rd] + ([rd.test_set()] if recipe.eval.path else [])
     found: dict[str, Path] = {}
@@ -126,6 +126,8 @@ def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
         else:
             need = "labels.jsonl" if spec.kind == "teacher" else "selections.jsonl"
             found[f"eval.methods[{spec.name}]"] = spec.source / need
+    if recipe.eval.prompt_file:  # an answer prompt edited in place redoes the evaluation
+        found["eval.prompt_file"] = Path(recipe.eval.prompt_file)
     return found
 
 
@@ -152,12 +154,14 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
 
     tokenizer = load_generator_tokenizer(recipe)
     generator_key = generator_id(recipe)
+    answer_prompt = RagPrompt.from_config(cfg)  # ours, or eval.prompt_file's parts over ours
     prompts: dict[str, str] = {}
     keys: dict[tuple[str, int], list[str]] = {}
     for (name, k), rows in chosen.items():
         keys[(name, k)] = []
         for q, positions in zip(questions, rows):
-            text = render_qa_prompt(tokenizer, q.question, [q.docs[i] for i in positions], _dataset(q, recipe))
+            text = render_qa_prompt(tokenizer, q.question, [q.docs[i] for i in positions], _dataset(q, recipe),
+                                    answer_prompt)
             key = prompt_key(generator_key, cfg.max_new_tokens, text)
             prompts[key] = text
             keys[(name, k)].append(key)
@@ -210,6 +214,7 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
         generator=cfg.generator,
         backend=cfg.backend,
         max_new_tokens=cfg.max_new_tokens,
+        answer_prompt=answer_prompt.record(),
         budgets=budgets,
         table_budget=cfg.table_budget,
         methods={s.name: s.kind for s in specs},

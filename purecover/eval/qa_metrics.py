@@ -1,4 +1,4 @@
-"""QA metrics with each dataset's published rules (DESIGN §5): EM, token F1 and Acc.
+"""QA metrics with each dataset's published rules (docs/guides/evaluation.md#metrics): EM, token F1 and Acc.
 
 Normalisation (SQuAD v1.1): lower-case, drop ASCII punctuation, drop the articles a/an/the,
 collapse whitespace. Every metric is the maximum over the gold answer and its aliases.

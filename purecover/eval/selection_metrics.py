@@ -1,4 +1,4 @@
-"""Selection and coverage metrics (DESIGN §5).
+"""Selection and coverage metrics (docs/guides/evaluation.md#metrics).
 
 Selection (per question, over the candidate list of ``candidates.jsonl``):
 

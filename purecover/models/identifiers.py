@@ -1,4 +1,4 @@
-"""Passage identifiers that are single tokens wherever they occur (DESIGN §3.7).
+"""Passage identifiers that are single tokens wherever they occur (docs/guides/student.md#identifiers).
 
 Qwen's tokenizer splits numbers into digits ("12" is two tokens) and merges punctuation with a
 following letter (",C" is one token), so identifiers are letters and the separator is a

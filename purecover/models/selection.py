@@ -1,4 +1,4 @@
-"""Turning first-token identifier logits into a selected set (DESIGN §3.7, inference)."""
+"""Turning first-token identifier logits into a selected set (docs/concepts/method.md#inference)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@
     result.probabilities   # softmax over the present identifiers, in candidate order
 
 A selector directory holds the model (merged safetensors, or a LoRA adapter to load on
-``base_model``), the tokenizer and ``selector_config.json`` (DESIGN §4). Decisions follow
-DESIGN §3.7: keep {k : s_k > τ3}, ordered by s_k (ties: earlier candidate), at most k_max, at
+``base_model``), the tokenizer and ``selector_config.json`` (docs/concepts/file-formats.md). Decisions follow
+docs/concepts/method.md#inference: keep {k : s_k > τ3}, ordered by s_k (ties: earlier candidate), at most k_max, at
 least min_select.
 
 Two backends behind one interface (`SelectorBackend`):
@@ -48,7 +48,7 @@ from pydantic import JsonValue
 from ..records import CandidateDoc, SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
-from .selector_prompt import build_selector_prompt, prompt_template
+from .selector_prompt import SelectorWording, build_selector_prompt
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ VLLM_LOGPROBS_MODES: tuple[str | None, ...] = ("processed_logits", "processed_lo
 
 
 class SelectionRow(TypedDict):
-    """`SelectionResult.to_record`: a selections.jsonl record without the doc ids (DESIGN §4)."""
+    """`SelectionResult.to_record`: a selections.jsonl record without the doc ids (docs/concepts/file-formats.md)."""
 
     qid: str
     selected: list[int]
@@ -101,7 +101,7 @@ class SelectionResult:
     score_space: str = "logit"
 
     def to_record(self, qid: str) -> SelectionRow:
-        """The selections.jsonl record (DESIGN §4), plus ``score_space``."""
+        """The selections.jsonl record (docs/concepts/file-formats.md), plus ``score_space``."""
         return {"qid": qid, "selected": list(self.indices), "logits": list(self.logits),
                 "probabilities": list(self.probabilities), "score_space": self.score_space}
 
@@ -395,13 +395,8 @@ class Selector:
         self.max_question_tokens: int = max_question_tokens
         self.questions_truncated: int = 0  # questions cut to max_question_tokens so far (see class docstring)
         self.scheme = IdentifierScheme.from_record(record.identifiers).check(tokenizer, self.k1)
-        expected = prompt_template()
-        stored = record.prompt_template
-        if stored.get("hash") != expected["hash"]:
-            raise ValueError(
-                f"the selector was trained with prompt template {stored.get('layout')!r} (hash {stored.get('hash')}), "
-                f"but this purecover renders {expected['layout']!r} (hash {expected['hash']}); use the purecover "
-                "version recorded in selector_config.json")
+        # the wording it was trained with: ours, or the one recorded (it must hash to the recorded hash)
+        self.wording = SelectorWording.from_record(record.prompt_template)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, backend: str = "hf", *, device: str = "auto", dtype: str = "auto",
@@ -456,7 +451,7 @@ class Selector:
                              f"(its identifier scheme was trained for {self.k1}); pass the top {self.k1} candidates")
         rows = [_as_doc(d, i) for i, d in enumerate(docs)]
         prompt = build_selector_prompt(self.tokenizer, self._cut_question(question, where), rows, self.scheme,
-                                       self.max_passage_tokens)
+                                       self.max_passage_tokens, self.wording)
         return prompt.input_ids, len(rows)
 
     def select_batch(self, questions: Sequence[str], docs_lists: Sequence[Sequence[Any]], tau: float | None = None,

@@ -17,6 +17,11 @@ The question comes first so that every passage is read knowing it (the model is 
 again at the end, next to the reply. Each passage body (title + text) is cut to
 `max_passage_tokens` tokens; identifiers are never cut. The reply is the identifiers of the
 selected passages, one per line, most useful first, then the end-of-turn token.
+
+The system message and the instructions are ``purecover/prompts/selector.txt`` (read by
+`purecover.prompts.load_prompt`); the layout around them is fixed (`LAYOUT_VERSION`). A trained
+selector records its wording and the hash of it in selector_config.json (`prompt_template`);
+`SelectorWording.from_record` gives back the wording a recorded selector was trained with.
 """
 
 from __future__ import annotations
@@ -29,26 +34,75 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..data.passage import doc_passage_text, passage_text
+from ..prompts import Prompt, load_prompt
 from ..records import CandidateDoc
 from .chat import render_chat
 from .identifiers import IdentifierScheme
 
-__all__ = ["SELECTOR_INSTRUCTIONS", "SELECTOR_SYSTEM", "SelectorPrompt", "build_selector_prompt", "end_token_id",
-           "prompt_template"]
+__all__ = ["LAYOUT_VERSION", "SELECTOR_INSTRUCTIONS", "SELECTOR_SYSTEM", "SelectorPrompt", "SelectorWording",
+           "build_selector_prompt", "end_token_id", "prompt_template"]
 
-SELECTOR_SYSTEM = "You select the passages that a reader needs to answer a question."
-SELECTOR_INSTRUCTIONS = (
-    "Below are passages, each introduced by an identifier. Reply with the identifiers of every passage "
-    "needed to answer the question, one per line, most useful first, and nothing else."
-)
 LAYOUT_VERSION = "selector-layout-v1"
 
 
-def prompt_template() -> dict[str, str]:
-    """What defines the prompt (stored in selector_config.json so a deployed selector is self-describing)."""
-    text = SELECTOR_SYSTEM + SELECTOR_INSTRUCTIONS + LAYOUT_VERSION
-    return {"system": SELECTOR_SYSTEM, "instructions": SELECTOR_INSTRUCTIONS, "layout": LAYOUT_VERSION,
-            "hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+@dataclass(frozen=True)
+class SelectorWording:
+    """The selection prompt's wording: the `system` message and the `instructions` heading the user message."""
+
+    system: str
+    instructions: str
+
+    @classmethod
+    def default(cls) -> SelectorWording:
+        """Ours: ``purecover/prompts/selector.txt``."""
+        return cls.from_prompt(load_prompt("selector"))
+
+    @classmethod
+    def from_prompt(cls, prompt: Prompt) -> SelectorWording:
+        """From a loaded ``selector`` prompt (ours or a user's file)."""
+        return cls(prompt.render("system"), prompt.render("instructions"))
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> SelectorWording:
+        """From ``student.prompt_file`` (null: ours); a file that cannot be used is a TemplateError naming it."""
+        path = getattr(cfg, "prompt_file", None)
+        return cls.from_prompt(load_prompt("selector", path)) if path else cls.default()
+
+    def template(self) -> dict[str, str]:
+        """What defines the prompt: system, instructions, layout and the hash of the three (16 hex chars)."""
+        text = self.system + self.instructions + LAYOUT_VERSION
+        return {"system": self.system, "instructions": self.instructions, "layout": LAYOUT_VERSION,
+                "hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+    @classmethod
+    def from_record(cls, stored: Mapping[str, Any]) -> SelectorWording:
+        """The wording a selector_config.json's `prompt_template` records, once its hash is checked: the recorded
+        system and instructions must hash, with this layout, to the recorded hash. ValueError otherwise (another
+        layout, a wording edited after export, or a record without the wording)."""
+        ours = prompt_template()
+        if stored.get("hash") == ours["hash"]:
+            return cls.default()
+        system, instructions = stored.get("system"), stored.get("instructions")
+        if isinstance(system, str) and isinstance(instructions, str) and stored.get("layout") == LAYOUT_VERSION:
+            wording = cls(system, instructions)
+            if wording.template()["hash"] == stored.get("hash"):
+                return wording
+        raise ValueError(
+            f"the selector was trained with prompt template {stored.get('layout')!r} (hash {stored.get('hash')}), "
+            f"but this purecover renders {ours['layout']!r} (hash {ours['hash']}) and the recorded system and "
+            "instructions do not hash to the recorded hash; use the purecover version recorded in "
+            "selector_config.json")
+
+
+_DEFAULT = SelectorWording.default()
+SELECTOR_SYSTEM = _DEFAULT.system
+SELECTOR_INSTRUCTIONS = _DEFAULT.instructions
+
+
+def prompt_template(wording: SelectorWording | None = None) -> dict[str, str]:
+    """What defines the prompt (stored in selector_config.json so a deployed selector is self-describing);
+    `wording`: ours when None."""
+    return (wording or _DEFAULT).template()
 
 
 @dataclass
@@ -75,9 +129,11 @@ def _passage(doc: CandidateDoc | Mapping[str, JsonValue]) -> str:
 
 
 def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc | Mapping[str, JsonValue]],
-                          scheme: IdentifierScheme, max_passage_tokens: int = 192) -> SelectorPrompt:
+                          scheme: IdentifierScheme, max_passage_tokens: int = 192,
+                          wording: SelectorWording | None = None) -> SelectorPrompt:
     """Render the prompt for `docs` (`CandidateDoc` records, or dicts with ``title``/``text`` as in
-    candidates.jsonl); `scheme` must be checked for len(docs)."""
+    candidates.jsonl); `scheme` must be checked for len(docs). `wording`: ours when None."""
+    wording = wording or _DEFAULT
     if len(docs) > len(scheme.token_ids):
         raise ValueError(f"{len(docs)} passages but the identifier scheme is bound to {len(scheme.token_ids)}")
     lines = []
@@ -85,8 +141,8 @@ def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[Candidat
         body = _truncate(tokenizer, _passage(d), max_passage_tokens)
         lines.append(f"{label}: {body}")
     q = question.strip()
-    user = f"{SELECTOR_INSTRUCTIONS}\n\nQuestion: {q}\n\nPassages:\n" + "\n".join(lines) + f"\n\nQuestion: {q}"
-    text = render_chat(tokenizer, SELECTOR_SYSTEM, user).text
+    user = f"{wording.instructions}\n\nQuestion: {q}\n\nPassages:\n" + "\n".join(lines) + f"\n\nQuestion: {q}"
+    text = render_chat(tokenizer, wording.system, user).text
     return SelectorPrompt(text=text, input_ids=tokenizer(text, add_special_tokens=False)["input_ids"],
                           n_docs=len(docs))
 

@@ -1,4 +1,4 @@
-"""The select stage: run the exported selector over candidates.jsonl → selections.jsonl (DESIGN §4).
+"""The select stage: run the exported selector over candidates.jsonl → selections.jsonl (docs/concepts/file-formats.md).
 
     purecover select RECIPE [--set ...]
     purecover select --selector DIR --input ANY.jsonl --out FILE [--trec FILE]   (bring your own data: `.byo`)

@@ -1,6 +1,6 @@
 """Segment attention from one forward pass, without materialising full attention matrices.
 
-DESIGN §3.1. For each sequence we need Attn(X, Y) = (1/|X||Y|) Σ_{i∈X} Σ_{j∈Y} Ā_ij for a few row
+docs/concepts/method.md#segment-attention For each sequence we need Attn(X, Y) = (1/|X||Y|) Σ_{i∈X} Σ_{j∈Y} Ā_ij for a few row
 segments X (reasoning steps, the answer) and column segments Y (documents, steps), where Ā is
 the softmax attention averaged over the chosen layers and all query heads.
 

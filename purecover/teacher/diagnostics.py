@@ -1,4 +1,4 @@
-"""Diagnostics of a labels.jsonl: are the teacher's selections healthy? (DESIGN §3.3, "the labels are the product").
+"""Diagnostics of a labels.jsonl: are the teacher's selections healthy? (docs/guides/label-quality.md#diagnostics-always-on).
 
 Pure functions over ``labels.jsonl`` records (`LabelRecord`; and `CandidateRecord`s for the gold
 comparison); no I/O. Every figure they return is a plain float rounded to 4 decimals (or None

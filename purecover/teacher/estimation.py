@@ -1,4 +1,4 @@
-"""From raw scores to step weights e and coverage W (DESIGN §3.3), for every estimator.
+"""From raw scores to step weights e and coverage W (docs/concepts/method.md#step-weights-and-coverage), for every estimator.
 
 Two signals give raw scores for one question: segment attention (`SegmentAttention`: Attn(a, c_i)
 for e, Attn(c_i, d_k) − Bias(k) for W) and cosine similarity of sentence embeddings

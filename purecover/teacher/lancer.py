@@ -1,4 +1,4 @@
-"""LANCER-style requirement signal (DESIGN §3.6): sub-questions and 0..5 answerability ratings.
+"""LANCER-style requirement signal (docs/concepts/method.md#lancer-signal): sub-questions and 0..5 answerability ratings.
 
 The teacher writes `n` sub-questions for the question, then rates every (document, sub-question)
 pair from 0 to 5: the document is judged against the question joined with the sub-question
@@ -12,8 +12,10 @@ joining of the request with each sub-question, and the sub-question instructions
 (Ju, Landry, Yang, Verberne, Yates, "LANCER: LLM Reranking for Nugget Coverage", 2026; code:
 DylanJoo/LANCER, `prompts/neuclir.py` `prompt_rating_gen` / `prompt_subquestion_gen` and
 `augmentation/gen_ratings.py`; the same rubric is in DylanJoo/crux, `crux/prompts/crux.py`).
-The wording below is ours; LANCER's report request becomes a question. Other wordings (LANCER's
-original included) can be supplied as template files, see `load_template`.
+The wording is ours, in ``purecover/prompts/`` (``lancer_subquestion.txt``, ``lancer_system.txt``,
+``lancer_rating.txt``, read by `purecover.prompts.load_prompt`); LANCER's report request becomes a
+question. Other wordings (LANCER's original included) can be supplied as template files, see
+`load_template`.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..models.chat import render_chat
+from ..prompts import PROMPTS, TemplateError, check_template_text, load_prompt
 from ..records import CandidateDoc
 from .prompts import document_body
-from .template_text import TemplateError, read_template, template_placeholders
 
 if TYPE_CHECKING:  # the backends pull in torch; this module stays light (config.py checks templates with it)
     from ..models.generation import GenerationBackend
@@ -37,44 +39,17 @@ __all__ = ["RATING_TEMPLATE", "SUBQUESTION_TEMPLATE", "TEMPLATE_FIELDS", "Templa
 
 TemplateKind = Literal["rating", "subquestion"]
 
+_PROMPT_NAMES: dict[str, str] = {"rating": "lancer_rating", "subquestion": "lancer_subquestion"}
+
 # Placeholders each template must use, and may only use.
-TEMPLATE_FIELDS: dict[str, tuple[str, ...]] = {
-    "rating": ("question", "subquestion", "document"),
-    "subquestion": ("question", "n"),
-}
+TEMPLATE_FIELDS: dict[str, tuple[str, ...]] = {kind: PROMPTS[name].parts[""].required
+                                               for kind, name in _PROMPT_NAMES.items()}
 
-_SYSTEM = "You are a careful research assistant."
+_SYSTEM = load_prompt("lancer_system").text
 
-SUBQUESTION_TEMPLATE = (
-    "Break the question below into {n} sub-questions that would guide the search for a focused and "
-    "complete answer. Between them, the sub-questions should cover the key points that have to be found "
-    "out or explained to answer it. Make them differ from one another, with no repeats. Keep each one "
-    "short (under 20 words) and about a single aspect.\n\n"
-    "Question: {question}\n\n"
-    "Write exactly {n} lines, numbered 1. to {n}., one sub-question per line. Add no comments or "
-    "explanations, and nothing after line {n}."
-)
+SUBQUESTION_TEMPLATE = load_prompt("lancer_subquestion").text
 
-RATING_TEMPLATE = (
-    "Can the document below answer the question? The question comes in two parts, a main question "
-    "and one of its sub-questions: read them together, as the sub-question asked within the main "
-    "question.\n\n"
-    "Score the document from 0 to 5 on this scale:\n"
-    "5 - The document answers the question in full: it is squarely on topic, leaves nothing out and "
-    "states nothing wrong.\n"
-    "4 - The document answers most of the question: it is largely on topic, with small omissions or "
-    "small errors.\n"
-    "3 - The document answers part of the question: it is partly on topic, with clear omissions or "
-    "errors.\n"
-    "2 - The document says little that helps: it is weakly related, with large omissions or errors.\n"
-    "1 - The document is barely related: it offers hardly anything toward an answer and falls short "
-    "in serious ways.\n"
-    "0 - The document is unrelated to the question and answers none of it.\n\n"
-    "Main question: {question}\n"
-    "Sub-question: {subquestion}\n\n"
-    "Document:\n{document}\n\n"
-    "Reply with a single integer from 0 to 5 and nothing else."
-)
+RATING_TEMPLATE = load_prompt("lancer_rating").text
 
 _INT = re.compile(r"-?\d+")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\(?\d+[.)\]:]|q\d+[.):]|sub-?question\s*\d*[.):]?)\s*", re.IGNORECASE)
@@ -85,22 +60,13 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\(?\d+[.)\]:]|q\d+[.):]|sub-?question\s*\d
 
 def check_template(text: str, kind: TemplateKind, source: str) -> str:
     """`text` if it uses every placeholder of `kind` and no other; else TemplateError naming `source`."""
-    allowed = TEMPLATE_FIELDS[kind]
-    names = template_placeholders(text, source)
-    takes = ", ".join(f"{{{f}}}" for f in allowed)
-    for name in names:
-        if name not in allowed:
-            raise TemplateError(f"{source}: unknown placeholder {{{name}}} in the {kind} template "
-                                f"(it takes {takes}; write {{{{ and }}}} for literal braces)")
-    for name in allowed:
-        if name not in names:
-            raise TemplateError(f"{source}: the {kind} template lacks the placeholder {{{name}}} (it needs {takes})")
-    return text
+    return check_template_text(text, PROMPTS[_PROMPT_NAMES[kind]].parts[""], source, f"the {kind} template")
 
 
 def load_template(path: str | Path, kind: TemplateKind) -> str:
-    """Read a UTF-8 template file and check its placeholders (`TEMPLATE_FIELDS[kind]`)."""
-    return check_template(read_template(path, kind), kind, str(path))
+    """Read a UTF-8 template file (used as read, final newline included) and check its placeholders
+    (`TEMPLATE_FIELDS[kind]`)."""
+    return load_prompt(_PROMPT_NAMES[kind], path).text
 
 
 # ---------------------------------------------------------------------------- prompts

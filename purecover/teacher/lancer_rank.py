@@ -1,4 +1,4 @@
-"""LANCER's aggregations as rerankers over a ratings matrix, and the fusion of its signal (DESIGN §3.6).
+"""LANCER's aggregations as rerankers over a ratings matrix, and the fusion of its signal (docs/concepts/method.md#lancer-signal).
 
 The ratings matrix R has shape (K1, n): row k is candidate document k (retrieval order), column q
 is sub-question q, entries are answerability ratings 0..5 (integers, or expected ratings in

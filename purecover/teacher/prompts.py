@@ -1,7 +1,8 @@
 """The teacher's goal-oriented reasoning prompt and the token spans the capture needs.
 
-The user message is a template *file* (default: ``templates/reasoning.txt``, our wording of the
-paper's six instructions, Appendix F) with the placeholders ``{documents}`` (required, once: we
+The user message is a template *file* (default: ``purecover/prompts/reasoning.txt``, our wording of the
+paper's six instructions, Appendix F; the system message is ``reasoning_system.txt`` there, both read by
+`purecover.prompts.load_prompt`) with the placeholders ``{documents}`` (required, once: we
 render the numbered block ``[1] Title`` + newline + text, one document per line, so the document
 spans are known by construction), ``{question}`` (required) and ``{max_steps}`` (optional);
 ``{{``/``}}`` are literal braces. ``teacher.prompt_file`` replaces it, ``teacher.system_prompt``
@@ -10,25 +11,23 @@ the system message (`ReasoningPrompt.from_config`). The reply format is fixed: a
 rewritten in canonical form (`canonical_reply`) and the capture runs on prompt + canonical reply,
 so every span is known by construction and mapped to tokens through the tokenizer's offsets.
 
-Spans (DESIGN §3.1): a document span covers its title and text (not the ``[k]`` label); a
+Spans (docs/concepts/method.md#segment-attention): a document span covers its title and text (not the ``[k]`` label); a
 step span the text after ``[Step n]: ``; the answer span the text after ``[Answer]: ``.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from string import Formatter
 from typing import Any
 
 from ..data.passage import passage_text
 from ..models.chat import render_chat
+from ..prompts import PROMPTS, check_template_text, load_prompt
 from ..records import CandidateDoc, PromptWording
-from .template_text import TemplateError, read_template, template_placeholders
 
 __all__ = [
     "DEFAULT_TEMPLATE_FILE",
@@ -46,46 +45,30 @@ __all__ = [
     "template_key",
 ]
 
-SYSTEM_PROMPT = "You are a careful research assistant who answers multi-hop questions from documents."
+SYSTEM_PROMPT = load_prompt("reasoning_system").text
 
-DEFAULT_TEMPLATE_FILE = "reasoning.txt"  # in purecover/teacher/templates/
+DEFAULT_TEMPLATE_FILE = PROMPTS["reasoning"].file  # in purecover/prompts/
 
 # Placeholders of a reasoning template: required ones, and the optional one.
-REASONING_FIELDS: dict[str, tuple[str, ...]] = {"required": ("documents", "question"), "optional": ("max_steps",)}
+REASONING_FIELDS: dict[str, tuple[str, ...]] = {"required": PROMPTS["reasoning"].parts[""].required,
+                                                "optional": PROMPTS["reasoning"].parts[""].optional}
 
 
 def check_reasoning_template(text: str, source: str) -> str:
     """`text` if it has ``{documents}`` exactly once, ``{question}``, at most ``{max_steps}`` besides.
 
-    Raises `TemplateError` (a ValueError) naming `source` and the placeholder (`purecover.teacher.template_text`,
-    shared with the LANCER templates).
+    Raises `purecover.prompts.TemplateError` (a ValueError) naming `source` and the placeholder.
     """
-    names = template_placeholders(text, source)
-    required, optional = REASONING_FIELDS["required"], REASONING_FIELDS["optional"]
-    takes = ", ".join(f"{{{f}}}" for f in (*required, *optional))
-    for name in names:
-        if name not in required + optional:
-            raise TemplateError(f"{source}: unknown placeholder {{{name}}} in the reasoning template "
-                                f"(it takes {takes}; write {{{{ and }}}} for literal braces)")
-    for name in required:
-        if name not in names:
-            raise TemplateError(f"{source}: the reasoning template lacks the placeholder {{{name}}} "
-                                f"(it needs {{documents}} and {{question}})")
-    if names.count("documents") > 1:
-        raise TemplateError(f"{source}: the placeholder {{documents}} occurs {names.count('documents')} times in the "
-                            "reasoning template; it must occur once (the document spans are located from it)")
-    return text
+    return check_template_text(text, PROMPTS["reasoning"].parts[""], source, "the reasoning template")
 
 
 def load_reasoning_template(path: str | Path) -> str:
     """Read a UTF-8 reasoning template (one final newline dropped) and check its placeholders."""
-    return check_reasoning_template(read_template(path, "reasoning").removesuffix("\n"), str(path))
+    return load_prompt("reasoning", path).text
 
 
-@functools.lru_cache(maxsize=1)
 def _default_template() -> str:
-    text = (resources.files(__package__) / "templates" / DEFAULT_TEMPLATE_FILE).read_text(encoding="utf-8")
-    return text.removesuffix("\n")
+    return load_prompt("reasoning").text
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ STOP_REASONS = ("budget", "threshold", "first_step", "candidates", "ranking")
 
 def fuse(e: np.ndarray, W: np.ndarray, ratings: Sequence[Sequence[float]] | None, params: EstimationParams
          ) -> tuple[np.ndarray, np.ndarray]:
-    """(e, W) with LANCER ratings fused at weight β (DESIGN §3.6); unchanged without ratings or with β = 0."""
+    """(e, W) with LANCER ratings fused at weight β (docs/concepts/method.md#lancer-signal); unchanged without ratings or with β = 0."""
     if ratings is None or params.beta <= 0:
         return e, W
     return fuse_requirements(e, W, np.asarray(ratings, dtype=np.float64), params.beta)

@@ -1,4 +1,4 @@
-"""Coverage-objective solvers (DESIGN §3.4–3.5): the objective, a batched greedy, and an exact solver.
+"""Coverage-objective solvers (docs/concepts/method.md#the-objective): the objective, a batched greedy, and an exact solver.
 
 Notation (one question): N reasoning steps with weights e (N,), K1 candidate documents, and the
 coverage matrix W (K1, N) whose row k says how much document k supports each step (rows =
@@ -204,7 +204,7 @@ def greedy_select(
     doc_mask: np.ndarray | None = None,
     step_mask: np.ndarray | None = None,
 ) -> GreedyResult:
-    """Greedy maximisation of f under |S| ≤ budget (DESIGN §3.5, corrected), vectorised over questions.
+    """Greedy maximisation of f under |S| ≤ budget (docs/concepts/method.md#greedy-selection, corrected), vectorised over questions.
 
     Each iteration computes, for every unselected real document k,
     g_k = Σ_i e_i u_i W_{k,i} − λ (1 − max_i W_{k,i} e_i), picks k* = argmax g (ties: smallest k),

@@ -19,7 +19,7 @@ import torch
 from ..data.candidates import read_candidate_records
 from ..data.splits import question_split
 from ..models.identifiers import IdentifierScheme
-from ..models.selector_prompt import build_selector_prompt
+from ..models.selector_prompt import SelectorWording, build_selector_prompt
 from ..records import LabelRecord, LineRecordError, validate_line
 from ..utils.io import read_jsonl
 
@@ -47,9 +47,10 @@ class ExampleCounts:
 
 
 def load_training_examples(candidates_path: str | Path, labels_path: str | Path, tokenizer: Any,
-                           scheme: IdentifierScheme, max_passage_tokens: int
-                           ) -> tuple[list[SelectorExample], ExampleCounts]:
-    """Join the two files (order of labels.jsonl) and render prompts; returns (examples, counts)."""
+                           scheme: IdentifierScheme, max_passage_tokens: int,
+                           wording: SelectorWording | None = None) -> tuple[list[SelectorExample], ExampleCounts]:
+    """Join the two files (order of labels.jsonl) and render prompts (`wording`: ours when None); returns
+    (examples, counts)."""
     candidates_path, labels_path = Path(candidates_path), Path(labels_path)
     for p, stage in ((candidates_path, "data"), (labels_path, "label")):
         if not p.is_file():
@@ -85,7 +86,7 @@ def load_training_examples(candidates_path: str | Path, labels_path: str | Path,
         if ids and [docs[k].doc_id for k in selected] != ids:
             raise bad("selected_doc_ids", f"do not match the candidates of {qid!r} (labels made from another "
                                           "candidates file?)")
-        prompt = build_selector_prompt(tokenizer, cands[qid].question, docs, scheme, max_passage_tokens)
+        prompt = build_selector_prompt(tokenizer, cands[qid].question, docs, scheme, max_passage_tokens, wording)
         examples.append(SelectorExample(qid, prompt.input_ids, list(selected), len(docs)))
         used += 1
     counts = ExampleCounts(labels=n_labels, used=used, skipped_error=skipped_error)

@@ -1,4 +1,4 @@
-"""The export stage: a trained checkpoint → a self-contained selector directory (DESIGN §1, §4).
+"""The export stage: a trained checkpoint → a self-contained selector directory (docs/concepts/stage-contract.md, docs/concepts/file-formats.md).
 
     purecover export RECIPE [--set ...]        # run_dir/checkpoints/final → run_dir/selector/
 

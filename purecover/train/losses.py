@@ -1,4 +1,4 @@
-"""The student's losses (DESIGN §3.7): permutation-invariant LM loss + pairwise contrastive loss.
+"""The student's losses (docs/concepts/method.md#the-student): permutation-invariant LM loss + pairwise contrastive loss.
 
     L_LM = min over orderings π of S of the mean token NLL of the reply in order π
            (lm_reduction="sequence_sum": of its total NLL, −log p; the same ordering wins, since

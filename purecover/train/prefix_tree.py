@@ -1,4 +1,4 @@
-"""Scoring many replies after one prompt: the replies laid out as one prefix tree (DESIGN §3.7).
+"""Scoring many replies after one prompt: the replies laid out as one prefix tree (docs/concepts/method.md#the-student).
 
 All orderings of a subset share prefixes, so they are laid out as one tree (shared prefixes
 once: 530 tokens for the 120 orderings of |S| = 5) and scored in a single no-grad forward over

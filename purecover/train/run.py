@@ -30,7 +30,7 @@ from ..config import ConfigError, Recipe
 from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
-from ..models.selector_prompt import end_token_id, prompt_template
+from ..models.selector_prompt import SelectorWording, end_token_id, prompt_template
 from ..records import (
     RecordError,
     StageSummary,
@@ -239,7 +239,8 @@ def train_student(run: StageRun) -> TrainSummary:
     model, tokenizer = _load_student(recipe)
     k1 = max(len(rec.docs) for rec in read_candidate_records(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
-    examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens)
+    wording = SelectorWording.from_config(cfg)  # ours, or student.prompt_file's parts over ours
+    examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens, wording)
     train, calib, test = split_examples(examples, cfg.eval_fraction, recipe.seed, cfg.calibration_share)
     args = build_training_arguments(recipe, has_eval=bool(calib))
     if not show_progress:
@@ -297,7 +298,7 @@ def train_student(run: StageRun) -> TrainSummary:
             identifiers=scheme.to_record(), k1=k1, tau3=tau3, tau3_logprob=th["tau3_logprob"],
             calib_subset_f1=calib_f1, calib_subset_f1_logprob=calib_f1_logprob, test_subset_f1=test_f1,
             test_subset_f1_logprob=test_f1_logprob, k_max=k_max, min_select=cfg.min_select,
-            max_passage_tokens=cfg.max_passage_tokens, prompt_template=prompt_template(),
+            max_passage_tokens=cfg.max_passage_tokens, prompt_template=prompt_template(wording),
             losses=StudentLosses(**loss_settings(cfg)), log_history=trainer.state.log_history,
             config_hash=config_hash, summary=summary,
         )

@@ -1,4 +1,4 @@
-"""`SelectorTrainer`: a `transformers.Trainer` whose only change is the loss (DESIGN §3.7).
+"""`SelectorTrainer`: a `transformers.Trainer` whose only change is the loss (docs/concepts/method.md#the-student).
 
 Checkpointing, resume, gradient accumulation, mixed precision, DeepSpeed (through
 `accelerate launch`) and logging are the Trainer's own. The loss components L_CL and L_LM

@@ -81,9 +81,9 @@ STEPS = ["The Eiffel Tower was designed by Gustave Eiffel's company.", "Gustave 
 MULTI_LABEL = label("q1", [1, 3], steps=STEPS)
 
 # --- LANCER reference ratings (d1..d5 × 3 sub-questions) ------------------------------------
-REFERENCES = [[3, 3, 0], [1, 1, 0], [5, 2, 0], [2, 2, 1], [0, 0, 3]]
+WORKED_EXAMPLE_RATINGS = [[3, 3, 0], [1, 1, 0], [5, 2, 0], [2, 2, 1], [0, 0, 3]]
 LANCER_REC = record("q?", [(f"d{i + 1}", f"text {i + 1}") for i in range(5)], qid="ql")
-LANCER_LABEL = label("ql", [2, 0], ratings=REFERENCES)
+LANCER_LABEL = label("ql", [2, 0], ratings=WORKED_EXAMPLE_RATINGS)
 
 
 def relevance_order(embedder, rec) -> list[int]:
@@ -152,7 +152,7 @@ def test_teacher_and_student_errors():
 ])
 def test_lancer_aggregations_match_lancer_rank(name, method, params):
     sel = make_baseline(name, **params)
-    expected = lancer_rank(np.asarray(REFERENCES), method, **params).order
+    expected = lancer_rank(np.asarray(WORKED_EXAMPLE_RATINGS), method, **params).order
     assert sel.select(LANCER_REC, LANCER_LABEL, None, 5) == expected
     assert sel.select(LANCER_REC, LANCER_LABEL, None, 2) == expected[:2]
 
@@ -169,7 +169,7 @@ def test_lancer_missing_ratings_names_qid():
     with pytest.raises(ValueError, match="question ql.*ratings"):
         sel.select(LANCER_REC, None, None, 3)
     with pytest.raises(ValueError, match="question ql.*shape"):
-        sel.select(LANCER_REC, label("ql", ratings=REFERENCES[:3]), None, 3)
+        sel.select(LANCER_REC, label("ql", ratings=WORKED_EXAMPLE_RATINGS[:3]), None, 3)
     with pytest.raises(ValueError, match="unknown LANCER method"):
         LancerAggregation("max")
 

@@ -159,6 +159,36 @@ def test_rerun_generates_nothing_and_rewrites_the_same_outputs(evaluated):
     assert {p.name: p.read_bytes() for p in pred_dir.glob("*.jsonl")} == before
 
 
+def test_eval_prompt_file_changes_the_prompts_and_is_recorded(evaluated, tmp_path, sample_file, tiny_generator_dir):
+    """eval.prompt_file: other prompts (other cache keys), its name and hash in metrics.json, an in-place edit
+    redoes a complete evaluation."""
+    import shutil
+
+    from purecover.eval.rag_prompt import RagPrompt
+    from purecover.stages import execute_stage
+
+    recipe, _ = evaluated
+    ours = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())
+    assert ours["answer_prompt"] == RagPrompt.default().record() and ours["answer_prompt"]["file"] == "rag_answer.txt"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy2(recipe.run_path / "candidates.jsonl", run_dir / "candidates.jsonl")
+    prompt = tmp_path / "answer.txt"
+    prompt.write_text("[[reply]]\nAnswer in as few words as you can.\n", encoding="utf-8")
+    mine = load_recipe(None, [*_overrides(run_dir, sample_file, tiny_generator_dir), f"eval.prompt_file={prompt}",
+                              "eval.methods=[retrieval,none]"])
+    first = execute_stage("evaluate", mine, show_progress=False)
+    metrics = json.loads((run_dir / "eval" / "metrics.json").read_text())
+    assert metrics["answer_prompt"] == {"file": "answer.txt", "sha256": RagPrompt.from_config(mine.eval).sha256}
+    keys = {json.loads(line)["prompt_key"] for line in (run_dir / "eval" / "predictions" / "none@2.jsonl").open()}
+    default_keys = {json.loads(line)["prompt_key"]
+                    for line in (recipe.run_path / "eval" / "predictions" / "none@2.jsonl").open()}
+    assert keys and not keys & default_keys and first.summary.generated == first.summary.prompts
+    assert execute_stage("evaluate", mine, show_progress=False).action == "skip"
+    prompt.write_text("[[reply]]\nOne word.\n", encoding="utf-8")  # edited in place: same recipe
+    assert execute_stage("evaluate", mine, show_progress=False).action != "skip"
+
+
 def test_score_command_reproduces_the_metrics(evaluated, sample_file):
     from purecover.eval.score_cli import run_score
 

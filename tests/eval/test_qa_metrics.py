@@ -1,4 +1,4 @@
-"""QA metrics: one case per rule (DESIGN §5), FlashRAG-style substring acc vs ours, real samples."""
+"""QA metrics: one case per rule (docs/guides/evaluation.md#metrics), FlashRAG-style substring acc vs ours, real samples."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_strategyqa_scoring_uses_the_parsed_answer():
 
 
 def _flashrag_style_acc(prediction: str, golds: list[str]) -> float:
-    """FlashRAG's `acc` as described in REFERENCES.md: raw substring containment after normalisation."""
+    """FlashRAG's `acc` (docs/guides/evaluation.md#qa): raw substring containment after normalisation."""
     return float(any(normalize_answer(g) in normalize_answer(prediction) for g in golds))
 
 

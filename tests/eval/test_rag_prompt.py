@@ -40,3 +40,25 @@ def test_rendering_without_a_chat_template_is_plain_text():
     text = render_qa_prompt(_PlainTokenizer(), "Which river?", DOCS[:1], "hotpotqa")
     system, user = qa_messages("Which river?", DOCS[:1], "hotpotqa")
     assert text == f"{system}\n\n{user}\n\n"
+
+
+def test_eval_prompt_file_replaces_the_parts_it_holds(tmp_path):
+    from purecover.config import load_recipe
+    from purecover.eval.rag_prompt import RagPrompt
+
+    path = tmp_path / "answer.txt"
+    path.write_text("[[reply]]\nOne word.\n\n[[document]]\n<{i}> {title} | {text}\n\n[[user]]\n"
+                    "Q: {question}\n{documents}\n", encoding="utf-8")
+    prompt = RagPrompt.from_config(load_recipe(None, [f"eval.prompt_file={path}"]).eval)
+    system, user = qa_messages("Which river?", DOCS, "hotpotqa", prompt)
+    assert system == "Answer the question using the documents below. One word."
+    assert user == "Q: Which river?\n<1> Tollbridge | The river Mirren flows through it.\nDocument 2: Untitled."
+    assert qa_messages("Is it?", DOCS, "strategyqa", prompt)[0].endswith("Reply with yes or no only, with no "
+                                                                          "explanation.")  # ours kept
+    assert qa_messages("Which river?", [], "hotpotqa", prompt) == ("Answer the question. One word.",
+                                                                  "Question: Which river?")
+    assert prompt.record() == {"file": "answer.txt", "sha256": prompt.prompt.sha256}
+    default = RagPrompt.from_config(load_recipe(None, []).eval)
+    assert default == RagPrompt.default() and default.record()["file"] == "rag_answer.txt"
+    assert default.sha256 != prompt.sha256
+    assert render_qa_prompt(_PlainTokenizer(), "Which river?", DOCS, "hotpotqa", prompt) == f"{system}\n\n{user}\n\n"

@@ -23,7 +23,7 @@ from purecover.records import CandidateDoc, CandidateRecord
 
 
 def test_crux_coverage_by_hand():
-    # REFERENCES ratings matrix, ranked d2, d4, d3, d5, d1
+    # LANCER's worked-example ratings matrix, ranked d2, d4, d3, d5, d1
     ratings = [[1, 1, 0], [2, 2, 1], [5, 2, 0], [0, 0, 3], [3, 3, 0]]
     expected = [0.0, 0.0, 1 / 3, 2 / 3, 1.0]
     for k, e in enumerate(expected, start=1):

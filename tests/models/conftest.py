@@ -29,7 +29,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -
     return _CACHE["tiny"]
 
 
-def _recipe(run_dir: Path, tiny: Path, lora: bool) -> Any:
+def _recipe(run_dir: Path, tiny: Path, lora: bool, extra: tuple[str, ...] = ()) -> Any:
     from purecover.config import load_recipe
 
     return load_recipe(None, [
@@ -37,20 +37,22 @@ def _recipe(run_dir: Path, tiny: Path, lora: bool) -> Any:
         "teacher.steps=oracle", "teacher.calibrate=false", "teacher.dtype=float32", "teacher.device=cpu",
         f"student.model={tiny}", "student.training.max_steps=4", "student.eval_fraction=0.25",
         "student.max_passage_tokens=40",
-        f"student.lora.enabled={'true' if lora else 'false'}",
+        f"student.lora.enabled={'true' if lora else 'false'}", *extra,
     ])
 
 
-def trained_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path, lora: bool = True) -> Any:
-    """The recipe of a finished train stage (LoRA or full model); data and labels are made once."""
-    if ("run", lora) in _CACHE:
-        return _CACHE[("run", lora)]
+def trained_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path, lora: bool = True,
+                extra: tuple[str, ...] = ()) -> Any:
+    """The recipe of a finished train stage (LoRA or full model; `extra` overrides); data and labels are made
+    once."""
+    if ("run", lora, extra) in _CACHE:
+        return _CACHE[("run", lora, extra)]
     from purecover.data.candidates import run_data_stage
     from purecover.teacher.job import run_label_stage
     from purecover.train.run import run_train_stage
 
     tiny = tiny_model_dir(tmp_path_factory, sample_dir)
-    recipe = _recipe(tmp_path_factory.mktemp("lora_run" if lora else "full_run"), tiny, lora)
+    recipe = _recipe(tmp_path_factory.mktemp("lora_run" if lora else "full_run"), tiny, lora, extra)
     labelled = _CACHE.get("labelled")
     if labelled is None:
         run_data_stage(recipe, show_progress=False)
@@ -60,7 +62,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path, lora
         for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
             shutil.copy2(labelled / name, recipe.run_path / name)
     run_train_stage(recipe, show_progress=False)
-    _CACHE[("run", lora)] = recipe
+    _CACHE[("run", lora, extra)] = recipe
     return recipe
 
 

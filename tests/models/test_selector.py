@@ -130,6 +130,37 @@ def test_prompt_template_mismatch_is_an_error(selector, selector_dir):
         Selector(selector.tokenizer, config, selector.backend)
 
 
+def test_a_recorded_wording_is_used_and_an_edited_one_refused(selector, selector_dir, candidates):
+    from purecover.models.selector_prompt import SelectorWording, prompt_template
+
+    mine = SelectorWording(selector.wording.system, "Name every passage the answer needs, one letter per line.")
+    config = read_selector_config(selector_dir).model_dump()
+    config["prompt_template"] = prompt_template(mine)
+    custom = Selector(selector.tokenizer, config, selector.backend)
+    assert custom.wording == mine and selector.wording == SelectorWording.default()
+    ids, _ = custom._prompt(candidates[0]["question"], candidates[0]["docs"], "question 0")
+    assert "Name every passage the answer needs" in selector.tokenizer.decode(ids)
+    config["prompt_template"] = {**config["prompt_template"], "instructions": "Edited after export."}
+    with pytest.raises(ValueError, match="do not hash to the recorded hash"):
+        Selector(selector.tokenizer, config, selector.backend)
+
+
+def test_student_prompt_file_is_trained_exported_and_used(tmp_path_factory, sample_dir):
+    """student.prompt_file shapes the training prompts, the export records it and the selector renders it."""
+    from purecover.models.selector_prompt import prompt_template
+    from purecover.train.export import run_export_stage
+    from tests.models.conftest import trained_run
+
+    path = tmp_path_factory.mktemp("wording") / "selector.txt"
+    path.write_text("[[instructions]]\nName every passage the answer needs, one letter per line.\n", encoding="utf-8")
+    recipe = trained_run(tmp_path_factory, sample_dir, lora=True, extra=(f"student.prompt_file={path}",))
+    run_export_stage(recipe)
+    recorded = read_selector_config(recipe.run_path / "selector").prompt_template
+    assert recorded["instructions"].startswith("Name every passage") and recorded["hash"] != prompt_template()["hash"]
+    loaded = Selector.from_pretrained(recipe.run_path / "selector", device="cpu", dtype="float32")
+    assert loaded.wording.instructions == recorded["instructions"]
+
+
 def test_hf_logits_match_train_helper(selector, candidates):
     """The backend's forward equals train/run.py's first_position_logits (used for τ3 calibration)."""
     from purecover.train.run import first_position_logits

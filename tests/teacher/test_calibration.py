@@ -1,4 +1,4 @@
-"""Position-bias calibration: dummy documents matched to the candidates' token lengths (DESIGN §3.2-3.3).
+"""Position-bias calibration: dummy documents matched to the candidates' token lengths (docs/concepts/method.md#position-bias-calibration).
 
 The tiny random Qwen2 (real tokenizer) and real HotpotQA candidates (K1 = 20, the default) from
 the data stage; real attention is captured as the label job does (steps → documents).

@@ -1,4 +1,4 @@
-"""Attention capture equals segment averages of eager `output_attentions` (DESIGN §3.1)."""
+"""Attention capture equals segment averages of eager `output_attentions` (docs/concepts/method.md#segment-attention)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""e and W from segment attention and from embeddings (DESIGN §3.3), checked against hand computation."""
+"""e and W from segment attention and from embeddings (docs/concepts/method.md#step-weights-and-coverage), checked against hand computation."""
 
 from __future__ import annotations
 

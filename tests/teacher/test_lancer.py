@@ -1,4 +1,4 @@
-"""LANCER-style sub-questions and answerability ratings (DESIGN §3.6), parsing and a real run on a tiny model."""
+"""LANCER-style sub-questions and answerability ratings (docs/concepts/method.md#lancer-signal), parsing and a real run on a tiny model."""
 
 from __future__ import annotations
 
@@ -493,7 +493,7 @@ def label_run(tmp_path: Path, name: str, candidates: Path, teacher: Path, *extra
 
 
 def test_label_stage_stores_int_ratings(tmp_path, lancer_candidates, tiny_teacher_dir):
-    """labels.jsonl `ratings` are JSON ints (DESIGN §4: `ratings?: [[int]]`), fused as R / 5."""
+    """labels.jsonl `ratings` are JSON ints (docs/reference/run-files.md#labelrecord: `ratings` is a list of int lists), fused as R / 5."""
     records, lines = label_run(tmp_path, "ints", lancer_candidates, tiny_teacher_dir)
     assert len(records) == 2
     for rec, line in zip(records, lines):

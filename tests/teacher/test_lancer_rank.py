@@ -1,4 +1,4 @@
-"""LANCER aggregations as rerankers and the fusion of the LANCER signal (DESIGN §3.6, REFERENCES worked examples)."""
+"""LANCER aggregations as rerankers and the fusion of the LANCER signal (docs/concepts/method.md#lancer-signal, with LANCER's worked example)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from purecover.teacher.lancer_rank import (
 )
 from purecover.teacher.solvers import greedy_select, objective
 
-# REFERENCES.md worked example: rows d1..d5 (indices 0..4), columns q1..q3
+# LANCER's worked example (docs/concepts/method.md#lancer-signal): rows d1..d5 (indices 0..4), columns q1..q3
 R_EX = np.array([[3, 3, 0], [1, 1, 0], [5, 2, 0], [2, 2, 1], [0, 0, 3]])
 D1, D2, D3, D4, D5 = range(5)
 

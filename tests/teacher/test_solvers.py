@@ -1,4 +1,4 @@
-"""Coverage objective, batched greedy and exact solver (DESIGN §3.4–3.5)."""
+"""Coverage objective, batched greedy and exact solver (docs/concepts/method.md#the-objective)."""
 
 from __future__ import annotations
 
