@@ -5,7 +5,8 @@
 
 Stage subcommands come from the registry (`purecover.stages`), which imports each stage lazily so
 `purecover --help` stays fast and optional dependencies are only needed by the stages using them;
-the other commands (config, pipeline, tune, score, prompts, report, label-report) are declared here.
+the other commands (config, pipeline, tune, score, prompts, report, label-report, publish, serve) are declared
+here.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ examples:
   purecover score preds.jsonl --dataset hotpotqa --gold hotpot_dev_distractor_v1.json --json
   purecover label-report runs/demo_cpu --k 5
   purecover prompts reasoning --recipe configs/recipes/demo_cpu.yaml
+  purecover serve runs/demo_cpu/selector --port 8000
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
 numbers, true/false, null, [lists]). Unknown keys are errors that name the closest valid key.
@@ -181,6 +183,59 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.out:
         print(f"written to {args.out}", file=sys.stderr)
     return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .serve import require_serve_extra
+
+    try:
+        require_serve_extra()
+    except ImportError as exc:
+        print(f"purecover serve: error: {exc}", file=sys.stderr)
+        return 1
+    from .serve.server import serve_command
+
+    return serve_command(args.selector_dir, host=args.host, port=args.port, backend=args.backend,
+                         device=args.device, dtype=args.dtype, max_batch=args.max_batch, max_wait_ms=args.max_wait_ms,
+                         max_queue=args.max_queue, model_name=args.model_name, api_key_env=args.api_key_env,
+                         log_level=args.log_level, shutdown_timeout=args.shutdown_timeout,
+                         max_body_bytes=int(args.max_body_mb * 2**20))
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``purecover serve SELECTOR_DIR``: takes an exported selector directory, not a recipe."""
+    p = sub.add_parser(
+        "serve",
+        help="serve an exported selector over HTTP: /v1/select, /v1/rerank (Cohere/Jina shape), /health, /metrics",
+        description="Load SELECTOR_DIR (the output of `purecover export`) and serve it with uvicorn: POST /v1/select "
+                    "(the kept set and every document's score), POST /v1/rerank and /v2/rerank (the Cohere/Jina "
+                    "rerank shape, plus `selected` and `logit`), GET /health, GET /v1/models and GET /metrics "
+                    "(Prometheus). Concurrent requests are batched into one forward pass (--max-batch, "
+                    "--max-wait-ms); beyond --max-queue waiting requests the server answers 429. SIGTERM or "
+                    "Ctrl-C stops it gracefully (requests in flight are answered). Needs the serve extra: "
+                    "pip install 'purecover[serve]'. Guide: docs/guides/serving.md.",
+    )
+    p.add_argument("selector_dir", metavar="SELECTOR_DIR", help="an exported selector directory (run_dir/selector)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="inference backend (default hf)")
+    p.add_argument("--device", default="auto", help="hf backend: auto | cpu | cuda[:N] (default auto)")
+    p.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (default auto)")
+    p.add_argument("--max-batch", type=int, default=16, help="requests gathered into one forward pass (default 16)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long a batch waits for more requests after its first one, in ms (default 5)")
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="waiting requests beyond which new ones get HTTP 429 (default 256)")
+    p.add_argument("--model-name", default=None, help="the model name in responses (default: the directory's name)")
+    p.add_argument("--api-key-env", default=None, metavar="NAME",
+                   help="require `Authorization: Bearer KEY`, KEY read from environment variable NAME "
+                        "(the key itself is never taken on the command line)")
+    p.add_argument("--max-body-mb", type=float, default=4.0,
+                   help="request bodies larger than this many MiB get HTTP 413 (default 4)")
+    p.add_argument("--shutdown-timeout", type=float, default=30.0,
+                   help="seconds in-flight requests get to finish after SIGTERM (default 30)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(handler=_cmd_serve)
 
 
 def _cmd_label_report(args: argparse.Namespace) -> int:
@@ -342,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit-message", default=None, help="with --push-to-hub: the commit message")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(handler=_cmd_publish)
+    _add_serve_parser(sub)
     return parser
 
 

@@ -547,6 +547,8 @@ class PredictionRecord(_Written):
     and reads hand-made ``{qid, prediction}`` files too (`purecover.eval.score_cli.read_predictions`).
     """
 
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"alpha_ndcg", "subtopic_recall"})
+
     qid: str = Field(description="The question's id (as in the candidates).")
     prediction: str = Field(description="The generator's answer (stripped).")
     method: str = Field(description="The method's name as in eval.methods (e.g. 'retrieval', 'student:DIR', "
@@ -573,6 +575,12 @@ class PredictionRecord(_Written):
                                                         "paragraphs; null when none was selected.")
     crux_coverage: Fraction | None = Field(description="Share of the teacher's LANCER sub-questions answered by the "
                                                        "selection (rating >= 3); null without ratings.")
+    alpha_ndcg: Fraction | None = Field(
+        default=None, description="alpha-nDCG@K of the selection, the gold supporting passages as subtopics; null "
+                                  "when no candidate is gold; absent in files of earlier versions.")
+    subtopic_recall: Fraction | None = Field(
+        default=None, description="Share of the gold supporting passages (subtopics) the selection covers, "
+                                  "retrieved or not; null without gold; absent in files of earlier versions.")
 
     @model_validator(mode="after")
     def _one_id_per_position(self) -> PredictionRecord:
@@ -616,6 +624,28 @@ class CruxCoverage(_Written):
     n: NonNegativeInt = Field(description="How many questions had ratings.")
 
 
+class SubtopicCoverage(_Written):
+    """Mean alpha-nDCG@K and subtopic recall@K over the questions, the gold supporting passages as subtopics
+    (`purecover.eval.subtopic_metrics`)."""
+
+    alpha_ndcg: Fraction | None = Field(description="Mean alpha-nDCG@K over the questions with a gold candidate; "
+                                                    "null when none has one.")
+    recall: Fraction | None = Field(description="Mean subtopic recall@K over the questions with gold supporting "
+                                                "passages; null when none has any.")
+    n_alpha_ndcg: NonNegativeInt = Field(description="How many questions the alpha-nDCG mean is over.")
+    n_recall: NonNegativeInt = Field(description="How many questions the recall mean is over.")
+    n_no_subtopics: NonNegativeInt = Field(description="Questions without gold supporting passages, left out of "
+                                                       "both means.")
+    n_none_retrieved: NonNegativeInt = Field(description="Questions with gold supporting passages none of which is "
+                                                         "a candidate: left out of the alpha-nDCG mean (no ranking "
+                                                         "can gain), in the recall mean with 0.")
+    alpha: Fraction = Field(description="The redundancy penalty alpha: a passage repeating a covered subtopic gains "
+                                        "(1 - alpha) per earlier cover.")
+    unit: Literal["passage", "title"] = Field(description="What one subtopic is: a gold passage (the dataset's own "
+                                                          "paragraphs) or a supporting title (a corpus file's "
+                                                          "chunks of one article).")
+
+
 class PairedTest(_Written):
     """One method against retrieval on the same questions, for one metric (`purecover.eval.stats.paired_test`)."""
 
@@ -632,7 +662,7 @@ class PairedTest(_Written):
 class BudgetResult(_Written):
     """One method at one budget K in metrics.json's ``results``: means over the evaluation questions."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval", "subtopics"})
 
     n: NonNegativeInt = Field(description="How many questions were answered.")
     em: Fraction | None = Field(description="Mean exact match; null without questions.")
@@ -644,6 +674,9 @@ class BudgetResult(_Written):
                                                              "paragraphs.")
     crux: CruxCoverage | None = Field(default=None, description="CRUX coverage from the teacher's LANCER ratings; "
                                                                 "absent in files of early versions.")
+    subtopics: SubtopicCoverage | None = Field(
+        default=None, description="alpha-nDCG@K and subtopic recall@K, the gold supporting passages as subtopics; "
+                                  "absent in files of earlier versions.")
     prompt_tokens: float | None = Field(ge=0, description="Mean prompt tokens per question.")
     completion_tokens: float | None = Field(ge=0, description="Mean answer tokens per question.")
     ci: dict[str, list[float]] | None = Field(
@@ -1104,6 +1137,11 @@ class SelectSummary(StageSummary):
     k_max: int | None = Field(description="Its most passages kept; null for no limit.")
     min_select: NonNegativeInt = Field(description="Its fewest passages kept.")
     selections: str = Field(description="The selections file written.")
+    vllm_read: dict[str, str] | None = Field(
+        default=None, description="vLLM backend only: how the identifier scores were read (read mode, logprobs "
+                                  "mode, score space, vLLM version, reason); absent for hf.")
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = StageSummary.WRITTEN_WHEN_SET | {"vllm_read"}
 
 
 class ByoSelectSummary(SelectSummary):

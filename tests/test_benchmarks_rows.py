@@ -109,6 +109,46 @@ def test_learnability_reports_each_seed_then_mean_and_worst() -> None:
     assert all(r["seed"] == 7 for r in one) and len(one) == 5  # one seed: no mean or worst
 
 
+def test_learnability_reports_on_report_seeds_only() -> None:
+    """Seeds settings were chosen on are listed without targets and left out of the mean and worst."""
+    learn = _load("learnability")
+    result = {"machine": {"cpus": 2, "processor": "x86_64"}, "seeds": [0, 1, 2, 3], "report_seeds": [1, 2, 3],
+              "results": {"colour": {"0": _run(0.40, 500), "1": _run(0.90, 500), "2": _run(0.86, 500),
+                                     "3": _run(0.95, 500)}}}
+    table = learn.rows(result)
+    chosen = [r for r in table if r.get("seed") == 0]
+    assert chosen and all(r["target"] is None and r["met"] is None for r in chosen)
+    assert "settings chosen at this seed" in chosen[0]["note"]
+    by = {(r["figure"], r["variant"]): r for r in table if "seed" not in r}
+    worst = by[("learnability.test_subset_f1_worst", "colour, cl+lm")]
+    assert (worst["value"], worst["met"], worst["note"]) == (0.86, True, "seed 2 of 1, 2, 3")
+    assert by[("learnability.test_subset_f1_mean", "colour, cl+lm")]["value"] == pytest.approx(0.9033, abs=1e-4)
+    assert learn.target_passed(result["results"], [1, 2, 3]) is True
+    assert learn.target_passed(result["results"], None) is False  # seed 0 misses it
+
+
+def test_learnability_merge_combines_runs_by_task_seed_and_variant(tmp_path, monkeypatch) -> None:
+    learn = _load("learnability")
+    base = {"benchmark": "learnability", "machine": {"cpus": 2, "processor": "x86_64"},
+            "target": {"task": "colour", "variant": "cl+lm"}}
+    first = {**base, "seeds": [0], "results": {"colour": {"0": _run(0.9, 500)}}}
+    lm_only = _run(0.5, 300)
+    lm_only["variants"] = {"lm": lm_only["variants"]["cl"]}
+    second = {**base, "seeds": [0, 1], "results": {"colour": {"1": _run(0.88, 500), "0": lm_only}}}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(first))
+    b.write_text(json.dumps(second))
+    out = tmp_path / "merged.json"
+    monkeypatch.setattr(learn, "plot", lambda results, path: None)  # no figure needed here
+    assert learn.merge([a, b], out, [1]) == 0
+    merged = json.loads(out.read_text())
+    assert merged["seeds"] == [0, 1] and merged["report_seeds"] == [1]
+    assert list(merged["results"]["colour"]) == ["0", "1"]
+    assert sorted(merged["results"]["colour"]["0"]["variants"]) == ["cl", "cl+lm", "lm"]
+    assert merged["target"]["pass"] is True and merged["rows"]
+    assert learn.merge([a], tmp_path / "bad.json", [5]) == 1 and not (tmp_path / "bad.json").exists()
+
+
 def test_learnability_seed_list() -> None:
     learn = _load("learnability")
     assert learn.seed_list("0,1,2") == [0, 1, 2] and learn.seed_list("7") == [7]

@@ -28,6 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     "eval": {"eval", "models", "data", "teacher.solvers", "teacher.lancer_rank"} | INFRA,
     "demo": {"demo", "models", "data", "teacher", "eval"} | INFRA,
     "pipeline": {"data", "models", "teacher", "train", "select", "eval"} | INFRA,
+    "serve": {"serve", "models", "data"} | INFRA,  # `purecover serve` and its remote client: a deployed selector
+    "integrations": {"integrations", "models", "serve.client"} | INFRA,  # LangChain/LlamaIndex/Haystack adapters
     "publish": set(INFRA),  # `purecover publish`: reads run-directory files, imports no stage
     **{name: {"models"} | INFRA for name in INFRA},
     "utils": {"models", "validate"} | INFRA,  # utils.entry is the `python -m` command line

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_helpers import run_and_kill_when
+from tests.process_helpers import purecover_holding_the_lock, run_and_kill_when
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "demo_cpu.yaml"
 
@@ -105,10 +105,11 @@ def test_pipeline_killed_in_every_stage_ends_like_an_uninterrupted_run(estimator
 def test_two_pipelines_on_one_run_dir(demo_model, tmp_path):
     """The second `purecover pipeline` on a busy run_dir is refused at once, naming the holder; the first
     ends with every question once (before the lock, both wrote and left a doubled candidates.jsonl
-    marked complete)."""
-    run = tmp_path / "run"
+    marked complete). The first holds the lock until the second has been refused, so the order is sure."""
+    run, release = tmp_path / "run", tmp_path / "release"
     cmd = [*_command(run, demo_model, "embedding")[:-2], "--set", "eval.methods=[retrieval]"]
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(purecover_holding_the_lock(cmd[3:], release), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     try:
         lock = run / ".purecover.lock"
         deadline = time.monotonic() + 120
@@ -116,12 +117,13 @@ def test_two_pipelines_on_one_run_dir(demo_model, tmp_path):
             assert time.monotonic() < deadline and first.poll() is None, "the first never locked"
             time.sleep(0.05)
         second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        release.touch()
         _, err = first.communicate(timeout=600)
     finally:
         if first.poll() is None:
             first.kill()
     assert first.returncode == 0, err[-4000:]
-    assert second.returncode == 1
+    assert second.returncode == 1, second.stderr[-4000:]
     assert f"is in use by `purecover pipeline` (pid {first.pid}" in second.stderr
     qids = [json.loads(line)["qid"] for line in (run / "candidates.jsonl").read_text().splitlines()]
     assert len(qids) == len(set(qids)) == 12

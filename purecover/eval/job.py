@@ -1,4 +1,5 @@
-"""The evaluate stage: methods × budgets → selections → RAG answers → QA and selection metrics, report, plots.
+"""The evaluate stage: methods × budgets → selections → RAG answers → QA and selection metrics (Coverage@K,
+Purity@K, CRUX Cov, α-nDCG@K, subtopic recall@K), report, plots.
 
     purecover evaluate RECIPE [--set ...]
 
@@ -60,6 +61,7 @@ from .qa_metrics import score_prediction
 from .questions import check_budgets, evaluation_questions
 from .rag_prompt import RagPrompt, render_qa_prompt
 from .selection_metrics import QuestionSelection, question_selection, summarize_selection
+from .subtopic_metrics import ALPHA, subtopic_unit
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,7 @@ def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[Questi
         answer=selection.answer,
         supporting=selection.supporting,
         crux=selection.crux,
+        subtopics=selection.subtopics,
         prompt_tokens=_mean([r.prompt_tokens for r in rows]),
         completion_tokens=_mean([r.completion_tokens for r in rows]),
     )
@@ -151,6 +154,8 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
     # The teacher's LANCER ratings, when labelling rated the candidates: CRUX coverage of every method.
     ratings = {qid: rec.ratings for qid, rec in method_labels(recipe, test_dir, MethodSpec("teacher", "teacher")).items()
                if rec.ratings is not None}
+    # α-nDCG@K / subtopic recall@K: gold passages counted as the data stage made them (paragraphs or titles)
+    unit = subtopic_unit(recipe.data.corpus)
 
     tokenizer = load_generator_tokenizer(recipe)
     generator_key = generator_id(recipe)
@@ -187,7 +192,7 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
                 for q, positions, key in zip(questions, chosen[(spec.name, k)], keys[(spec.name, k)]):
                     gen = cache[key]
                     scores = score_prediction(_dataset(q, recipe), gen.prediction, q.answers)
-                    sel = question_selection(q, positions, ratings.get(q.qid))
+                    sel = question_selection(q, positions, ratings.get(q.qid), k=k, unit=unit, alpha=ALPHA)
                     selection_rows.append(sel)
                     rows.append(PredictionRecord(
                         qid=q.qid, prediction=gen.prediction, method=spec.name, k=k, selected=positions,
@@ -195,7 +200,8 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
                         prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens, **scores,
                         answer_coverage=sel.answer_coverage, answer_purity=sel.answer_purity,
                         support_coverage=sel.support_coverage, support_purity=sel.support_purity,
-                        crux_coverage=sel.crux_coverage))
+                        crux_coverage=sel.crux_coverage, alpha_ndcg=sel.alpha_ndcg,
+                        subtopic_recall=sel.subtopic_recall))
                 write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", [r.to_json_dict() for r in rows])
                 per_k[str(k)] = _aggregate(rows, selection_rows)
                 question_scores[(spec.name, str(k))] = {"em": [r.em for r in rows], "f1": [r.f1 for r in rows],

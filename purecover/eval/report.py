@@ -4,7 +4,8 @@ Tables give percentages with two decimals, like the paper. The main table is lai
 paper's: one row per method, one column group per dataset (EM, F1, Acc) at ``eval.table_budget``,
 each with its 95% bootstrap interval over questions when metrics.json has one (`purecover.eval.stats`),
 followed by the paired test of every method against ``retrieval``.
-Plots (matplotlib, Agg backend, no display needed): EM vs K (with the interval as a band), Coverage@K
+The α-nDCG@K / subtopic recall@K table (`purecover.eval.subtopic_metrics`) says which questions its means
+leave out. Plots (matplotlib, Agg backend, no display needed): EM vs K (with the interval as a band), Coverage@K
 and Purity@K vs K (answer-containing candidates), and the generator's input tokens per question vs K.
 ``gold_support`` is a reference, not a competitor: drawn last, dashed and grey, labelled as a reference (the gold supporting paragraphs: not always the best on every panel).
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..records import BudgetResult, MetricsFile, load_json_record
+from ..records import BudgetResult, MetricsFile, SubtopicCoverage, load_json_record
 from ..utils.io import atomic_write_text
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str
                  for name, per_k in results.items()}
         out += _table(["method", *[f"K={b}" for b in budgets]],
                       [[name, *[f"{_pct(p.coverage)} / {_pct(p.purity)}" for p in row]] for name, row in parts.items()])
+    out += _subtopic_section(metrics)
     if any(per_k[b].crux is not None and per_k[b].crux.n for per_k in results.values() for b in budgets):
         out += ["", "## CRUX Cov@K: sub-questions answered by the selection (teacher's LANCER ratings >= 3)", "",
                 "The lancer_* baselines (and the teacher with teacher.lancer.beta > 0) select with these same "
@@ -170,6 +172,33 @@ def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str
 
 def _crux(result: BudgetResult) -> float | None:
     return result.crux.coverage if result.crux is not None else None
+
+
+_UNIT_WORDS = {"passage": "each gold supporting paragraph is one subtopic",
+               "title": "each supporting title is one subtopic (the corpus file's passages of one article count "
+                        "once)"}
+
+
+def _subtopic_section(metrics: MetricsFile) -> list[str]:
+    """α-nDCG@K / subtopic recall@K by K, with the questions left out (empty for a metrics.json without them)."""
+    results, budgets = metrics.results, [str(k) for k in metrics.budgets]
+    found = [sub for per_k in results.values() for b in budgets if (sub := per_k[b].subtopics) is not None]
+    if not found:
+        return []
+    first = found[0]  # the counts depend on the questions only: the same for every method and K
+    left_out = (f"Questions without gold supporting paragraphs are left out of both ({first.n_no_subtopics} of "
+                f"{metrics.questions}); those whose gold paragraphs no candidate holds are left out of α-nDCG only "
+                f"({first.n_none_retrieved}; their recall is 0).")
+    out = ["", "## α-nDCG@K / subtopic recall@K against gold supporting paragraphs", "",
+           f"Each method's passages at budget K, in its order, ranked as they were given to the generator (a "
+           f"selection shorter than K gains nothing after its end); {_UNIT_WORDS[first.unit]}, retrieved or "
+           f"not; α = {first.alpha:g}; the ideal ranking is greedy over the question's candidates. {left_out}", ""]
+
+    def cell(sub: SubtopicCoverage | None) -> str:
+        return "—" if sub is None else f"{_pct(sub.alpha_ndcg)} / {_pct(sub.recall)}"
+
+    return out + _table(["method", *[f"K={b}" for b in budgets]],
+                        [[name, *[cell(per_k[b].subtopics) for b in budgets]] for name, per_k in results.items()])
 
 
 def _percent_limits(ax: Any, values: Sequence[float]) -> None:
@@ -272,14 +301,15 @@ def plot_metrics(metrics: MetricsFile, out_dir: str | Path) -> list[Path]:
 
 def metrics_table(metrics: MetricsFile) -> tuple[list[str], list[list[str | int | float | None]]]:
     """(columns, rows): one row per method and budget K with the QA means (fractions), their interval
-    bounds, mean |D|, answer Coverage/Purity, input tokens and the paired test against retrieval
-    (None where absent). The experiment tracker's table of the evaluate stage."""
+    bounds, mean |D|, answer Coverage/Purity, input tokens, the paired test against retrieval, α-nDCG@K and
+    subtopic recall@K (None where absent). The experiment tracker's table of the evaluate stage."""
     columns = ["method", "K"]
     for m in ("em", "f1", "acc"):
         columns += [m, f"{m}_low", f"{m}_high"]
     columns += ["mean_k", "coverage", "purity", "prompt_tokens"]
     for m in ("em", "f1", "acc"):
         columns += [f"{m}_diff_vs_retrieval", f"{m}_p_vs_retrieval"]
+    columns += ["alpha_ndcg", "subtopic_recall"]
     rows: list[list[str | int | float | None]] = []
     for name, per_k in metrics.results.items():
         for k in sorted(per_k, key=int):
@@ -292,6 +322,8 @@ def metrics_table(metrics: MetricsFile) -> tuple[list[str], list[list[str | int 
             tests = r.vs_retrieval or {}
             for m in ("em", "f1", "acc"):
                 row += [tests[m].diff, tests[m].p] if m in tests else [None, None]
+            sub = r.subtopics
+            row += [sub.alpha_ndcg, sub.recall] if sub is not None else [None, None]
             rows.append(row)
     return columns, rows
 

@@ -12,9 +12,13 @@ Selection (per question, over the candidate list of ``candidates.jsonl``):
 Coverage (LANCER / CRUX):
 
 * CRUX Cov: the fraction of sub-questions answered (rating ≥ η) by at least one top-k document.
+* α-nDCG@K and subtopic recall@K of the selection as a ranking (best first), the question's gold
+  supporting passages as subtopics (`purecover.eval.subtopic_metrics`): the ideal ranking is drawn from
+  the question's candidates, and K is the budget, so a selection shorter than K gains nothing after its
+  last passage.
 
-Undefined values (empty gold, empty selection, no sub-questions) are ``None`` and are skipped by
-the aggregations, which report how many questions entered each mean.
+Undefined values (empty gold, empty selection, no sub-questions, no gold candidate) are ``None`` and are
+skipped by the aggregations, which report how many questions entered each mean.
 
 A question's figures are a `QuestionSelection`; their means over the questions a `SelectionMeans`, whose
 parts are the records metrics.json stores (`purecover.records.CoveragePurity`, ...).
@@ -28,7 +32,15 @@ import string
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from typing import Any
 
-from ..records import CandidateDoc, CandidateRecord, CoveragePurity, CruxCoverage, SupportingCoveragePurity
+from ..records import (
+    CandidateDoc,
+    CandidateRecord,
+    CoveragePurity,
+    CruxCoverage,
+    SubtopicCoverage,
+    SupportingCoveragePurity,
+)
+from .subtopic_metrics import ALPHA, SubtopicUnit, alpha_ndcg, question_subtopics, subtopic_recall
 
 __all__ = [
     "YES_NO",
@@ -121,18 +133,31 @@ class QuestionSelection:
     n_support_gold: int  # gold supporting paragraphs among the candidates
     gold_not_retrieved: int  # gold supporting paragraphs that are not candidates
     crux_coverage: float | None  # None without the teacher's LANCER ratings
+    alpha_ndcg: float | None  # None when no candidate is a gold supporting passage
+    subtopic_recall: float | None  # None when the question has no gold supporting passage
+    n_subtopics: int  # gold subtopics of the question, retrieved or not
+    n_subtopics_retrieved: int  # those some candidate covers
+    alpha: float  # α of alpha_ndcg
+    subtopic_unit: SubtopicUnit  # what one subtopic is (`purecover.eval.subtopic_metrics.subtopic_unit`)
 
 
-def question_selection(record: CandidateRecord, selected: Sequence[int], ratings: Any = None) -> QuestionSelection:
-    """Coverage and purity of one question against both gold definitions.
+def question_selection(record: CandidateRecord, selected: Sequence[int], ratings: Any = None, *,
+                       k: int | None = None, unit: SubtopicUnit = "passage", alpha: float = ALPHA
+                       ) -> QuestionSelection:
+    """Coverage and purity of one question against both gold definitions, and its subtopic metrics.
 
-    `record` is the question's candidates; `selected` a list of candidate positions. `ratings`, the
+    `record` is the question's candidates; `selected` a list of candidate positions, best first. `ratings`, the
     teacher's LANCER ratings of the question (one row per candidate in retrieval order, one column per
     sub-question), adds ``crux_coverage``: the share of sub-questions some selected candidate answers
-    (`crux_coverage`).
+    (`crux_coverage`). ``alpha_ndcg`` and ``subtopic_recall`` rank `selected` at cut-off `k` (the budget;
+    default: the selection's length), the ideal from all candidates, the subtopics counted by `unit`.
     """
     qid, docs = record.qid, record.docs
-    sel = set(_selected_positions(selected, len(docs), qid))
+    ranked = _selected_positions(selected, len(docs), qid)
+    sel = set(ranked)
+    cutoff = k if k is not None else max(len(ranked), 1)
+    topics = question_subtopics(record, unit)
+    ranking = [topics.covers[i] for i in ranked]
     answer_gold = answer_containing(docs, record.answers)
     gold_ids = set(record.gold_doc_ids)
     support_gold = {i for i, d in enumerate(docs) if d.doc_id in gold_ids}
@@ -148,6 +173,12 @@ def question_selection(record: CandidateRecord, selected: Sequence[int], ratings
         n_support_gold=len(support_gold),
         gold_not_retrieved=len(gold_ids - retrieved_ids),
         crux_coverage=_selected_crux(ratings, sorted(sel), qid),
+        alpha_ndcg=alpha_ndcg(ranking, topics.covers, cutoff, alpha),
+        subtopic_recall=subtopic_recall(ranking, topics.subtopics, cutoff),
+        n_subtopics=len(topics.subtopics),
+        n_subtopics_retrieved=len(topics.retrieved),
+        alpha=alpha,
+        subtopic_unit=unit,
     )
 
 
@@ -174,16 +205,24 @@ class SelectionMeans:
     answer: CoveragePurity  # against answer-containing candidates
     supporting: SupportingCoveragePurity  # against gold supporting paragraphs
     crux: CruxCoverage  # CRUX coverage over the questions with ratings
+    subtopics: SubtopicCoverage  # α-nDCG@K and subtopic recall@K
 
 
 def summarize_selection(rows: Sequence[QuestionSelection]) -> SelectionMeans:
     """Mean Coverage@K and Purity@K over `question_selection` rows, against answer-containing candidates
-    (``answer``) and gold supporting paragraphs (``supporting``).
+    (``answer``) and gold supporting paragraphs (``supporting``), and the subtopic metrics (``subtopics``).
 
     Undefined values are skipped; ``n_coverage``/``n_purity`` count the questions in each mean and
-    ``n_undefined_*`` those left out.
+    ``n_undefined_*`` those left out; ``subtopics`` counts the questions without gold and those whose gold no
+    candidate holds. The rows must share α and the subtopic unit.
     """
     n = len(rows)
+    settings = {(r.alpha, r.subtopic_unit) for r in rows} or {(ALPHA, "passage")}
+    if len(settings) > 1:
+        raise ValueError(f"the rows mix subtopic settings (alpha, unit): {sorted(settings)}")
+    ((alpha, unit),) = settings
+    ndcg, n_ndcg = _mean([r.alpha_ndcg for r in rows])
+    recall, n_recall = _mean([r.subtopic_recall for r in rows])
     answer_cov, n_answer_cov = _mean([r.answer_coverage for r in rows])
     answer_pur, n_answer_pur = _mean([r.answer_purity for r in rows])
     support_cov, n_support_cov = _mean([r.support_coverage for r in rows])
@@ -200,6 +239,11 @@ def summarize_selection(rows: Sequence[QuestionSelection]) -> SelectionMeans:
                                             n_undefined_purity=n - n_support_pur,
                                             gold_not_retrieved=sum(r.gold_not_retrieved for r in rows)),
         crux=CruxCoverage(coverage=crux, n=n_crux),
+        subtopics=SubtopicCoverage(alpha_ndcg=ndcg, recall=recall, n_alpha_ndcg=n_ndcg, n_recall=n_recall,
+                                   n_no_subtopics=sum(1 for r in rows if not r.n_subtopics),
+                                   n_none_retrieved=sum(1 for r in rows if r.n_subtopics and
+                                                        not r.n_subtopics_retrieved),
+                                   alpha=alpha, unit=unit),
     )
 
 

@@ -1,4 +1,9 @@
-"""Helpers for the optional vLLM backends (imported only when vLLM is chosen)."""
+"""Helpers for the optional vLLM backends (imported only when vLLM is chosen).
+
+Capabilities are read from the installed vLLM's classes, not from its version string: the values of
+`logprobs_mode` (`supported_logprobs_modes`) and whether `SamplingParams` has the ``logprob_token_ids``
+field of label reads (`supports_label_reads`, `label_read_limit`).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,12 @@ import torch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["release_vllm_memory", "supported_logprobs_modes", "vllm_version"]
+__all__ = ["LABEL_READ_FIELD", "label_read_limit", "release_vllm_memory", "sampling_params_fields",
+           "supported_logprobs_modes", "supports_label_reads", "vllm_version"]
+
+# The SamplingParams field of label reads: logprobs of exactly these token ids at each generated position,
+# whatever their rank (vLLM PR #34539, "Generative Scoring").
+LABEL_READ_FIELD = "logprob_token_ids"
 
 
 def release_vllm_memory() -> None:
@@ -77,3 +87,40 @@ def supported_logprobs_modes(vllm: Any) -> tuple[str, ...] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return None  # forwarded to EngineArgs: unknown, try
     return ()
+
+
+def sampling_params_fields(params_type: Any) -> frozenset[str]:
+    """The named fields of a `SamplingParams` class: msgspec struct fields (vLLM's own), dataclass fields,
+    class annotations along the MRO, and named constructor parameters. A bare ``**kwargs`` names nothing."""
+    if params_type is None:
+        return frozenset()
+    names: set[str] = set(getattr(params_type, "__struct_fields__", ()) or ())
+    if dataclasses.is_dataclass(params_type):
+        names.update(f.name for f in dataclasses.fields(params_type))
+    for klass in getattr(params_type, "__mro__", (params_type,)):
+        names.update(getattr(klass, "__annotations__", {}) or {})
+    try:
+        params = inspect.signature(params_type).parameters.values()
+    except (TypeError, ValueError):
+        params = ()  # type: ignore[assignment]
+    names.update(p.name for p in params if p.kind not in (inspect.Parameter.VAR_KEYWORD,
+                                                            inspect.Parameter.VAR_POSITIONAL))
+    return frozenset(n for n in names if isinstance(n, str))
+
+
+def supports_label_reads(vllm: Any) -> bool:
+    """True when the installed ``vllm.SamplingParams`` has the ``logprob_token_ids`` field (`LABEL_READ_FIELD`)."""
+    return LABEL_READ_FIELD in sampling_params_fields(getattr(vllm, "SamplingParams", None))
+
+
+def label_read_limit(vllm: Any) -> int | None:
+    """The most token ids one label read may ask for (``vllm.sampling_params.MAX_LOGPROB_TOKEN_IDS``, 128 where
+    it exists); None when this vLLM declares no limit."""
+    module = getattr(vllm, "sampling_params", None)
+    if module is None:
+        try:
+            import vllm.sampling_params as module  # type: ignore[no-redef]
+        except Exception:  # not importable here (a stand-in module, or no such module in this version)
+            return None
+    limit = getattr(module, "MAX_LOGPROB_TOKEN_IDS", None)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None

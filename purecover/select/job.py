@@ -52,9 +52,9 @@ from ..utils.io import ResumableJsonl, read_jsonl
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "SelectProgress", "run_select_stage", "select_candidates", "select_into",
-           "selection_inputs", "selection_record", "selector_config", "selector_fingerprint", "summarize_selections",
-           "write_selections"]
+__all__ = ["BATCH_SIZE", "SELECTIONS_FILE", "SelectProgress", "backend_read_info", "run_select_stage",
+           "select_candidates", "select_into", "selection_inputs", "selection_record", "selector_config",
+           "selector_fingerprint", "summarize_selections", "write_selections"]
 
 SELECTIONS_FILE = FILES["selections"]
 BATCH_SIZE = 8
@@ -64,13 +64,22 @@ Question = CandidateRecord | SelectInputRecord  # what is selected for: a questi
 
 @dataclasses.dataclass(frozen=True)
 class SelectProgress:
-    """What one `select_into` did: records written and found already written, torn lines cut off, and the
-    seconds spent selecting (without loading the selector)."""
+    """What one `select_into` did: records written and found already written, torn lines cut off, the
+    seconds spent selecting (without loading the selector) and, when a vLLM selector was loaded, how it read
+    the identifiers (`backend_read_info`)."""
 
     written: int
     already_done: int
     repaired_lines: int
     elapsed: float
+    backend_read: dict[str, str] | None = None
+
+
+def backend_read_info(selector: Selector) -> dict[str, str] | None:
+    """How the selector's backend reads the identifier scores (`VLLMSelectorBackend.read_info`: read mode,
+    logprobs mode, score space, vLLM version, reason); None for a backend without such a choice (hf)."""
+    info = getattr(selector.backend, "read_info", None)
+    return {str(k): str(v) for k, v in info().items()} if callable(info) else None
 
 
 def selector_config(selector_dir: Path) -> SelectorConfig:
@@ -135,6 +144,7 @@ def select_into(out_path: Path, records: Sequence[Question], load_selector: Call
     if batch_size < 1:
         raise ValueError(f"batch size must be >= 1, got {batch_size}")
     selector: Selector | None = None
+    read: dict[str, str] | None = None
     written = 0
     t0 = time.perf_counter()
     try:
@@ -143,6 +153,9 @@ def select_into(out_path: Path, records: Sequence[Question], load_selector: Call
             repaired = out.repaired
             if already < len(records):  # load only when there is work left
                 selector = load_selector()
+                read = backend_read_info(selector)
+                if read is not None:
+                    log.info("selector backend reads: %s", ", ".join(f"{k}={v}" for k, v in read.items()))
                 t0 = time.perf_counter()  # throughput without the loading time
             bar = tqdm(total=len(records), initial=already, desc="select", unit="q", disable=not show_progress)
             for i in range(0, len(records), batch_size):
@@ -160,13 +173,14 @@ def select_into(out_path: Path, records: Sequence[Question], load_selector: Call
         if selector is not None:
             selector.close()
     return SelectProgress(written=written, already_done=already, repaired_lines=repaired,
-                          elapsed=time.perf_counter() - t0)
+                          elapsed=time.perf_counter() - t0, backend_read=read)
 
 
 def summarize_selections(out_path: Path, questions: int, progress: SelectProgress, backend: str, sel_dir: Path,
                          config: SelectorConfig) -> SelectSummary:
     """The summary of a finished selection into `out_path` (`progress` from `select_into`); checks
-    that the file holds one `SelectionRecord` per question (errors name line and field)."""
+    that the file holds one `SelectionRecord` per question (errors name line and field). A vLLM selector's
+    `SelectProgress.backend_read` is added as ``vllm_read`` (read mode, logprobs mode, score space, version)."""
     sizes, empty = [], 0
     for lineno, rec in read_jsonl(out_path):
         record = validate_line(SelectionRecord, rec, out_path, lineno)
@@ -175,6 +189,7 @@ def summarize_selections(out_path: Path, questions: int, progress: SelectProgres
     if len(sizes) != questions:
         raise RuntimeError(f"{out_path} has {len(sizes)} records for {questions} questions")
     written, elapsed = progress.written, progress.elapsed
+    backend_read = {"vllm_read": {k: str(v) for k, v in progress.backend_read.items()}} if progress.backend_read else {}
     return SelectSummary(
         status="complete",
         questions=questions,
@@ -190,6 +205,7 @@ def summarize_selections(out_path: Path, questions: int, progress: SelectProgres
         k_max=config.k_max,
         min_select=config.min_select,
         selections=str(out_path),
+        **backend_read,
     )
 
 

@@ -9,6 +9,7 @@ must be identical. Format errors are checked on the reader directly (no generati
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,41 @@ def test_external_methods_equal_the_student_under_their_names(evaluated):
     report = (eval_dir / "report.md").read_text()
     for name in ("ext", "ids_only", "bm25 run"):
         assert name in report
+
+
+def _expected_subtopics(candidate: dict, selected: list[int], k: int) -> tuple[float | None, float | None]:
+    """α-nDCG@k and subtopic recall@k worked out directly: every gold paragraph is one subtopic, so a gold passage
+    gains 1 at its rank and the ideal ranks every gold candidate first."""
+    gold = set(candidate["gold_doc_ids"])
+    is_gold = [d["doc_id"] in gold for d in candidate["docs"]]
+    dcg = sum(1 / math.log2(r + 2) for r, i in enumerate(selected[:k]) if is_gold[i])
+    ideal = sum(1 / math.log2(r + 2) for r in range(min(k, sum(is_gold))))
+    recall = sum(is_gold[i] for i in selected[:k]) / len(gold) if gold else None
+    return (dcg / ideal if ideal else None), recall
+
+
+@pytest.mark.samples
+def test_external_methods_get_alpha_ndcg_and_subtopic_recall(evaluated):
+    """selections:PATH (JSONL and TREC run) are ranked as read: their α-nDCG@K and subtopic recall@K per question,
+    their means in metrics.json and their rows in report.md."""
+    recipe, _, candidates, stored = evaluated
+    eval_dir = recipe.run_path / "eval"
+    metrics = json.loads((eval_dir / "metrics.json").read_text())
+    by_qid = {r["qid"]: r for r in stored}
+    for name, slug in (("ext", "ext"), ("ids_only", "ids_only"), ("bm25 run", "bm25_run")):
+        for k in _BUDGETS:
+            rows = [r for _, r in read_jsonl(eval_dir / "predictions" / f"{slug}@{k}.jsonl")]
+            for c, row in zip(candidates, rows):
+                ndcg, recall = _expected_subtopics(c, by_qid[c["qid"]]["selected"], k)
+                assert row["alpha_ndcg"] == (pytest.approx(ndcg) if ndcg is not None else None)
+                assert row["subtopic_recall"] == pytest.approx(recall)
+            sub = metrics["results"][name][str(k)]["subtopics"]
+            defined = [r["alpha_ndcg"] for r in rows if r["alpha_ndcg"] is not None]
+            assert sub["n_alpha_ndcg"] == len(defined) > 0 and sub["alpha_ndcg"] == pytest.approx(
+                sum(defined) / len(defined))
+    section = (eval_dir / "report.md").read_text().split("## α-nDCG@K / subtopic recall@K")[1].split("\n## ")[0]
+    for name in metrics["methods"]:
+        assert f"| {name} |" in section
 
 
 def test_parse_methods_names_and_errors(tmp_path):

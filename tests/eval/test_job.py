@@ -1,12 +1,13 @@
 """The evaluate stage on the real HotpotQA sample with a tiny random generator (mechanics, not quality).
 
-The first six sample questions over their shared BM25 corpus (k1 = 5). Coverage@K / Purity@K are
-checked against values worked out by hand from the candidates (listed per question below).
+The first six sample questions over their shared BM25 corpus (k1 = 5). Coverage@K / Purity@K, α-nDCG@K and
+subtopic recall@K are checked against values worked out by hand from the candidates (listed per question below).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -107,6 +108,109 @@ def test_coverage_and_purity_match_hand_computed_values(evaluated, qid, name):
     got = (row["answer_coverage"], row["answer_purity"], row["support_coverage"], row["support_purity"])
     assert got == pytest.approx(_EXPECTED[(qid, name)]) if None not in _EXPECTED[(qid, name)] else \
         got == _EXPECTED[(qid, name)]
+
+
+_L3 = math.log2(3)
+# α-nDCG@K and subtopic recall@K, the two gold paragraphs of each question as subtopics (the same questions as
+# above: both gold paragraphs of the first two are candidates, none of the third's; ideal DCG 1 + 1/log2(3)).
+_EXPECTED_SUBTOPICS = {
+    ("5ab48ec25542991779162cdc", "retrieval@1"): (1.0, 0.5),
+    ("5ab48ec25542991779162cdc", "retrieval@2"): (1.0, 1.0),
+    ("5ab48ec25542991779162cdc", "retrieval@5"): (1.0, 1.0),
+    ("5ab48ec25542991779162cdc", "none@5"): (0.0, 0.0),
+    ("5ae7909f5542994a481bbda6", "retrieval@1"): (1.0, 0.5),
+    ("5ae7909f5542994a481bbda6", "retrieval@2"): (1 / (1 + 1 / _L3), 0.5),  # gold, then a non-gold passage
+    ("5ae7909f5542994a481bbda6", "retrieval@5"): ((1 + 1 / 2) / (1 + 1 / _L3), 1.0),  # second gold at rank 3
+    ("5ae7909f5542994a481bbda6", "gold_support@1"): (1.0, 0.5),
+    ("5ae7909f5542994a481bbda6", "gold_support@5"): (1.0, 1.0),
+    ("5a7f6fd75542992e7d278cfa", "retrieval@2"): (None, 0.0),  # gold not retrieved: left out of α-nDCG
+    ("5a7f6fd75542992e7d278cfa", "gold_support@5"): (None, 0.0),
+}
+
+
+@pytest.mark.parametrize(("qid", "name"), list(_EXPECTED_SUBTOPICS))
+def test_alpha_ndcg_and_subtopic_recall_match_hand_computed_values(evaluated, qid, name):
+    recipe, _ = evaluated
+    row = _predictions(recipe.run_path, name)[qid]
+    ndcg, recall = _EXPECTED_SUBTOPICS[(qid, name)]
+    assert row["alpha_ndcg"] == (pytest.approx(ndcg) if ndcg is not None else None)
+    assert row["subtopic_recall"] == pytest.approx(recall)
+
+
+def test_subtopic_means_in_metrics_json_and_report_for_every_method(evaluated):
+    recipe, _ = evaluated
+    metrics = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())
+    counts = set()
+    for method in ("retrieval", "gold_support", "none"):
+        for k in (1, 2, 5):
+            rows = _predictions(recipe.run_path, f"{method}@{k}").values()
+            sub = metrics["results"][method][str(k)]["subtopics"]
+            ndcg = [r["alpha_ndcg"] for r in rows if r["alpha_ndcg"] is not None]
+            recall = [r["subtopic_recall"] for r in rows if r["subtopic_recall"] is not None]
+            assert sub["alpha_ndcg"] == pytest.approx(sum(ndcg) / len(ndcg)) and sub["n_alpha_ndcg"] == len(ndcg)
+            assert sub["recall"] == pytest.approx(sum(recall) / len(recall)) and sub["n_recall"] == len(recall)
+            assert (sub["alpha"], sub["unit"]) == (0.5, "passage")  # data.corpus shared: the dataset's paragraphs
+            counts.add((sub["n_no_subtopics"], sub["n_none_retrieved"], sub["n_alpha_ndcg"], sub["n_recall"]))
+    (no_gold, none_retrieved, n_ndcg, n_recall), = counts  # the same questions for every method and K
+    assert no_gold == 0 and none_retrieved >= 1 and n_ndcg == 6 - none_retrieved and n_recall == 6
+    assert metrics["results"]["gold_support"]["5"]["subtopics"]["alpha_ndcg"] == 1.0
+    assert metrics["results"]["none"]["5"]["subtopics"]["alpha_ndcg"] == 0.0
+    report = (recipe.run_path / "eval" / "report.md").read_text()
+    section = report.split("## α-nDCG@K / subtopic recall@K against gold supporting paragraphs")[1].split("\n## ")[0]
+    assert "Questions without gold supporting paragraphs are left out of both (0 of 6)" in section
+    assert f"left out of α-nDCG only ({none_retrieved}; their recall is 0)" in section
+    for method in ("retrieval", "gold_support", "none"):
+        cells = [f"{100 * v:.2f}" for v in (metrics["results"][method]["5"]["subtopics"]["alpha_ndcg"],
+                                             metrics["results"][method]["5"]["subtopics"]["recall"])]
+        row = next(line for line in section.splitlines() if line.startswith(f"| {method} |"))
+        assert row.endswith(f"| {cells[0]} / {cells[1]} |")  # K = 5, the last column
+
+
+def test_a_corpus_file_counts_each_supporting_article_once(tmp_path, sample_file, tiny_generator_dir):
+    """data.corpus a file of chunks (each paragraph of the first six questions cut into one chunk per sentence):
+    a supporting title is one subtopic, its chunks after the first are redundant (unit "title")."""
+    from purecover.data.candidates import run_data_stage
+    from purecover.data.corpus import normalize_title
+    from purecover.eval.job import run_evaluate_stage
+
+    questions = json.loads(sample_file("hotpotqa").read_text())[:6]
+    chunks = {}
+    for q in questions:
+        for title, sentences in q["context"]:
+            for sentence in sentences:
+                if sentence.strip():
+                    chunks[(title, sentence.strip())] = {"id": f"c{len(chunks)}", "title": title,
+                                                         "text": sentence.strip()}
+    corpus = tmp_path / "chunks.jsonl"
+    corpus.write_text("".join(json.dumps(c) + "\n" for c in chunks.values()))
+    run_dir = tmp_path / "run"
+    overrides = [o for o in _overrides(run_dir, sample_file, tiny_generator_dir) if not o.startswith("eval.methods")]
+    recipe = load_recipe(None, [*overrides, f"data.corpus={corpus}", "data.k1=10", "eval.methods=[retrieval]",
+                                "eval.budgets=[10]"])
+    run_data_stage(recipe, show_progress=False)
+    run_evaluate_stage(recipe, show_progress=False)
+    sub = json.loads((run_dir / "eval" / "metrics.json").read_text())["results"]["retrieval"]["10"]["subtopics"]
+    assert sub["unit"] == "title" and sub["n_recall"] == 6
+    rows = _predictions(run_dir, "retrieval@10")
+    repeated = 0
+    for c in map(json.loads, (run_dir / "candidates.jsonl").read_text().splitlines()):
+        gold, titles = set(c["gold_doc_ids"]), {normalize_title(t) for t in c["gold_titles"]}
+        assert len(gold) > len(titles) == 2  # several chunks per supporting article
+        keys = [normalize_title(d["title"]) if d["doc_id"] in gold else None for d in c["docs"]]
+        seen: dict[str, int] = {}
+        dcg = 0.0
+        for r, key in enumerate(keys):
+            if key is not None:
+                dcg += 0.5 ** seen.get(key, 0) / math.log2(r + 2)
+                seen[key] = seen.get(key, 0) + 1
+        repeated += any(n > 1 for n in seen.values())
+        # the ideal: one chunk of each retrieved article first, then the second chunks at gain 1/2, ...
+        per_title = sorted((0.5 ** j for t in set(keys) - {None} for j in range(keys.count(t))), reverse=True)
+        ideal = sum(g / math.log2(r + 2) for r, g in enumerate(per_title))
+        row = rows[c["qid"]]
+        assert row["alpha_ndcg"] == (pytest.approx(dcg / ideal) if ideal else None)
+        assert row["subtopic_recall"] == pytest.approx(len(seen) / len(titles))
+    assert repeated  # some ranking repeats an article: α matters here
 
 
 def test_gold_support_selection_is_pure_against_supporting_paragraphs(evaluated):

@@ -61,6 +61,39 @@ def test_heldout_questions_only_with_teacher_and_student(student_recipe):
     assert (recipe.run_path / "select.run.json").is_file()
 
 
+def test_teacher_and_student_get_alpha_ndcg_and_subtopic_recall(student_recipe):
+    """The set-wise teacher and student are ranked as they selected (best first, cut to K, not padded): their
+    α-nDCG@K and subtopic recall@K, worked out directly per question (each gold paragraph one subtopic), and
+    their means in metrics.json and rows in report.md."""
+    import math
+
+    from purecover.stages import run_stage
+
+    recipe = student_recipe
+    run_stage("evaluate", recipe, show_progress=False)  # done by the test above when run in one process
+    candidates = {r["qid"]: r for _, r in read_jsonl(recipe.run_path / "candidates.jsonl")}
+    metrics = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())
+    pred_dir = recipe.run_path / "eval" / "predictions"
+    for method in ("teacher", "student"):
+        for k in (1, 3):
+            rows = [r for _, r in read_jsonl(pred_dir / f"{method}@{k}.jsonl")]
+            for row in rows:
+                c = candidates[row["qid"]]
+                gold = set(c["gold_doc_ids"])
+                assert gold  # the demo set has supporting paragraphs
+                is_gold = [d["doc_id"] in gold for d in c["docs"]]
+                dcg = sum(1 / math.log2(r + 2) for r, i in enumerate(row["selected"]) if is_gold[i])
+                ideal = sum(1 / math.log2(r + 2) for r in range(min(k, sum(is_gold))))
+                assert row["alpha_ndcg"] == (pytest.approx(dcg / ideal) if ideal else None)
+                assert row["subtopic_recall"] == pytest.approx(sum(is_gold[i] for i in row["selected"]) / len(gold))
+            sub = metrics["results"][method][str(k)]["subtopics"]
+            assert sub["n_recall"] == len(rows) and sub["n_no_subtopics"] == 0
+            assert sub["recall"] == pytest.approx(sum(r["subtopic_recall"] for r in rows) / len(rows))
+    section = (recipe.run_path / "eval" / "report.md").read_text().split("## α-nDCG@K / subtopic recall@K")[1]
+    for method in ("retrieval", "teacher", "student"):
+        assert f"| {method} |" in section.split("\n## ")[0]
+
+
 def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
     """`teacher:DIR` reads another run's labels (here a copy with reversed selections)."""
     from purecover.stages import run_stage

@@ -98,6 +98,43 @@ def test_crux_table_appears_with_lancer_ratings():
     assert "## CRUX Cov@K" in text and "| student | 25.00 | 50.00 |" in text
 
 
+def _with_subtopics(raw: dict, unit: str = "passage") -> dict:
+    """`raw` with α-nDCG@K / subtopic recall@K in every result (8 questions: 1 without gold, 2 gold not retrieved)."""
+    for i, per_k in enumerate(raw["results"].values()):
+        for k, r in per_k.items():
+            r["subtopics"] = {"alpha_ndcg": 0.5 + 0.1 * i, "recall": 0.25 * int(k) / 5, "n_alpha_ndcg": 5,
+                              "n_recall": 7, "n_no_subtopics": 1, "n_none_retrieved": 2, "alpha": 0.5, "unit": unit}
+    raw["questions"] = 8
+    return raw
+
+
+def test_subtopic_table_by_budget_with_the_questions_left_out():
+    assert "α-nDCG" not in render_report(_metrics("musique", 0.2))  # a metrics.json of an earlier version
+    text = render_report(MetricsFile.model_validate(_with_subtopics(_raw("hotpotqa", 0.2))))
+    section = text.split("## α-nDCG@K / subtopic recall@K against gold supporting paragraphs")[1].split("\n## ")[0]
+    assert "| method | K=1 | K=5 |" in section
+    assert "| retrieval | 50.00 / 5.00 | 50.00 / 25.00 |" in section
+    assert "| student | 60.00 / 5.00 | 60.00 / 25.00 |" in section
+    assert "each gold supporting paragraph is one subtopic" in section and "α = 0.5" in section
+    assert "left out of both (1 of 8)" in section and "left out of α-nDCG only (2; their recall is 0)" in section
+    assert text.index("## Coverage@K / Purity@K against gold") < text.index("## α-nDCG@K") < text.index(
+        "## Generator input tokens")
+    titled = render_report(MetricsFile.model_validate(_with_subtopics(_raw("hotpotqa", 0.2), unit="title")))
+    assert "each supporting title is one subtopic" in titled
+
+
+def test_subtopic_figures_round_trip_and_reach_the_tracker_table(tmp_path):
+    raw = _with_subtopics(_raw("hotpotqa", 0.2))
+    metrics = MetricsFile.model_validate(raw)
+    assert read_metrics(_write_metrics(tmp_path, metrics.to_json_dict())) == metrics
+    assert metrics.to_json_dict()["results"]["student"]["5"]["subtopics"] == raw["results"]["student"]["5"]["subtopics"]
+    columns, rows = metrics_table(metrics)
+    assert columns[-2:] == ["alpha_ndcg", "subtopic_recall"]
+    assert dict(zip(columns, rows[-1]))["alpha_ndcg"] == pytest.approx(0.6)
+    _, old_rows = metrics_table(_metrics("musique", 0.2))
+    assert old_rows[0][-2:] == [None, None]
+
+
 def test_plots_are_written(tmp_path):
     import matplotlib.image
 

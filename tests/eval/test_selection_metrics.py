@@ -1,4 +1,5 @@
-"""Selection metrics (Coverage@K, Purity@K and their means over questions) and CRUX Cov."""
+"""Selection metrics (Coverage@K, Purity@K and their means over questions), CRUX Cov, and α-nDCG@K / subtopic
+recall@K on real HotpotQA questions (tests/eval/test_subtopic_metrics.py has the rest)."""
 
 from __future__ import annotations
 
@@ -142,8 +143,16 @@ def test_hotpotqa_gold_paragraph_selection(hotpot_records):
         non_gold_sel.append((rec, others))
         q = question_selection(rec, positions)
         assert q.support_coverage == 1.0 and q.support_purity == 1.0
+        assert q.alpha_ndcg == 1.0 and q.subtopic_recall == 1.0  # each gold paragraph one subtopic
+        bad_q = question_selection(rec, others, k=2)
+        assert bad_q.alpha_ndcg == 0.0 and bad_q.subtopic_recall == 0.0
+        late = question_selection(rec, [others[0], positions[0]], k=2)  # one gold, ranked second
+        assert late.alpha_ndcg == pytest.approx((1 / np.log2(3)) / (1 + 1 / np.log2(3)))
+        assert late.subtopic_recall == 0.5
     good = _report(gold_sel).supporting
     assert good.coverage == 1.0 and good.purity == 1.0 and good.n_coverage == 3
+    subtopics = _report(gold_sel).subtopics
+    assert (subtopics.alpha_ndcg, subtopics.recall, subtopics.n_alpha_ndcg, subtopics.n_no_subtopics) == (1.0, 1.0, 3, 0)
     bad = _report(non_gold_sel).supporting
     assert bad.coverage == 0.0 and bad.purity == 0.0 and bad.n_purity == 3
 

@@ -16,6 +16,7 @@ import pytest
 
 from purecover.utils import rundir_lock
 from purecover.utils.rundir_lock import LOCK_FILE, RunDirBusyError, run_dir_lock
+from tests.process_helpers import purecover_holding_the_lock
 
 REPO = Path(__file__).resolve().parents[2]
 HOLDER = """
@@ -88,15 +89,18 @@ def test_two_label_processes_on_one_run_dir(tmp_path):
             "teacher.steps=oracle", "teacher.estimator=embedding", "teacher.batch_size=2"]
     run_data_stage(load_recipe(None, args), show_progress=False)
     cmd = [sys.executable, "-m", "purecover", "label", "-q", *(x for a in args for x in ("--set", a))]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    first = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env, release = {**os.environ, "HF_HUB_OFFLINE": "1"}, tmp_path.parent / f"{tmp_path.name}.release"
+    first = subprocess.Popen(purecover_holding_the_lock(cmd[3:], release), cwd=REPO, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until the first one holds the lock
+    while time.monotonic() < deadline:  # wait until the first one holds the lock (it keeps it until released)
         lock = tmp_path / LOCK_FILE
         if lock.is_file() and lock.read_text() and json.loads(lock.read_text()).get("pid") == first.pid:
             break
+        assert first.poll() is None, first.stderr.read()[-4000:]
         time.sleep(0.05)
     second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    release.touch()
     _out, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert second.returncode == 1
