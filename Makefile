@@ -15,7 +15,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
 	@rm -f $(VENV)/.purecover-installed-*
 	@touch $@
 
