@@ -16,6 +16,11 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	@# Byte-compile what pip installed, on every core (pip compiles one file at a time). The tests start many
+	@# Python processes, and where PYTHONDONTWRITEBYTECODE is set none of them would write a cache: each would
+	@# compile torch and transformers again. Files that are not valid Python (templates in some packages)
+	@# are reported by compileall and skipped, as pip's own compile step skips them.
+	@$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
 	@rm -f $(VENV)/.purecover-installed-*
 	@touch $@
 
@@ -23,11 +28,12 @@ lint: setup
 	$(BIN)/ruff check purecover tests benchmarks
 
 # Tests run in parallel (pytest-xdist): one worker per core, each test file on one worker (its module
-# fixtures are built once), one torch thread per worker so workers do not fight over the cores.
+# fixtures are built once), one torch thread per worker so workers do not fight over the cores. Files are
+# handed out in collection order, which tests/conftest.py sets: the files with the most slow drills first.
 TEST_WORKERS ?= auto
 test: setup lint
 	TORCH_EXTENSIONS_DIR=$${TORCH_EXTENSIONS_DIR:-$$HOME/.cache/purecover/torch_extensions} \
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The documentation site (docs/, mkdocs.yml) into build/site; --strict turns every warning (a broken link or
 # anchor, a page missing from the nav) into an error. It builds offline. NO_MKDOCS_2_WARNING silences

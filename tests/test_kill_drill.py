@@ -83,6 +83,7 @@ def _outputs(run: Path, estimator: str) -> dict[str, object]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["embedding", "attention"])
 def test_pipeline_killed_in_every_stage_ends_like_an_uninterrupted_run(estimator, demo_model, tmp_path):
     reference = tmp_path / "reference"
@@ -102,6 +103,7 @@ def test_pipeline_killed_in_every_stage_ends_like_an_uninterrupted_run(estimator
     assert again.returncode == 0 and "| data | skip |" in again.stdout and "| label | skip |" in again.stdout
 
 
+@pytest.mark.slow
 def test_two_pipelines_on_one_run_dir(demo_model, tmp_path):
     """The second `purecover pipeline` on a busy run_dir is refused at once, naming the holder; the first
     ends with every question once (before the lock, both wrote and left a doubled candidates.jsonl

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from purecover.config import load_recipe
 from purecover.data import load_examples
@@ -52,6 +53,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
 
 
+@pytest.mark.slow
 def test_killed_while_storing_and_while_indexing_then_rerun_gives_the_uninterrupted_candidates(tmp_path):
     corpus = _corpus(tmp_path / "corpus.jsonl", 40_000)
     reference = tmp_path / "reference"

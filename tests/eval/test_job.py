@@ -305,6 +305,7 @@ def test_score_command_reproduces_the_metrics(evaluated, sample_file):
         assert getattr(scored, m) == pytest.approx(metrics["results"]["retrieval"]["5"][m], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_killed_evaluation_resumes_to_identical_outputs(tmp_path, sample_file, tiny_generator_dir, evaluated):
     """SIGKILL during generation, rerun: same predictions as the uninterrupted run, no duplicates."""
     recipe, _ = evaluated

@@ -78,6 +78,7 @@ def _in_flight(url: str) -> float:
         return -1.0
 
 
+@pytest.mark.slow
 def test_killed_under_load_restarted_then_sigterm_answers_in_flight_and_exits_0(
         processes, selector_dir, selector, candidates, tmp_path):
     port = free_port()

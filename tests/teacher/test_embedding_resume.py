@@ -93,6 +93,7 @@ def test_labels_do_not_depend_on_the_batch_size(tmp_path, embedding_candidates, 
         assert (run / LABELS_FILE).read_bytes() == reference_labels, f"teacher.batch_size={size}"
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_rerun_equals_uninterrupted(tmp_path, embedding_candidates, reference_labels):
     run = fresh_run(tmp_path, embedding_candidates)
     args = [sys.executable, "-m", "purecover.teacher", "-q"]

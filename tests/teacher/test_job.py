@@ -170,6 +170,7 @@ def test_resume_after_a_torn_shard_equals_uninterrupted(tmp_path, demo_candidate
     assert (run / LABELS_FILE).read_bytes() == reference
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, demo_candidates, tiny_teacher_dir):
     overrides = ["teacher.calibrate=false", "teacher.batch_size=1", "data.limit=6"]
     ref_run = fresh_run(tmp_path / "ref", demo_candidates)

@@ -504,6 +504,7 @@ def test_label_stage_stores_int_ratings(tmp_path, lancer_candidates, tiny_teache
         assert np.allclose(np.array(rec["W"])[:, -2:], np.array(rec["ratings"]) / 5)
 
 
+@pytest.mark.slow
 def test_label_stage_expected_ratings_use_the_rating_template(tmp_path, lancer_candidates, tiny_teacher_dir):
     """Expected ratings are floats, computed on the prompts of the rating template file."""
     from purecover.models.generation import HFGenerator

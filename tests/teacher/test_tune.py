@@ -101,6 +101,7 @@ def resolved_selections(recipe, **changes) -> dict[str, list[int]]:
     return {q.qid: result.order(i) for i, q in enumerate(qs)}
 
 
+@pytest.mark.slow
 def test_tune_labels_once_and_reports_both_splits(hotpot_run, capsys):
     result = tune(hotpot_run, parse_grid(["lam=0.05,0.3", "embedding_tau=0.1,0.3"]), show_progress=False)
     assert result.to_json_dict() == json.loads((hotpot_run.run_path / "tune" / "tune.json").read_text())

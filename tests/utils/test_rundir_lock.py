@@ -80,6 +80,7 @@ def test_non_zero_ranks_wait_for_their_own_launch(tmp_path, monkeypatch):
         pass  # rank 0 of this launch holds it: go ahead without locking
 
 
+@pytest.mark.slow
 def test_two_label_processes_on_one_run_dir(tmp_path):
     from purecover.config import load_recipe
     from purecover.data.candidates import run_data_stage
