@@ -10,6 +10,7 @@ TORCH_EXTENSIONS_DIR). Multi-process DeepSpeed does not run on CPU.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -50,7 +51,8 @@ def demo_model(tmp_path_factory) -> Path:
 def launch_env(monkeypatch):
     """Run from the repo root (accelerate configs name DeepSpeed JSONs relative to it), offline."""
     monkeypatch.chdir(REPO)
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "purecover" / "torch_extensions"))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", os.environ.get("TORCH_EXTENSIONS_DIR")
+                       or str(Path.home() / ".cache" / "purecover" / "torch_extensions"))
     for key, value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("WANDB_MODE", "offline"),
                        ("TOKENIZERS_PARALLELISM", "false")):
         monkeypatch.setenv(key, value)
