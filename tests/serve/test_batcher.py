@@ -4,6 +4,7 @@ errors isolated to their request, the blocking call kept off the event loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -14,6 +15,17 @@ from purecover.serve.batcher import DynamicBatcher, QueueFullError, ShuttingDown
 
 def _run(coro, timeout: float = 30.0):
     return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+@contextlib.asynccontextmanager
+async def running(process, **settings):
+    """A started DynamicBatcher over `process`, closed when the block ends."""
+    batcher = DynamicBatcher(process, **settings)
+    batcher.start()
+    try:
+        yield batcher
+    finally:
+        await batcher.close()
 
 
 class Recorder:
@@ -41,11 +53,8 @@ def test_concurrent_items_are_gathered_and_answered_in_their_own_order():
     rec = Recorder()
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=4, max_wait_ms=50, max_queue=100)
-        b.start()
-        results = await asyncio.gather(*(b.submit(i) for i in range(10)))
-        await b.close()
-        return results
+        async with running(rec, max_batch=4, max_wait_ms=50, max_queue=100) as b:
+            return await asyncio.gather(*(b.submit(i) for i in range(10)))
 
     results = _run(main())
     assert results == [i * 10 for i in range(10)]
@@ -59,11 +68,8 @@ def test_max_batch_one_computes_one_at_a_time():
     rec = Recorder()
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=1, max_wait_ms=50, max_queue=100)
-        b.start()
-        out = await asyncio.gather(*(b.submit(i) for i in range(5)))
-        await b.close()
-        return out
+        async with running(rec, max_batch=1, max_wait_ms=50, max_queue=100) as b:
+            return await asyncio.gather(*(b.submit(i) for i in range(5)))
 
     assert _run(main()) == [0, 10, 20, 30, 40]
     assert [len(x) for x in rec.batches] == [1] * 5
@@ -73,13 +79,11 @@ def test_a_lone_item_waits_at_most_max_wait():
     rec = Recorder()
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=8, max_wait_ms=150, max_queue=10)
-        b.start()
-        t0 = time.monotonic()
-        out = await b.submit(7)
-        elapsed = time.monotonic() - t0
-        await b.close()
-        return out, elapsed
+        async with running(rec, max_batch=8, max_wait_ms=150, max_queue=10) as b:
+            t0 = time.monotonic()
+            out = await b.submit(7)
+            elapsed = time.monotonic() - t0
+            return out, elapsed
 
     out, elapsed = _run(main())
     assert out == 70
@@ -91,20 +95,18 @@ def test_the_model_call_does_not_block_the_event_loop():
     rec = Recorder(gate)
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=2, max_wait_ms=0, max_queue=10)
-        b.start()
-        task = asyncio.ensure_future(b.submit(1))
-        while not rec.started.is_set():
-            await asyncio.sleep(0.005)
-        ticks = 0
-        for _ in range(10):  # the loop keeps running while the call is blocked in the worker
-            await asyncio.sleep(0.005)
-            ticks += 1
-        assert not task.done()
-        gate.set()
-        out = await task
-        await b.close()
-        return ticks, out
+        async with running(rec, max_batch=2, max_wait_ms=0, max_queue=10) as b:
+            task = asyncio.ensure_future(b.submit(1))
+            while not rec.started.is_set():
+                await asyncio.sleep(0.005)
+            ticks = 0
+            for _ in range(10):  # the loop keeps running while the call is blocked in the worker
+                await asyncio.sleep(0.005)
+                ticks += 1
+            assert not task.done()
+            gate.set()
+            out = await task
+            return ticks, out
 
     assert _run(main()) == (10, 10)
 
@@ -114,22 +116,20 @@ def test_a_full_queue_refuses_at_once_and_accepted_items_still_finish():
     rec = Recorder(gate)
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=1, max_wait_ms=0, max_queue=2)
-        b.start()
-        first = asyncio.ensure_future(b.submit(1))
-        while not rec.started.is_set():  # item 1 is in the model
-            await asyncio.sleep(0.005)
-        waiting = [asyncio.ensure_future(b.submit(i)) for i in (2, 3)]
-        while b.queue_depth < 2:
-            await asyncio.sleep(0.005)
-        t0 = time.monotonic()
-        with pytest.raises(QueueFullError, match="2 requests are already waiting"):
-            await b.submit(4)
-        refused_in = time.monotonic() - t0
-        gate.set()
-        out = [await first, *[await w for w in waiting]]
-        await b.close()
-        return out, refused_in
+        async with running(rec, max_batch=1, max_wait_ms=0, max_queue=2) as b:
+            first = asyncio.ensure_future(b.submit(1))
+            while not rec.started.is_set():  # item 1 is in the model
+                await asyncio.sleep(0.005)
+            waiting = [asyncio.ensure_future(b.submit(i)) for i in (2, 3)]
+            while b.queue_depth < 2:
+                await asyncio.sleep(0.005)
+            t0 = time.monotonic()
+            with pytest.raises(QueueFullError, match="2 requests are already waiting"):
+                await b.submit(4)
+            refused_in = time.monotonic() - t0
+            gate.set()
+            out = [await first, *[await w for w in waiting]]
+            return out, refused_in
 
     out, refused_in = _run(main())
     assert out == [10, 20, 30] and refused_in < 0.5
@@ -140,19 +140,17 @@ def test_drain_refuses_new_items_and_finishes_accepted_ones_without_waiting_for_
     rec = Recorder(gate)
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=8, max_wait_ms=10_000, max_queue=10)
-        b.start()
-        accepted = [asyncio.ensure_future(b.submit(i)) for i in range(3)]
-        await asyncio.sleep(0.05)  # gathered, waiting for company (max_wait 10 s)
-        t0 = time.monotonic()
-        b.drain()
-        with pytest.raises(ShuttingDownError):
-            await b.submit(99)
-        gate.set()
-        out = [await a for a in accepted]
-        elapsed = time.monotonic() - t0
-        await b.close()
-        return out, elapsed
+        async with running(rec, max_batch=8, max_wait_ms=10_000, max_queue=10) as b:
+            accepted = [asyncio.ensure_future(b.submit(i)) for i in range(3)]
+            await asyncio.sleep(0.05)  # gathered, waiting for company (max_wait 10 s)
+            t0 = time.monotonic()
+            b.drain()
+            with pytest.raises(ShuttingDownError):
+                await b.submit(99)
+            gate.set()
+            out = [await a for a in accepted]
+            elapsed = time.monotonic() - t0
+            return out, elapsed
 
     out, elapsed = _run(main())
     assert out == [0, 10, 20] and elapsed < 5  # not the 10 s gather window
@@ -163,11 +161,8 @@ def test_an_error_reaches_only_its_own_request():
     rec = Recorder(fail_on=3)
 
     async def main():
-        b = DynamicBatcher(rec, max_batch=8, max_wait_ms=50, max_queue=10)
-        b.start()
-        out = await asyncio.gather(*(b.submit(i) for i in range(6)), return_exceptions=True)
-        await b.close()
-        return out
+        async with running(rec, max_batch=8, max_wait_ms=50, max_queue=10) as b:
+            return await asyncio.gather(*(b.submit(i) for i in range(6)), return_exceptions=True)
 
     out = _run(main())
     assert [o for i, o in enumerate(out) if i != 3] == [0, 10, 20, 40, 50]

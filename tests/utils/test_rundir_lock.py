@@ -93,16 +93,18 @@ def test_two_label_processes_on_one_run_dir(tmp_path):
     env, release = {**os.environ, "HF_HUB_OFFLINE": "1"}, tmp_path.parent / f"{tmp_path.name}.release"
     first = subprocess.Popen(purecover_holding_the_lock(cmd[3:], release), cwd=REPO, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until the first one holds the lock (it keeps it until released)
+    try:
+        deadline = time.monotonic() + 120
         lock = tmp_path / LOCK_FILE
-        if lock.is_file() and lock.read_text() and json.loads(lock.read_text()).get("pid") == first.pid:
-            break
-        assert first.poll() is None, first.stderr.read()[-4000:]
-        time.sleep(0.05)
-    second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    release.touch()
-    _out, err = first.communicate(timeout=300)
+        while not (lock.is_file() and lock.read_text() and json.loads(lock.read_text()).get("pid") == first.pid):
+            assert time.monotonic() < deadline and first.poll() is None, "the first never locked"
+            time.sleep(0.05)  # the first holds the lock until released
+        second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        release.touch()
+        _out, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
     assert first.returncode == 0, err
     assert second.returncode == 1
     assert f"is in use by `purecover label` (pid {first.pid}" in second.stderr
