@@ -5,8 +5,8 @@
 
 Stage subcommands come from the registry (`purecover.stages`), which imports each stage lazily so
 `purecover --help` stays fast and optional dependencies are only needed by the stages using them;
-the other commands (config, pipeline, tune, score, prompts, report, label-report, publish, serve) are declared
-here.
+the other commands (config, pipeline, tune, score, prompts, report, label-report, publish, serve, models) are
+declared here (models in `purecover.models.models_cli`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ examples:
   purecover label-report runs/demo_cpu --k 5
   purecover prompts reasoning --recipe configs/recipes/demo_cpu.yaml
   purecover serve runs/demo_cpu/selector --port 8000
+  purecover models fetch smollm2-135m-instruct
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
 numbers, true/false, null, [lists]). Unknown keys are errors that name the closest valid key.
@@ -398,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(handler=_cmd_publish)
     _add_serve_parser(sub)
+    from .models.models_cli import add_models_parser
+
+    add_models_parser(sub)
     return parser
 
 

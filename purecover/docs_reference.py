@@ -205,7 +205,7 @@ RECORD_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "Stage manifests and summaries": (
         "StageManifest", "OutputDescription", "StageSummary", "DataSummary", "HubSummary", "CalibrateSummary",
-        "LabelSummary", "TrainSummary", "ExportSummary", "SelectSummary", "EvaluateSummary",
+        "LabelSummary", "LayersRead", "TrainSummary", "ExportSummary", "SelectSummary", "EvaluateSummary",
     ),
     "Side files of a run directory": (
         "DataReport", "InvalidRecord", "ReplyShardRecord", "LancerShardRecord", "StudentMeta", "StudentLora",
@@ -218,6 +218,7 @@ RECORD_GROUPS: dict[str, tuple[str, ...]] = {
         "CorpusStoreMeta", "CorpusFileIdentity", "ShardManifest", "FaissIndexMeta", "BM25IndexMeta", "BM25Settings",
         "BM25BuildStats",
     ),
+    "The model cache (models converted from GGUF)": ("GgufSource", "GgufInfo"),
     "Published models and datasets": ("ModelCardFront", "DatasetCardFront", "HubDatasetConfig", "HubDataFiles",
                                       "PublishMarker"),
 }

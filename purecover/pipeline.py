@@ -250,9 +250,43 @@ class Resource:
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def _gguf_model(key: str, value: str) -> Resource | None:
+    """A model key naming a GGUF file, a directory of one, or a catalogue model; None for anything else."""
+    from .models.catalogue import catalogue_entry, converted_dir, default_models_dir
+    from .models.gguf_convert import SOURCE_FILE, converted_dir_for, read_gguf_info
+    from .models.loading import gguf_file_of
+
+    p = Path(value).expanduser()
+    if p.exists():
+        try:
+            gguf = gguf_file_of(value)
+            if gguf is None:
+                return None
+            info = read_gguf_info(gguf)
+        except ValueError as exc:
+            return Resource(key, value, "missing", str(exc))
+        done = converted_dir_for(gguf, default_models_dir())
+        state = f"converted: {done}" if (done / SOURCE_FILE).is_file() else "converted into the model cache on first use"
+        return Resource(key, value, "found", f"GGUF file ({info.architecture}, {info.quantization}; {state})")
+    entry = catalogue_entry(value)
+    if entry is None:
+        return None
+    done = converted_dir(entry)
+    if (done / "config.json").is_file():
+        return Resource(key, value, "found", f"catalogue model {entry.upstream} ({entry.quantization}): {done}")
+    if (default_models_dir() / "gguf" / entry.gguf_file).is_file():
+        return Resource(key, value, "found", f"catalogue model {entry.upstream}: fetched, converted on first use")
+    return Resource(key, value, "missing", f"catalogue model {entry.upstream}, not fetched: run `purecover models "
+                                           f"fetch {entry.name}`")
+
+
 def _classify(key: str, value: str | None, kind: str) -> Resource:
     if value is None:
         return Resource(key, "null", "info", "not set")
+    if kind == "model":
+        found = _gguf_model(key, value)
+        if found is not None:
+            return found
     p = Path(value).expanduser()
     if p.exists():
         if kind == "model" and p.is_dir() and not (p / "config.json").is_file() and not (p / "modules.json").is_file():

@@ -31,21 +31,89 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 from typing_extensions import NotRequired, TypedDict
 
-__all__ = ["BM25BuildStats", "BM25IndexMeta", "BM25Settings", "BiasDocTokens", "BiasFile", "BiasKeys", "BudgetResult",
-           "ByoSelectRun", "ByoSelectSummary", "CalibrateSummary", "CandidateDoc", "CandidateRecord",
-           "CorpusFileIdentity", "CorpusStoreMeta", "CoveragePurity", "CruxCoverage", "DataReport", "DataSummary",
-           "DatasetCardFront", "EmbeddingSource", "EstimationSettings", "EvaluateSummary", "EvaluationStatistics",
-           "ExportSummary",
-           "FaissIndexMeta", "GenerationRecord", "GoldComparison", "GridValue", "HubDataFiles", "HubDatasetConfig",
-           "HubSummary", "IdentifiersRecord", "InvalidRecord", "LabelDiagnostics", "LabelRecord", "LabelReport",
-           "LabelSummary", "LancerSettings", "LancerShardRecord", "LengthSource", "LineRecordError", "LockHolder",
-           "MetricsFile", "ModelCardFront", "OutputDescription", "PairedTest", "PrecisionRecall", "PredictionRecord",
-           "PromptWording", "PublishMarker", "PushRecord", "QuestionSample", "RecordError", "ReplyShardRecord",
-           "SelectInputRecord", "SelectSummary", "SelectionRecord", "SelectorConfig", "ShardManifest", "SplitFigures",
-           "StageManifest", "StageSummary", "StoredAttention", "StoredSimilarity", "StudentLora", "StudentLosses",
-           "StudentMeta", "SupportingCoveragePurity", "TeacherSettings", "TrainSummary", "TuneChosen",
-           "TuneQuestionCounts", "TuneRecipeSetting", "TuneResult", "TuneRow", "load_json_record", "validate_line",
-           "validate_record"]
+__all__ = [
+    "BM25BuildStats",
+    "BM25IndexMeta",
+    "BM25Settings",
+    "BiasDocTokens",
+    "BiasFile",
+    "BiasKeys",
+    "BudgetResult",
+    "ByoSelectRun",
+    "ByoSelectSummary",
+    "CalibrateSummary",
+    "CandidateDoc",
+    "CandidateRecord",
+    "CorpusFileIdentity",
+    "CorpusStoreMeta",
+    "CoveragePurity",
+    "CruxCoverage",
+    "DataReport",
+    "DataSummary",
+    "DatasetCardFront",
+    "EmbeddingSource",
+    "EstimationSettings",
+    "EvaluateSummary",
+    "EvaluationStatistics",
+    "ExportSummary",
+    "FaissIndexMeta",
+    "GenerationRecord",
+    "GgufInfo",
+    "GgufSource",
+    "GoldComparison",
+    "GridValue",
+    "HubDataFiles",
+    "HubDatasetConfig",
+    "HubSummary",
+    "IdentifiersRecord",
+    "InvalidRecord",
+    "LabelDiagnostics",
+    "LabelRecord",
+    "LabelReport",
+    "LabelSummary",
+    "LancerSettings",
+    "LancerShardRecord",
+    "LayersRead",
+    "LengthSource",
+    "LineRecordError",
+    "LockHolder",
+    "MetricsFile",
+    "ModelCardFront",
+    "OutputDescription",
+    "PairedTest",
+    "PrecisionRecall",
+    "PredictionRecord",
+    "PromptWording",
+    "PublishMarker",
+    "PushRecord",
+    "QuestionSample",
+    "RecordError",
+    "ReplyShardRecord",
+    "SelectInputRecord",
+    "SelectSummary",
+    "SelectionRecord",
+    "SelectorConfig",
+    "ShardManifest",
+    "SplitFigures",
+    "StageManifest",
+    "StageSummary",
+    "StoredAttention",
+    "StoredSimilarity",
+    "StudentLora",
+    "StudentLosses",
+    "StudentMeta",
+    "SupportingCoveragePurity",
+    "TeacherSettings",
+    "TrainSummary",
+    "TuneChosen",
+    "TuneQuestionCounts",
+    "TuneRecipeSetting",
+    "TuneResult",
+    "TuneRow",
+    "load_json_record",
+    "validate_line",
+    "validate_record",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -332,7 +400,7 @@ class CandidateRecord(_Written):
 # --------------------------------------------------------------------------- labels.jsonl
 
 LabelStatus = Literal["ok", "fallback", "error"]
-Layers = Literal["all"] | list[int]
+Layers = Literal["full_attention", "all"] | list[int]
 
 
 class StoredAttention(_Written):
@@ -421,7 +489,7 @@ class TeacherSettings(_Written):
     WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset(
         {"model", "backend", "steps", "estimator", "embedding_model", "embedding_source", "layers", "calibrate",
          "cot_weighting", "normalize", "tau1", "tau2", "embedding_tau", "embedding_tau_e", "lam", "budget",
-         "tau_stop", "min_select", "selection", "lancer", "estimation", "prompt"})
+         "tau_stop", "min_select", "selection", "lancer", "estimation", "prompt", "layers_read"})
 
     model: str | None = Field(default=None, description="teacher.model.")
     backend: str | None = Field(default=None, description="teacher.backend: hf or vllm.")
@@ -432,7 +500,8 @@ class TeacherSettings(_Written):
                                                                   "cosine similarity; null otherwise.")
     embedding_source: EmbeddingSource | None = Field(default=None, description="Where the embedding model's files "
                                                                               "came from; null without one.")
-    layers: Layers | None = Field(default=None, description="teacher.layers: all, or the layer indices averaged.")
+    layers: Layers | None = Field(default=None, description="teacher.layers as given: full_attention, all, or the "
+                                                           "layer indices.")
     calibrate: bool | None = Field(default=None, description="teacher.calibrate.")
     cot_weighting: bool | None = Field(default=None, description="teacher.cot_weighting.")
     normalize: str | None = Field(default=None, description="The resolved score scale: absolute or zscore.")
@@ -448,6 +517,11 @@ class TeacherSettings(_Written):
     lancer: LancerSettings | None = Field(default=None, description="The teacher.lancer keys.")
     estimation: EstimationSettings | None = Field(default=None, description="The resolved estimation parameters.")
     prompt: PromptWording | None = Field(default=None, description="The reasoning prompt's wording.")
+    layers_read: list[int] | None = Field(default=None, description="The attention layers the capture averaged "
+                                                                    "(teacher.layers resolved for the teacher "
+                                                                    "model, sorted indices); absent when no "
+                                                                    "attention was read, and in files of early "
+                                                                    "versions.")
 
 
 class LabelRecord(_Written):
@@ -767,16 +841,19 @@ class BiasKeys(_Written):
 
     ``weights`` and ``doc_tokens`` are absent in files of early versions (and stay absent when written back)."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"weights", "doc_tokens"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"weights", "doc_tokens", "layers_read"})
 
     model: str = Field(description="The teacher as given (display only: the weights fingerprint decides).")
     weights: str | None = Field(default=None, description="Fingerprint of the teacher's weights (sha256:... of a "
                                                           "local directory, hub:ID@COMMIT of a Hub snapshot).")
     k1: int = Field(ge=1, description="Candidates per question (positions of the bias).")
     template: str = Field(description="Hash of the reasoning prompt's layout (wording, max_steps, chat template).")
-    layers: Layers = Field(description="The attention layers averaged: all, or their indices.")
+    layers: Layers = Field(description="teacher.layers as given: full_attention, all, or layer indices.")
     doc_tokens: list[int] | None = Field(default=None, description="The dummy documents' target token lengths, "
                                                                    "per position.")
+    layers_read: list[int] | None = Field(default=None, description="The attention layers averaged (teacher.layers "
+                                                                    "resolved for the teacher model); absent in "
+                                                                    "files of early versions.")
 
 
 class BiasDocTokens(_Written):
@@ -807,6 +884,41 @@ class BiasFile(_Written):
     doc_tokens: BiasDocTokens | None = Field(default=None, description="The dummy documents' token lengths.")
     created: str | None = Field(default=None, description="When it was computed (UTC, ISO 8601).")
     versions: dict[str, str] | None = Field(default=None, description="Versions of Python and the packages used.")
+
+
+# --------------------------------------------------------------------------- models converted from GGUF
+
+
+class GgufInfo(_Written):
+    """What a GGUF file's header says about the model (``general.*`` keys; null where the file has none)."""
+
+    architecture: str = Field(description="general.architecture, e.g. llama, gemma3, qwen2.")
+    name: str | None = Field(description="general.name.")
+    organization: str | None = Field(description="general.organization.")
+    basename: str | None = Field(description="general.basename.")
+    size_label: str | None = Field(description="general.size_label, e.g. 135M.")
+    finetune: str | None = Field(description="general.finetune.")
+    license: str | None = Field(description="general.license as the file states it, e.g. apache-2.0 or gemma.")
+    quantization: str = Field(description="general.file_type as a name (e.g. MOSTLY_Q4_1), or 'unknown'.")
+    tensor_types: dict[str, int] = Field(description="How many tensors are stored in each type, e.g. {Q4_1: 210}.")
+    has_chat_template: bool = Field(description="Whether the file carries tokenizer.chat_template.")
+
+
+class GgufSource(_Written):
+    """``purecover_source.json`` in a converted model directory, and the record of a GGUF model in run outputs."""
+
+    format: str = Field("gguf", description="Always gguf.")
+    file_name: str = Field(description="The GGUF file's name (never its local directory).")
+    sha256: str = Field(description="sha256 of the GGUF file's bytes (hex).")
+    size_bytes: int = Field(description="The GGUF file's size in bytes.")
+    info: GgufInfo = Field(description="What the file's header says.")
+    model_type: str = Field(description="The transformers model type the file converts to (e.g. llama, gemma3_text).")
+    parameters: int = Field(description="Parameters of the converted model.")
+    upstream: str | None = Field(None, description="The upstream model (Hub id) when known, e.g. from the catalogue.")
+    license: str | None = Field(None, description="The licence of the weights: the catalogue's when known, else the "
+                                                  "file's general.license.")
+    catalogue_name: str | None = Field(None, description="The `purecover models` catalogue name, when fetched by it.")
+    converted_with: dict[str, str] = Field(description="Versions of purecover, transformers and gguf that converted it.")
 
 
 # --------------------------------------------------------------------------- <stage>.run.json
@@ -851,7 +963,7 @@ class StageManifest(_Written):
     """run_dir/``<stage>.run.json``: a stage's state (``summary.status``: running or complete), what made
     its outputs and, once complete, what its outputs and inputs held."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"outputs", "inputs"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"outputs", "inputs", "model_sources"})
 
     stage: str = Field(description="The stage's name (data, calibrate, label, ...).")
     config_hash: str = Field(description="The hash of the recipe sections the stage depends on (and its extras).")
@@ -866,6 +978,9 @@ class StageManifest(_Written):
     inputs: dict[str, OutputDescription | None] | None = Field(
         default=None, description="Once complete: what each input held when the stage ran, by name.")
     recipe: dict[str, JsonValue] = Field(description="The resolved recipe the stage ran with.")
+    model_sources: dict[str, GgufSource] | None = Field(
+        default=None, description="For each recipe key naming a GGUF file or a catalogue model (e.g. teacher.model): "
+                                  "the file's sha256, quantisation, licence and upstream model.")
 
 
 # ---- data and utils: the data stage's report, corpus stores, retrieval indexes, the run-directory lock, Hub pushes
@@ -1215,6 +1330,12 @@ class TrainSummary(StageSummary):
     `purecover.train.run.train_student`)."""
 
     train_questions: NonNegativeInt = Field(description="Questions trained on.")
+    train_examples: NonNegativeInt | None = Field(
+        default=None, description="Training examples: one per candidate order of each training question "
+                                  "(student.candidate_shuffles, at least one); null in summaries written before.")
+    candidate_shuffles: NonNegativeInt | None = Field(
+        default=None, description="Seeded random candidate orders per training question (0: retrieval order "
+                                  "only); null in summaries written before the setting existed (retrieval order).")
     calib_questions: NonNegativeInt = Field(description="Questions of the calibration split (early stopping, τ3).")
     test_questions: NonNegativeInt = Field(description="Questions of the test split (used for neither training nor "
                                                        "τ3).")
@@ -1396,8 +1517,32 @@ class LancerShardRecord(_Written):
                                                          "sub-question (floats: expected ratings).")
 
 
+class LayersRead(_Written):
+    """Which attention layers produced a stage's attention (`purecover.teacher.layers.LayerPlan.record`):
+    ``teacher.layers`` resolved for the teacher model (docs/guides/teacher.md#which-layers-are-read)."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"beyond_window"})
+
+    setting: Layers = Field(description="teacher.layers as given: full_attention, all, or layer indices.")
+    model_type: str = Field(description="The teacher config's model_type (e.g. gemma3_text).")
+    num_layers: int = Field(ge=1, description="The teacher's decoder layers.")
+    read: list[int] = Field(description="The layers averaged, sorted indices.")
+    sliding: list[int] = Field(description="Those of them whose attention is limited to a window (empty with "
+                                           "full_attention).")
+    window: int | None = Field(default=None, description="The shortest window among `sliding`, in tokens; null "
+                                                         "when every layer read sees the whole sequence.")
+    beyond_window: int | None = Field(default=None, ge=0, description="Sequences (the questions; the "
+                                                                      "calibration sequence) whose reasoning starts "
+                                                                      "at least `window` tokens after their first "
+                                                                      "document (label stage: where the reply "
+                                                                      "starts); written only when `sliding` is not "
+                                                                      "empty.")
+
+
 class CalibrateSummary(StageSummary):
     """The calibrate stage's summary (`purecover.teacher.calibrate_stage.write_bias`)."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"status", "layers"})
 
     bias_file: str = Field(description="The bias.json written.")
     k1: int = Field(description="Positions of the bias (data.k1).")
@@ -1408,6 +1553,8 @@ class CalibrateSummary(StageSummary):
     doc_tokens_measured: dict[str, int] = Field(description="min and max of their lengths in the built sequence.")
     doc_tokens_source: LengthSource = Field(description="Where the target lengths come from.")
     keys: BiasKeys = Field(description="The calibration keys written to bias.json.")
+    layers: LayersRead | None = Field(default=None, description="The attention layers the bias was computed from; "
+                                                                "absent in summaries of early versions.")
 
 
 class LabelDiagnostics(_Written):
@@ -1442,7 +1589,7 @@ class LabelSummary(StageSummary):
 
     WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset(
         {"status", "rank", "world", "shard_questions", "written", "processes", *LabelDiagnostics.model_fields,
-         "written_by_rank0", "questions_per_second_rank0", "labels", "estimation", "warning"})
+         "written_by_rank0", "questions_per_second_rank0", "labels", "estimation", "warning", "layers"})
 
     rank: int | None = Field(default=None, description="This process's rank (ranks other than 0).")
     world: int | None = Field(default=None, description="Processes of the run (ranks other than 0).")
@@ -1474,6 +1621,8 @@ class LabelSummary(StageSummary):
     estimation: EstimationSettings | None = Field(default=None, description="The resolved estimation parameters.")
     warning: str | None = Field(default=None, description="The fallback warning; null when the rate is within "
                                                           "teacher.fallback_warn.")
+    layers: LayersRead | None = Field(default=None, description="The attention layers the labels were captured "
+                                                                "from (rank 0, attention estimators only).")
 
 
 class PrecisionRecall(_Written):

