@@ -2,6 +2,7 @@
 
     python benchmarks/learnability.py [--tasks colour hotpotqa] [--variants cl+lm cl lm] [--seeds 0,1,2]
                                       [--out benchmarks/results/learnability.json] [--threads 2] [--jobs 2]
+                                      [--candidate-shuffles N] [--student PATH]
 
 Each task writes candidates.jsonl and labels.jsonl, then the real train stage (`run_train_stage`,
 SelectorTrainer, the project's prompt and identifiers) trains a tiny Qwen2 built from a config
@@ -32,6 +33,26 @@ Baselines, on the same test questions, against the same (teacher) subsets:
                        against its K1 passages; hotpotqa: the data stage's retrieval order)
 The student is reported at τ3 (the deployed rule) and at the teacher's |S| taken from the top of
 its scores (threshold-free, comparable with the top-|S| baselines).
+
+Order check (every run since it exists; ``orders`` of each variant): after training, the student is scored
+on the same test questions with each question's candidates shown in retrieval order, reversed, and in one
+seeded random order (`shown_order`), its selections mapped back to candidate positions, so every order is
+scored against the same teacher subsets. A student that reads the passages scores about the same in each;
+one that learned the position prior (e.g. "the first two") collapses on the reversed order, and
+``top_size_first_slots`` (share of questions whose |S| best are the first |S| shown) stays near 1.
+Rows: ``learnability.test_subset_f1_reversed`` and ``..._shuffled`` next to the retrieval-order figure.
+
+Training order (``--candidate-shuffles N``, ``student.candidate_shuffles``, recorded in each run's
+``settings`` and variant): 0 (default here) trains in retrieval order, as every committed figure made
+before the setting existed (their ``settings`` have no ``candidate_shuffles``: read 0); N >= 1 trains on
+N seeded random orders per question with the labels moved with their passages (the train stage's default
+is 1). Rows of a shuffled run say so in their note.
+
+Pretrained student (``--student PATH``): a transformers causal-LM folder (config.json, *.safetensors,
+tokenizer) replaces the tiny random-init model, with its own tokenizer, trained as a LoRA adapter with the
+recipe's ``student.lora`` settings (``student.lora.*`` defaults: r 16, alpha 32, dropout 0.05, all-linear);
+meant for the hotpotqa task (the synthetic tasks' settings are tuned for the tiny model). Recorded in
+``student`` and each run's ``settings.student`` (``tiny`` otherwise).
 
 The student (per task): a tiny Llama-architecture model built from a config (hidden 128, 2 layers (3 for category),
 8 heads, 2 key/value heads, intermediate 256, initializer_range 0.05, random init) with a
@@ -229,8 +250,34 @@ def baselines(cands: dict[str, dict], labels: dict[str, list[int]], qids: Sequen
     return {k: round(sum(v) / len(v), 4) for k, v in rows.items()} if qids else {}
 
 
-def student_at_size(final: Path, cands: dict[str, dict], labels: dict[str, list[int]], qids: Sequence[str]) -> float:
-    """Test subset F1 of the trained student when it keeps the teacher's |S| best-scored passages."""
+ORDERS = ("retrieval", "reversed", "shuffled")
+ORDER_CHECK_VIEW = 1000  # the shuffled check's view index: one no training run draws (candidate_shuffles <= 16)
+
+
+def shown_order(name: str, qid: str, n: int, seed: int) -> list[int]:
+    """How the order check shows a question's `n` candidates: shown position i holds candidate ``order[i]``
+    (retrieval: as retrieved; reversed; shuffled: one seeded order per question, `candidate_order`)."""
+    from purecover.train.data import candidate_order
+
+    if name == "retrieval":
+        return list(range(n))
+    if name == "reversed":
+        return list(range(n - 1, -1, -1))
+    if name == "shuffled":
+        return candidate_order(qid, n, seed, ORDER_CHECK_VIEW)
+    raise ValueError(f"unknown order {name!r}; expected one of {', '.join(ORDERS)}")
+
+
+def student_order_check(final: Path, cands: dict[str, dict], labels: dict[str, list[int]], qids: Sequence[str],
+                        seed: int) -> dict[str, dict[str, float]]:
+    """The trained student on the test questions with their candidates in each of `ORDERS`: its selections
+    (shown positions) mapped back to candidate positions and scored against the teacher's subset.
+
+    Per order: ``test_subset_f1`` (at τ3, with the stored min_select and k_max: the deployed rule),
+    ``test_subset_f1_at_teacher_size`` (the teacher's |S| best-scored passages) and ``top_size_first_slots``
+    (share of questions whose |S| best-scored passages are the first |S| shown: 1.0 for a student that only
+    learned position). A student that reads the passages scores about the same in every order.
+    """
     import torch
 
     from purecover.models.identifiers import IdentifierScheme
@@ -242,15 +289,35 @@ def student_at_size(final: Path, cands: dict[str, dict], labels: dict[str, list[
     tokenizer = load_tokenizer(str(final), padding_side="left")
     model = load_causal_lm(str(final), dtype="float32", device="cpu").eval()
     scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, meta["k1"])
-    prompts = [build_selector_prompt(tokenizer, cands[q]["question"], cands[q]["docs"], scheme,
-                                     meta["max_passage_tokens"]).input_ids for q in qids]
-    with torch.no_grad():
-        scores = first_position_logits(model, prompts, scheme.token_ids, [len(cands[q]["docs"]) for q in qids])
-    f1s = []
-    for q, s in zip(qids, scores):
-        top = sorted(range(len(s)), key=lambda k: (-s[k], k))[: len(labels[q])]
-        f1s.append(subset_f1(top, labels[q]))
-    return round(sum(f1s) / len(f1s), 4) if f1s else float("nan")
+    out: dict[str, dict[str, float]] = {}
+    for name in ORDERS:
+        orders = {q: shown_order(name, q, len(cands[q]["docs"]), seed) for q in qids}
+        prompts = [build_selector_prompt(tokenizer, cands[q]["question"], [cands[q]["docs"][k] for k in orders[q]],
+                                         scheme, meta["max_passage_tokens"]).input_ids for q in qids]
+        with torch.no_grad():
+            scores = first_position_logits(model, prompts, scheme.token_ids, [len(orders[q]) for q in qids])
+        rows = [score_in_order(s, orders[q], labels[q], meta["tau3"], meta["min_select"], meta["k_max"])
+                for q, s in zip(qids, scores)]
+        out[name] = {key: round(sum(r[key] for r in rows) / len(rows), 4) if rows else float("nan")
+                     for key in ("test_subset_f1", "test_subset_f1_at_teacher_size", "top_size_first_slots")}
+    return out
+
+
+def score_in_order(scores: Sequence[float], order: Sequence[int], gold: Sequence[int], tau: float, min_select: int,
+                   k_max: int | None) -> dict[str, float]:
+    """One question's figures from its identifier scores in a shown order (``scores[i]``: shown position i,
+    which holds candidate ``order[i]``); `gold`: the teacher's subset as candidate positions.
+
+    Keys: ``test_subset_f1`` (kept at `tau`, within [min_select, k_max]), ``test_subset_f1_at_teacher_size``
+    (the |gold| best), ``top_size_first_slots`` (1.0 when the |gold| best are the first |gold| shown, else 0.0).
+    """
+    from purecover.models.selection import select_from_scores
+
+    kept = select_from_scores(scores, tau, min_select, k_max)
+    top = sorted(range(len(scores)), key=lambda k: (-scores[k], k))[: len(gold)]
+    return {"test_subset_f1": subset_f1([order[k] for k in kept], gold),  # shown position -> candidate position
+            "test_subset_f1_at_teacher_size": subset_f1([order[k] for k in top], gold),
+            "top_size_first_slots": float(sorted(top) == list(range(len(gold))))}
 
 
 def learning_curve(final: Path) -> list[dict[str, float]]:
@@ -266,14 +333,24 @@ def learning_curve(final: Path) -> list[dict[str, float]]:
 # -------------------------------------------------------------------------------- training
 
 
-def train_variant(run: Path, tiny: Path, variant: str, task_settings: dict, seed: int) -> dict[str, Any]:
+def student_overrides(student: Path, pretrained: bool) -> list[str]:
+    """The recipe's student model and what is trained: the tiny model's every weight but its frozen embedding,
+    or, for a pretrained `student`, a LoRA adapter with the recipe's ``student.lora`` settings."""
+    if pretrained:
+        return [f"student.model={student}", "student.lora.enabled=true", "student.dtype=float32"]
+    return [f"student.model={student}", "student.lora.enabled=false", "student.freeze_embeddings=true",
+            "student.dtype=float32"]
+
+
+def train_variant(run: Path, student: Path, variant: str, task_settings: dict, seed: int) -> dict[str, Any]:
     from purecover.config import load_recipe
     from purecover.train.run import run_train_stage
 
     weights = VARIANTS[variant]
     s = task_settings
-    overrides = [f"run_dir={run}", f"seed={seed}", f"data.k1={s['k1']}", f"student.model={tiny}",
-                 "student.lora.enabled=false", "student.freeze_embeddings=true", "student.dtype=float32",
+    overrides = [f"run_dir={run}", f"seed={seed}", f"data.k1={s['k1']}",
+                 *student_overrides(student, s.get("student", "tiny") != "tiny"),
+                 f"student.candidate_shuffles={s.get('candidate_shuffles', 0)}",
                  f"student.lm_weight={weights['lm_weight']}", f"student.cl_weight={weights['cl_weight']}",
                  f"student.eval_fraction={s['eval_fraction']}", f"student.calibration_share={s['calibration_share']}",
                  f"student.max_passage_tokens={s['max_passage_tokens']}", "student.min_select=1",
@@ -290,6 +367,7 @@ def train_variant(run: Path, tiny: Path, variant: str, task_settings: dict, seed
             "test_subset_f1": summary["test_subset_f1"], "calib_subset_f1": summary.get("calib_subset_f1"),
             "tau3": summary["tau3"], "train_loss": summary["train_loss"],
             "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
+            "candidate_shuffles": summary["candidate_shuffles"], "train_examples": summary["train_examples"],
             "final": summary["final"]}
 
 
@@ -307,7 +385,10 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
         cand_list, label_list = synthetic_records(task, settings["questions"], settings["k1"], seed)
     label_list = [r for r in label_list if r.get("status") != "error"]
     init_seed = settings.get("init_seed", seed)
-    tiny = build_student(base / "student", task_texts(cand_list), samples, init_seed, student_shape(task))
+    if settings.get("student", "tiny") == "tiny":
+        student = build_student(base / "student", task_texts(cand_list), samples, init_seed, student_shape(task))
+    else:
+        student = Path(settings["student"])
     cands = {c["qid"]: c for c in cand_list}
     labels = {r["qid"]: list(r["selected"]) for r in label_list}
     split = {q: question_split(q, settings["eval_fraction"], settings["calibration_share"], seed) for q in labels}
@@ -316,7 +397,7 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
     from transformers import AutoTokenizer
 
     out: dict[str, Any] = {
-        "settings": settings, **info, "vocabulary": len(AutoTokenizer.from_pretrained(tiny)),
+        "settings": settings, **info, "vocabulary": len(AutoTokenizer.from_pretrained(student)),
         "mean_teacher_size_test": round(sum(len(labels[q]) for q in test_qids) / max(len(test_qids), 1), 3),
         "baselines_test": baselines(cands, labels, test_qids),
         "baselines_calib": baselines(cands, labels, calib_qids), "variants": {}}
@@ -325,13 +406,16 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
         run.mkdir(parents=True, exist_ok=True)
         write_jsonl(run / "candidates.jsonl", cand_list)
         write_jsonl(run / "labels.jsonl", label_list)
-        row = train_variant(run, tiny, variant, settings, seed)
+        row = train_variant(run, student, variant, settings, seed)
         final = Path(row.pop("final"))
-        row["test_subset_f1_at_teacher_size"] = student_at_size(final, cands, labels, test_qids)
+        row["orders"] = student_order_check(final, cands, labels, test_qids, seed)
+        row["test_subset_f1_at_teacher_size"] = row["orders"]["retrieval"]["test_subset_f1_at_teacher_size"]
         row["curve"] = learning_curve(final)
         out["variants"][variant] = row
+        by_order = ", ".join(f"{name} {o['test_subset_f1']}" for name, o in row["orders"].items())
         print(f"{task} {variant}: test F1 {row['test_subset_f1']} (at |S|: {row['test_subset_f1_at_teacher_size']}) "
-              f"in {row['seconds']} s; baselines {out['baselines_test']}", flush=True)
+              f"in {row['seconds']} s; by candidate order at τ3: {by_order}; baselines {out['baselines_test']}",
+              flush=True)
     return out
 
 
@@ -407,6 +491,33 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
+def student_dir_problem(path: Path) -> str | None:
+    """What a ``--student`` directory lacks to be loaded as a transformers causal LM (None when it has it all)."""
+    if not path.is_dir():
+        return "not a directory (give a transformers model folder: config.json, *.safetensors, tokenizer files)"
+    if not (path / "config.json").is_file():
+        return "no config.json"
+    if not any(path.glob("*.safetensors")):
+        return "no *.safetensors weights (safetensors only)"
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        return "no tokenizer (tokenizer.json, tokenizer_config.json or tokenizer.model)"
+    return None
+
+
+def student_description(student: Path | None, results: dict[str, dict[str, dict]]) -> dict[str, Any]:
+    """The results file's ``student``: the tiny random-init model, or the pretrained folder and its LoRA settings."""
+    if student is None:
+        return {**TINY, "init": "random", "embedding": f"frozen, tied, std {EMBED_STD}",
+                "tokenizer": "word-level, per task",
+                "num_layers_by_task": {t: student_shape(t)["num_layers"] for t in results}}
+    import dataclasses
+
+    from purecover.config import load_recipe
+
+    lora = dataclasses.asdict(load_recipe(None, []).student.lora)
+    return {"init": "pretrained", "model": str(student), "lora": lora, "tokenizer": "the model's own"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=["colour", "category", "hotpotqa"], choices=list(TASK_SETTINGS))
@@ -417,6 +528,13 @@ def main() -> int:
     parser.add_argument("--init-seed", type=int, default=None,
                         help="initialise the student with this seed instead of the run's (to tell the data draw "
                              "from the initialisation)")
+    parser.add_argument("--candidate-shuffles", type=int, default=0, metavar="N",
+                        help="student.candidate_shuffles of every run: N seeded random candidate orders per training "
+                             "question (default 0, retrieval order: the setting of the committed figures)")
+    parser.add_argument("--student", type=Path, default=None, metavar="PATH",
+                        help="a pretrained student: a transformers causal-LM directory (config.json, *.safetensors, "
+                             "tokenizer), trained with a LoRA adapter (the recipe's student.lora settings) instead "
+                             "of the tiny random-init model; meant for the hotpotqa task")
     parser.add_argument("--seeds", type=seed_list, default=[0], help="comma-separated seeds, each task runs at each")
     parser.add_argument("--seed", type=int, default=None, help="one seed (the same as --seeds N)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -437,6 +555,14 @@ def main() -> int:
         return merge(args.merge, args.out, args.report_seeds)
     if args.seed is not None:
         args.seeds = [args.seed]
+    if not 0 <= args.candidate_shuffles <= 16:
+        parser.error(f"--candidate-shuffles must be in [0, 16] (student.candidate_shuffles), got "
+                     f"{args.candidate_shuffles}")
+    if args.student is not None:
+        problem = student_dir_problem(args.student)
+        if problem:
+            parser.error(f"--student {args.student}: {problem}")
+        args.student = args.student.resolve()
 
     import torch
 
@@ -469,6 +595,8 @@ def main() -> int:
                     settings["init_seed"] = args.init_seed
                 if args.questions and "questions" in settings:
                     settings["questions"] = args.questions
+                settings["candidate_shuffles"] = args.candidate_shuffles  # recorded: which order each run trained in
+                settings["student"] = str(args.student) if args.student else "tiny"
                 run = run_task(task, work, samples, args.variants, settings, seed)
                 results.setdefault(task, {})[str(seed)] = run
     finally:
@@ -478,9 +606,7 @@ def main() -> int:
     passed = target_passed(results, None)
     result = {
         "benchmark": "learnability", "date": now(), "tasks": list(results), "seeds": args.seeds,
-        "student": {**TINY, "init": "random", "embedding": f"frozen, tied, std {EMBED_STD}",
-                    "tokenizer": "word-level, per task",
-                    "num_layers_by_task": {t: student_shape(t)["num_layers"] for t in results}},
+        "student": student_description(args.student, results),
         "threads": torch.get_num_threads(), "jobs": args.jobs, "results": results,
         "target": {"task": TARGET_TASK, "variant": TARGET_VARIANT, "test_subset_f1_min": TARGET_F1,
                    "margin_over_select_all_min": TARGET_MARGIN, "seconds_max": TARGET_SECONDS, "pass": passed},
@@ -557,6 +683,9 @@ def run_jobs(args: argparse.Namespace, work: Path) -> dict[str, dict[str, dict]]
             cmd += ["--init-seed", str(args.init_seed)]
         if args.questions:
             cmd += ["--questions", str(args.questions)]
+        cmd += ["--candidate-shuffles", str(args.candidate_shuffles)]
+        if args.student:
+            cmd += ["--student", str(args.student)]
         proc = subprocess.run(cmd, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"{name} failed (exit {proc.returncode}): {' '.join(cmd)}")
@@ -591,12 +720,28 @@ def run_rows(table: Rows, task: str, seed: int, run: dict, chosen_on: bool = Fal
     seed, so its rows carry no target."""
     base = run["baselines_test"]
     chosen = "; settings chosen at this seed" if chosen_on else ""
+    settings = run.get("settings", {})
+    shuffles = settings.get("candidate_shuffles", 0)  # absent: a run from before the setting, retrieval order
+    trained = (f"; trained on {shuffles} shuffled candidate order{'s' if shuffles > 1 else ''} per question"
+               if shuffles else "")
+    if settings.get("student", "tiny") != "tiny":
+        trained += f"; pretrained student {Path(settings['student']).name} + LoRA"
     for key, v in run["variants"].items():
         variant = f"{task}, {key}"
         is_target = (task, key) == (TARGET_TASK, TARGET_VARIANT) and not chosen_on
         table.add("learnability.test_subset_f1", v["test_subset_f1"], "F1", at_least(TARGET_F1) if is_target else None,
                   variant=variant, seed=seed, note=f"{v['test_subset_f1_at_teacher_size']:.3f} at the teacher's |S|; "
-                                                   f"{v['steps']:,} steps, {v['seconds']:.0f} s{chosen}")
+                                                   f"{v['steps']:,} steps, {v['seconds']:.0f} s{trained}{chosen}")
+        orders = v.get("orders")  # the order check: absent from runs before it
+        if orders:
+            plain = orders["retrieval"]
+            for name in ORDERS[1:]:
+                o = orders[name]
+                table.add(f"learnability.test_subset_f1_{name}", o["test_subset_f1"], "F1", variant=variant,
+                          seed=seed, note=f"test candidates {name}, selections mapped back; retrieval order "
+                                          f"{plain['test_subset_f1']:.3f}; top-|S| = the first |S| shown on "
+                                          f"{o['top_size_first_slots']:.0%} of questions (retrieval order "
+                                          f"{plain['top_size_first_slots']:.0%}){trained}")
         if is_target:
             table.add("learnability.f1_over_select_all", round(v["test_subset_f1"] - base["select_all"], 4), "F1",
                       at_least(TARGET_MARGIN), variant=variant, seed=seed, note=f"select all {base['select_all']:.3f}")

@@ -194,9 +194,12 @@ class TeacherConfig:
     embedding_model: StrictStr = Field(
         "sentence-transformers/all-MiniLM-L6-v2", description="Sentence-embedding model of the cosine signals "
         "(estimators embedding and no_attention).")
-    layers: Literal["all"] | list[StrictInt] = Field(
-        "all", description="Attention layers averaged: all, or a list of layer indices (negative ones count from "
-        "the end).")
+    layers: Literal["full_attention", "all"] | list[StrictInt] = Field(
+        "full_attention", description="Attention layers averaged: full_attention (the layers whose attention spans "
+        "the whole sequence, read from the model config: every layer of a model without sliding-window layers), "
+        "all (sliding-window layers included, with a warning), or a list of layer indices (negative ones count "
+        "from the end; a listed layer whose window does not reach from the reasoning steps back to the first "
+        "document is an error).")
     calibrate: StrictBool = Field(
         True, description="Subtract the position bias measured on content-free documents (false: the 'w/o "
         "calibration' ablation).")
@@ -221,6 +224,9 @@ class TeacherConfig:
     min_select: StrictInt = Field(
         1, ge=0, description="At least this many documents in a label (a selection that stops earlier falls back).")
     max_new_tokens: StrictInt = Field(512, ge=1, description="Length limit of the teacher's reasoning reply, in tokens.")
+    reply_prefix: StrictStr = Field(
+        "", description="Text the teacher's reply is made to start with (appended to the prompt before generation "
+        "and kept as the reply's start), e.g. '[Step 1]:' so a small model begins with a step marker; empty: none.")
     lancer: LancerConfig = Field(
         default_factory=LancerConfig, description="The optional sub-question answerability signal (LANCER).")
     max_steps: StrictInt = Field(
@@ -321,6 +327,10 @@ class StudentConfig:
         "are ordered by descending score.")
     max_passage_tokens: StrictInt = Field(
         192, ge=8, description="Each passage body is cut to this many tokens in the selector prompt.")
+    candidate_shuffles: StrictInt = Field(
+        1, ge=0, le=16, description="Copies of each training question whose candidates are shown in a seeded random "
+        "order, the label indices moved with their passages (0: retrieval order only; calibration and test splits "
+        "keep retrieval order).")
     training: dict[str, JsonValue] = Field(
         default_factory=dict, description="transformers TrainingArguments fields (output_dir is always "
         "run_dir/checkpoints); checked against transformers when the recipe is validated.")

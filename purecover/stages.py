@@ -28,7 +28,7 @@ from .config import Recipe, section_fingerprint
 from .records import OutputDescription, RecordError, StageSummary, validate_record
 from .rundir import FILES, RunDir, describe_input
 
-__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "PIPELINE", "STAGES", "Stage", "StageBlockedError", "StageOutcome",
+__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "HASH_OMIT_AT_VALUE", "PIPELINE", "STAGES", "Stage", "StageBlockedError", "StageOutcome",
            "StageRun", "config_hash", "dependency_order", "execute_stage", "get_stage", "load_hook", "load_runner", "not_needed", "run_stage",
            "stage_directory", "stage_inputs"]
 
@@ -140,6 +140,18 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "eval.prompt_file",
     "student.prompt_file",
 )
+
+# Keys added after runs already existed whose default changes what a stage does: left out of the hash while
+# they hold the value that reproduces the behaviour from before they existed, so such a run keeps its hash
+# (and resumes) once that value is set, and the new default gets a hash of its own.
+HASH_OMIT_AT_VALUE: dict[str, object] = {
+    "student.candidate_shuffles": 0,  # 0: retrieval order only, as every student trained before the key
+}
+
+
+def _value_of(recipe: Recipe, dotted: str) -> object:
+    section, key = dotted.split(".")
+    return getattr(getattr(recipe, section), key)
 
 
 def _at_default(recipe: Recipe, dotted: str) -> bool:
@@ -311,10 +323,12 @@ def load_runner(name: str) -> Runner:
 
 
 def config_hash(recipe: Recipe, name: str) -> str:
-    """The config hash stage `name` records in its manifest: its recipe sections without `HASH_EXCLUDE`
-    (16 hex chars), plus the stage's `hash_extra` (e.g. the selector's fingerprint) when it declares one."""
+    """The config hash stage `name` records in its manifest: its recipe sections without `HASH_EXCLUDE` and
+    without the `HASH_OMIT_AT_DEFAULT` / `HASH_OMIT_AT_VALUE` keys that hold their old value (16 hex chars),
+    plus the stage's `hash_extra` (e.g. the selector's fingerprint) when it declares one."""
     stage = get_stage(name)
-    omitted = tuple(k for k in HASH_OMIT_AT_DEFAULT if _at_default(recipe, k))
+    omitted = tuple(k for k in HASH_OMIT_AT_DEFAULT if _at_default(recipe, k)) + tuple(
+        k for k, old in HASH_OMIT_AT_VALUE.items() if _value_of(recipe, k) == old)
     base = section_fingerprint(recipe, *stage.sections, exclude=HASH_EXCLUDE + omitted)
     if stage.hash_extra is None:
         return base

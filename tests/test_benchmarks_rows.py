@@ -155,3 +155,71 @@ def test_learnability_seed_list() -> None:
     for bad in ("0,0", "", "a"):
         with pytest.raises((argparse.ArgumentTypeError, ValueError)):
             learn.seed_list(bad)
+
+
+# ------------------------------------------------------------------------------ learnability order check
+
+
+def test_learnability_order_check_maps_selections_back_to_candidates() -> None:
+    """A student that reads the passages scores the same in every order; one that learned "the first two" only
+    scores in retrieval order (the issue-29 symptom: retrieval's top-2 F1, then collapse when reversed)."""
+    learn = _load("learnability")
+    n, gold = 6, [0, 1]  # the teacher keeps the first two retrieved, as a position prior would
+    value = [3.0, 2.0, -1.0, -2.0, -3.0, -4.0]  # a content reader: one score per candidate, wherever shown
+    orders = {name: learn.shown_order(name, "q7", n, seed=0) for name in learn.ORDERS}
+    assert orders["retrieval"] == list(range(n)) and orders["reversed"] == list(range(n))[::-1]
+    assert sorted(orders["shuffled"]) == list(range(n)) and orders["shuffled"] != orders["retrieval"]
+    assert orders["shuffled"] == learn.shown_order("shuffled", "q7", n, seed=0)  # seeded
+    for name, order in orders.items():
+        reader = learn.score_in_order([value[k] for k in order], order, gold, tau=0.0, min_select=1, k_max=None)
+        assert reader["test_subset_f1"] == reader["test_subset_f1_at_teacher_size"] == 1.0, name
+        positional = learn.score_in_order([2.0, 1.0, -1.0, -1.5, -2.0, -3.0], order, gold, 0.0, 1, None)
+        assert positional["top_size_first_slots"] == 1.0  # it always keeps the first two shown
+        if name == "reversed":
+            assert positional["test_subset_f1"] == positional["test_subset_f1_at_teacher_size"] == 0.0
+        if name == "retrieval":
+            assert positional["test_subset_f1"] == 1.0 and reader["top_size_first_slots"] == 1.0
+    with pytest.raises(ValueError, match="unknown order"):
+        learn.shown_order("sideways", "q", 3, 0)
+
+
+def test_learnability_rows_carry_the_order_check_and_the_training_order() -> None:
+    learn = _load("learnability")
+    run = _run(0.9, 500)
+    run["settings"] = {"candidate_shuffles": 2, "student": "/models/SmolLM2-135M"}
+    checked = {"retrieval": {"test_subset_f1": 0.643, "top_size_first_slots": 1.0},
+               "reversed": {"test_subset_f1": 0.069, "top_size_first_slots": 0.98},
+               "shuffled": {"test_subset_f1": 0.2, "top_size_first_slots": 0.96}}
+    run["variants"]["cl+lm"]["orders"] = checked
+    table = learn.rows({"machine": {"cpus": 2, "processor": "x86_64"}, "seeds": [0],
+                        "results": {"hotpotqa": {"0": run}}})
+    by = {(r["figure"], r["variant"]): r for r in table}
+    reversed_row = by[("learnability.test_subset_f1_reversed", "hotpotqa, cl+lm")]
+    assert reversed_row["value"] == 0.069 and reversed_row["target"] is None
+    assert "retrieval order 0.643" in reversed_row["note"] and "first |S| shown on 98%" in reversed_row["note"]
+    assert by[("learnability.test_subset_f1_shuffled", "hotpotqa, cl+lm")]["value"] == 0.2
+    assert ("learnability.test_subset_f1_reversed", "hotpotqa, cl") not in by  # that variant has no check
+    note = by[("learnability.test_subset_f1", "hotpotqa, cl+lm")]["note"]
+    assert "trained on 2 shuffled candidate orders per question" in note and "SmolLM2-135M + LoRA" in note
+    # a run from before the setting (no candidate_shuffles, no student): retrieval order, notes as before
+    old = learn.rows({"machine": {"cpus": 2, "processor": "x86_64"}, "seeds": [0],
+                      "results": {"colour": {"0": _run(0.9, 500)}}})
+    assert not any("shuffled" in r.get("note", "") or "LoRA" in r.get("note", "") for r in old)
+    assert not any(r["figure"].endswith(("_reversed", "_shuffled")) for r in old)
+
+
+def test_learnability_student_folder_is_checked_before_any_work(tmp_path) -> None:
+    learn = _load("learnability")
+    assert "not a directory" in learn.student_dir_problem(tmp_path / "missing")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    assert learn.student_dir_problem(folder) == "no config.json"
+    (folder / "config.json").write_text("{}")
+    assert "safetensors" in learn.student_dir_problem(folder)
+    (folder / "model.safetensors").write_bytes(b"")
+    assert "no tokenizer" in learn.student_dir_problem(folder)
+    (folder / "tokenizer.json").write_text("{}")
+    assert learn.student_dir_problem(folder) is None
+    proc = subprocess.run([sys.executable, str(BENCH / "learnability.py"), "--student", str(tmp_path / "missing")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--student" in proc.stderr and "not a directory" in proc.stderr

@@ -21,30 +21,52 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # Fingerprints recorded with the hand-written checker that the pydantic sections replaced: the
 # configuration hashes of existing run directories must not move. A new recipe key changes them on
 # purpose (it is part of the hashed form): then record the new values here.
+# teacher.layers=all: the default before full_attention (the teacher section of a run made then).
 PINNED = {
-    (): ("d09d001401b6667c", {"data": "1b54006de7c346ba", "teacher": "1fb1cda59f937b23",
-                              "student": "ca624c19f06c0ec2", "eval": "473eeea4bd9d1e81"}),
+    ("teacher.layers=all",): ("1fedd222e5db75a5", {"data": "1b54006de7c346ba", "teacher": "1fb1cda59f937b23",
+                                                   "student": "110d67815e42b488", "eval": "473eeea4bd9d1e81"}),
+    # the defaults since teacher.layers: full_attention (the default moved: the teacher section moves with it)
+    (): ("3c4958d6313fc79b", {"data": "1b54006de7c346ba", "teacher": "a28da84e75e369ea",
+                              "student": "110d67815e42b488", "eval": "473eeea4bd9d1e81"}),
     # integers given for floats are stored as floats, as before
-    ("teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("7c29595f57242214", {"teacher": "366f8f6a116b536b", "student": "cab24783cafe5c1d"}),
-    ("student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}", "teacher.calibration_lengths=64",
-     "seed=7", "run_dir=runs/x"):
-        ("51eff1423f579dad", {"seed": "5f83350f79a392f2", "teacher": "6b396ce08eb2bbcc",
-                              "student": "60ca388842ca9354"}),
+    ("teacher.layers=all", "teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
+        ("d3e6709d9737d9cb", {"teacher": "366f8f6a116b536b", "student": "b55c7f9f1c96b90c"}),
+    ("teacher.layers=all", "student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}",
+     "teacher.calibration_lengths=64", "seed=7", "run_dir=runs/x"):
+        ("149a553050924ef9", {"seed": "5f83350f79a392f2", "teacher": "6b396ce08eb2bbcc",
+                              "student": "8fef910db1f34614"}),
 }
 
-# The stage configuration hashes of the defaults, as run directories recorded them before eval.prompt_file and
-# student.prompt_file existed: keys added later stay out of the hash at their default (HASH_OMIT_AT_DEFAULT).
+# The stage configuration hashes of the defaults, as run directories recorded them before eval.prompt_file,
+# student.prompt_file and student.candidate_shuffles existed: keys added later stay out of the hash at their
+# default (HASH_OMIT_AT_DEFAULT) or, for a key whose default changed the behaviour, at the value that reproduces
+# the earlier behaviour (HASH_OMIT_AT_VALUE: student.candidate_shuffles=0, retrieval order).
 STAGE_HASHES = {"data": "6a29041eaefb7d8a", "calibrate": "31fa9aea1ce8b623", "label": "52dcee24a35e3239",
                 "train": "d51e24b3bb6aaabb", "export": "9998c45141130a37", "select": "db2447924c7ffc87",
                 "evaluate": "4fcb19b6a3946cca"}
+# The defaults since student.candidate_shuffles (1: one shuffled order per training question) trains another
+# student: the stages that read the student section get hashes of their own.
+STAGE_HASHES_SHUFFLED = {**STAGE_HASHES, "train": "c0a01ece669cddf2", "export": "8ea57377e65cca69",
+                         "evaluate": "8acd76106026c6d4"}
+# The defaults since teacher.layers: full_attention (only the layers that see the whole sequence): the stages that
+# hash the teacher section get hashes of their own; teacher.layers: all reproduces the hashes above. (calibrate's
+# also holds the resolved layers, "unresolved" here: the default teacher's config is not in the test cache.)
+STAGE_HASHES_FULL_ATTENTION = {**STAGE_HASHES_SHUFFLED, "calibrate": "7d668eeab77cf0db", "label": "c0b01ecbeec5f1b1",
+                               "train": "3979ea986a3acba8", "export": "adc7a376d41f79d8",
+                               "evaluate": "6d9b19737a57ca22"}
 
 
 def test_stage_hashes_of_the_defaults_did_not_move(tmp_path):
     from purecover.stages import STAGES, config_hash
 
     recipe = load_recipe(None, [f"run_dir={tmp_path / 'run'}"])  # an empty run: calibrate and select read it
-    assert {name: config_hash(recipe, name) for name in STAGES} == STAGE_HASHES
+    assert {name: config_hash(recipe, name) for name in STAGES} == STAGE_HASHES_FULL_ATTENTION
+    shuffled = load_recipe(None, [f"run_dir={tmp_path / 'run'}", "teacher.layers=all"])
+    assert {name: config_hash(shuffled, name) for name in STAGES} == STAGE_HASHES_SHUFFLED
+    before = load_recipe(None, [f"run_dir={tmp_path / 'run'}", "student.candidate_shuffles=0", "teacher.layers=all"])
+    assert {name: config_hash(before, name) for name in STAGES} == STAGE_HASHES
+    two = load_recipe(None, [f"run_dir={tmp_path / 'run'}", "student.candidate_shuffles=2"])
+    assert config_hash(two, "train") not in (STAGE_HASHES["train"], STAGE_HASHES_SHUFFLED["train"])
     prompt = tmp_path / "answer.txt"
     prompt.write_text("[[reply]]\nOne word.\n", encoding="utf-8")
     assert config_hash(load_recipe(None, [f"eval.prompt_file={prompt}"]), "evaluate") != STAGE_HASHES["evaluate"]
@@ -93,7 +115,7 @@ def test_every_key_is_documented_and_ranges_sit_on_their_keys():
     ("teacher.calibration_lengths=0", "teacher.calibration_lengths: must be 'candidates' or an integer >= 1, got 0"),
     ("teacher.calibration_lengths=candidate",
      "teacher.calibration_lengths: 'candidate' is not one of 'candidates'; did you mean 'candidates'?"),
-    ("teacher.layers=[1, x]", "teacher.layers: expected 'all' | list of int, got [1, 'x']"),
+    ("teacher.layers=[1, x]", "teacher.layers: expected 'full_attention' | 'all' | list of int, got [1, 'x']"),
     ("teacher.normalize=zscor", "teacher.normalize: 'zscor' is not one of 'absolute', 'zscore'; did you mean 'zscore'?"),
     ("eval.budgets=[3, 0]", "eval.budgets[1]: must be >= 1, got 0"),
     ("student.lora.target_modules=[1]", "student.lora.target_modules: expected str | list of str, got [1]"),

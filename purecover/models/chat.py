@@ -1,10 +1,17 @@
-"""Render a (system, user) exchange as the prompt text a causal LM continues, and map spans into it."""
+"""Render a (system, user) exchange as the prompt text a causal LM continues, and map spans into it.
+
+Every prompt text is tokenised with ``add_special_tokens=False`` (`purecover.models.generation`, the
+selector prompt, the teacher's offsets), so the text itself carries every special token the model needs:
+the chat template's own (it writes the BOS where the model wants one), or, in the plain layout used
+without a template, the tokenizer's BOS token at the very start (`bos_prefix`). Base models trained
+with a BOS at the start of every document (Gemma, Llama, Mistral) degenerate without it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ChatPrompt", "render_chat"]
+__all__ = ["ChatPrompt", "bos_prefix", "render_chat"]
 
 
 class ChatPrompt:
@@ -20,8 +27,21 @@ class ChatPrompt:
         return span[0] + self.user_offset, span[1] + self.user_offset
 
 
+def bos_prefix(tokenizer: Any) -> str:
+    """The text the plain layout starts with: the tokenizer's BOS token when it has one with an id, else "".
+
+    The prompt is tokenised without special tokens, so the tokenizer never adds a BOS of its own (even one
+    whose post-processor would, like Llama's): the token in the text is the only one.
+    """
+    bos = getattr(tokenizer, "bos_token", None)
+    if not isinstance(bos, str) or not bos or getattr(tokenizer, "bos_token_id", None) is None:
+        return ""
+    return bos
+
+
 def render_chat(tokenizer: Any, system: str | None, user: str) -> ChatPrompt:
-    """Use the tokenizer's chat template when it has one; otherwise a plain-text layout.
+    """Use the tokenizer's chat template when it has one; otherwise a plain-text layout, which starts with
+    the tokenizer's BOS token when it has one (`bos_prefix`).
 
     Raises ValueError if the template alters the user message (spans could not be mapped).
     """
@@ -33,5 +53,5 @@ def render_chat(tokenizer: Any, system: str | None, user: str) -> ChatPrompt:
         if offset < 0:
             raise ValueError("the tokenizer's chat template changes the user message; cannot locate document spans")
         return ChatPrompt(text, offset)
-    head = f"{system}\n\n" if system else ""
+    head = bos_prefix(tokenizer) + (f"{system}\n\n" if system else "")
     return ChatPrompt(f"{head}{user}\n\n", len(head))

@@ -163,8 +163,8 @@ def make_generator(backend: str, *, model: Any = None, tokenizer: Any = None, mo
     if backend == "vllm":
         if model_name is None:
             raise ValueError("the vllm backend needs a model name or directory")
-        from .loading import check_model_path  # a catalogue name or .gguf file: its converted directory
+        from .loading import resolve_gguf_model  # a catalogue name or .gguf file: its converted directory
 
-        return VLLMGenerator(check_model_path(model_name), tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+        return VLLMGenerator(resolve_gguf_model(model_name), tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                              trust_remote_code=trust_remote_code, seed=seed, tokenizer=tokenizer)
     raise ValueError(f"unknown generation backend {backend!r}; expected hf or vllm")

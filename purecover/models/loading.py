@@ -12,7 +12,7 @@ import torch
 log = logging.getLogger(__name__)
 
 __all__ = ["check_model_path", "gguf_file_of", "load_causal_lm", "load_tokenizer", "looks_like_local_path",
-           "model_source", "resolve_dtype"]
+           "model_source", "resolve_dtype", "resolve_gguf_model"]
 
 # What the Hub accepts as a repo id: ``name`` or ``owner/name`` (letters, digits, ``-_.``).
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
@@ -99,6 +99,18 @@ def check_model_path(name: str, what: str = "model") -> str:
         raise FileNotFoundError(
             f"{what} path {name} does not exist (a local path: it starts with ./, / or ~, or has no "
             "owner/name form); check the path, or give a Hugging Face Hub id like Qwen/Qwen2.5-7B-Instruct")
+    return name
+
+
+def resolve_gguf_model(name: str) -> str:
+    """The converted directory of `name` when it is a GGUF file or a catalogue model (`check_model_path`), else
+    `name` unchanged (for backends that resolve paths and Hub ids themselves, like vLLM)."""
+    from .catalogue import catalogue_entry
+
+    path = Path(name).expanduser()
+    is_gguf = path.exists() and gguf_file_of(name) is not None
+    if is_gguf or (not path.exists() and catalogue_entry(name) is not None):
+        return check_model_path(name)
     return name
 
 

@@ -46,6 +46,7 @@ from ..utils.io import atomic_write_json, read_jsonl
 from ..utils.provenance import package_versions
 from .prompts import (
     ReasoningPrompt,
+    TeacherSequence,
     build_reasoning_prompt,
     build_teacher_sequence,
     document_body,
@@ -61,6 +62,7 @@ __all__ = [
     "bias_keys",
     "calibration_keys",
     "calibration_lengths",
+    "calibration_sequence",
     "compute_position_bias",
     "document_bodies",
     "document_token_lengths",
@@ -266,25 +268,30 @@ def weights_fingerprint(model_name: str) -> str:
 
 def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int],
               doc_tokens: Sequence[int], weights: str | None = None,
-              prompt: ReasoningPrompt | None = None) -> BiasKeys:
+              prompt: ReasoningPrompt | None = None, layers_read: Sequence[int] | None = None) -> BiasKeys:
     """The identity of a calibration: what must match for a bias vector to be valid.
 
     `weights` defaults to `weights_fingerprint(model_name)`; ``model`` is kept for display.
     ``template`` hashes the reasoning prompt's wording (`prompt`, default ours) and the chat template.
+    `layers` is ``teacher.layers`` as given; `layers_read` the layer indices it resolves to on the teacher
+    (`purecover.teacher.layers.LayerPlan.read`), recorded when given.
     """
+    optional = {"layers_read": [int(i) for i in layers_read]} if layers_read is not None else {}
     return BiasKeys(model=model_name,
                     weights=weights if weights is not None else weights_fingerprint(model_name),
                     k1=int(k1), template=template_key(tokenizer, prompt),
                     layers=layers if isinstance(layers, str) else [int(i) for i in layers],
-                    doc_tokens=[int(n) for n in doc_tokens])
+                    doc_tokens=[int(n) for n in doc_tokens], **optional)
 
 
 def calibration_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int], setting: str | int,
-                     candidates_path: str | Path, prompt: ReasoningPrompt | None = None
-                     ) -> tuple[BiasKeys, CalibrationLengths]:
-    """The bias keys of a run and its target lengths: the one helper the calibrate and label stages share."""
+                     candidates_path: str | Path, prompt: ReasoningPrompt | None = None,
+                     layers_read: Sequence[int] | None = None) -> tuple[BiasKeys, CalibrationLengths]:
+    """The bias keys of a run and its target lengths: the one helper the calibrate and label stages share
+    (both pass the resolved `layers_read`, so a bias computed from other layers is refused)."""
     lengths = calibration_lengths(tokenizer, k1, setting, candidates_path)
-    return bias_keys(model_name, k1, tokenizer, layers, lengths.target, prompt=prompt), lengths
+    return bias_keys(model_name, k1, tokenizer, layers, lengths.target, prompt=prompt,
+                     layers_read=layers_read), lengths
 
 
 # --------------------------------------------------------------------------- bias
@@ -320,21 +327,29 @@ class PositionBias:
     doc_tokens: list[int]
 
 
+def calibration_sequence(tokenizer: Any, doc_tokens: Sequence[int],
+                         prompt: ReasoningPrompt | None = None) -> TeacherSequence:
+    """The calibration's teacher sequence: the dummy question, K1 = len(doc_tokens) dummy documents (document k
+    cut to `doc_tokens[k]` tokens) and the fixed dummy reasoning trace, with its token spans."""
+    docs = [dummy_document(tokenizer, int(n)) for n in doc_tokens]
+    text, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, docs, prompt)
+    return build_teacher_sequence(tokenizer, text, doc_chars, list(DUMMY_STEPS), DUMMY_ANSWER)
+
+
 def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int], layers: str | Sequence[int] = "all",
                           max_chunk_bytes: int = 256 << 20, prompt: ReasoningPrompt | None = None) -> PositionBias:
     """Bias(k), k = 1..K1 (K1 = len(doc_tokens)): mean over dummy steps of Attn(dummy step, dummy document k).
 
-    Dummy document k is cut to `doc_tokens[k]` tokens; the lengths obtained inside the built
-    sequence (token spans) are returned with the bias. `prompt`: the reasoning prompt's wording
-    (default ours), the same as the label stage's.
+    Dummy document k is cut to `doc_tokens[k]` tokens (`calibration_sequence`); the lengths obtained inside the
+    built sequence (token spans) are returned with the bias. `layers`: as `capture_segment_attention` takes them
+    (the calibrate stage passes the resolved indices, the label stage's). `prompt`: the reasoning prompt's
+    wording (default ours), the same as the label stage's.
     """
     import torch
 
     from .capture import SegmentSpec, capture_segment_attention
 
-    docs = [dummy_document(tokenizer, int(n)) for n in doc_tokens]
-    text, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, docs, prompt)
-    seq = build_teacher_sequence(tokenizer, text, doc_chars, list(DUMMY_STEPS), DUMMY_ANSWER)
+    seq = calibration_sequence(tokenizer, doc_tokens, prompt)
     device = next(model.parameters()).device
     ids = torch.tensor([seq.input_ids], device=device)
     spec = SegmentSpec.of(seq.step_spans, seq.doc_spans)
@@ -408,10 +423,15 @@ def _weights_mismatch(path: Path, keys: BiasKeys, expected: BiasKeys) -> str:
 
 def bias_inputs_fingerprint(recipe: Any) -> str:
     """What the calibrate stage's config hash adds to the teacher section (`purecover.stages`): the teacher
-    weights' identity, the reasoning prompt's wording and the document-length source (the candidates'
-    fingerprint when lengths come from them). No model or tokenizer is loaded; a missing candidates file
-    reads as ``missing`` (the stage itself then says how to make it)."""
+    weights' identity, the reasoning prompt's wording, the document-length source (the candidates'
+    fingerprint when lengths come from them) and, for ``teacher.layers: full_attention``, the layers it resolves
+    to on the teacher's config (`purecover.teacher.layers.resolved_layers_fingerprint`: only a local config.json
+    is read, so a change of the layers read, e.g. through another transformers' layer types, recomputes the
+    bias; ``all`` and index lists depend only on the layer count, which the weights fingerprint covers). No model
+    or tokenizer is loaded; a missing candidates file reads as ``missing`` (the stage itself then says how to
+    make it)."""
     from ..rundir import RunDir
+    from .layers import resolved_layers_fingerprint
     from .prompts import ReasoningPrompt
 
     t = recipe.teacher
@@ -423,6 +443,8 @@ def bias_inputs_fingerprint(recipe: Any) -> str:
         source = "missing"
     parts = {"weights": weights_fingerprint(t.model), "prompt": ReasoningPrompt.from_config(t).record().to_json_dict(),
              "lengths": source}
+    if t.layers == "full_attention":  # `all` and index lists resolve through num_hidden_layers alone (in `weights`)
+        parts["layers"] = resolved_layers_fingerprint(t.model, t.layers, t.trust_remote_code)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

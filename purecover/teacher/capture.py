@@ -32,6 +32,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from .layers import resolve_layers
+
 __all__ = [
     "CAPTURE_IMPLEMENTATION",
     "SegmentSpec",
@@ -199,15 +201,9 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
 
 
 def _resolve_layers(model: torch.nn.Module, layers: str | Sequence[int]) -> list[int]:
-    n = model.config.num_hidden_layers
-    if layers == "all":
-        return list(range(n))
-    if isinstance(layers, str):
-        raise ValueError(f"layers must be 'all' or a list of layer indices, got {layers!r}")
-    out = sorted({int(i) + n if int(i) < 0 else int(i) for i in layers})
-    if not out or out[0] < 0 or out[-1] >= n:
-        raise ValueError(f"layer indices {list(layers)} out of range for a model with {n} layers")
-    return out
+    """The sorted layer indices `layers` (full_attention, all or indices) reads on `model`
+    (`purecover.teacher.layers.resolve_layers`)."""
+    return list(resolve_layers(model.config, layers).read)
 
 
 @contextlib.contextmanager
@@ -245,8 +241,10 @@ def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, a
     input_ids / attention_mask: (B, T), left or right padded. specs: one `SegmentSpec` per
     sequence, positions counted in the unpadded sequence. Returns one float64 tensor of shape
     (len(rows), len(cols)) per sequence: entry (x, y) = Attn(row segment x, column segment y),
-    averaged over `layers` and all query heads. `max_chunk_bytes` bounds the per-layer working
-    memory of the row chunks.
+    averaged over `layers` and all query heads. `layers`: ``all``, ``full_attention`` (the layers whose attention
+    spans the whole sequence, from the model config) or layer indices (`purecover.teacher.layers`); a sliding-window
+    layer is read through its own sliding mask, so what it cannot see counts as zero. `max_chunk_bytes` bounds the
+    per-layer working memory of the row chunks.
     """
     if len(specs) != input_ids.shape[0]:
         raise ValueError(f"{len(specs)} segment specs for a batch of {input_ids.shape[0]}")
@@ -297,7 +295,13 @@ def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, a
 
 def reference_segment_attention(attentions: Sequence[torch.Tensor], attention_mask: torch.Tensor | None,
                                 specs: Sequence[SegmentSpec], layers: str | Sequence[int] = "all") -> list[torch.Tensor]:
-    """The same quantity from eager ``output_attentions`` (tuple of (B, H, T, T) per layer), in float64."""
+    """The same quantity from eager ``output_attentions`` (tuple of (B, H, T, T) per layer), in float64.
+
+    `layers`: ``all`` or layer indices (no config here: resolve ``full_attention`` with
+    `purecover.teacher.layers.resolve_layers` first)."""
+    if isinstance(layers, str) and layers != "all":
+        raise ValueError(f"reference_segment_attention takes 'all' or layer indices, got {layers!r} "
+                         "(resolve it with purecover.teacher.layers.resolve_layers)")
     n_layers = len(attentions)
     chosen = list(range(n_layers)) if layers == "all" else sorted({int(i) % n_layers for i in layers})
     mean = torch.stack([attentions[i].double() for i in chosen]).mean(dim=0).mean(dim=1)  # (B, T, T)

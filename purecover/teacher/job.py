@@ -14,7 +14,10 @@ the shards into ``labels.jsonl`` in candidates order (atomic write; `purecover.t
 Work happens in two passes: first generation for the whole shard (teacher replies, LANCER
 sub-questions and ratings; with vLLM the engine is then freed), then capture and selection. Both
 passes cut the shard into fixed batches by position and redo a partly written batch whole, so a
-run killed at any moment and rerun produces exactly the records of an uninterrupted run.
+run killed at any moment and rerun produces exactly the records of an uninterrupted run. Before both,
+``teacher.layers`` is resolved on the teacher's config and checked against every question's distance from
+its first document to its reasoning (`purecover.teacher.layers`); the layers read go into every record's
+``teacher.layers_read`` and the summary's ``layers``.
 
 The calibrate stage (bias.json) is `purecover.teacher.calibrate_stage`.
 """
@@ -39,6 +42,7 @@ from ..records import (
     LabelRecord,
     LabelSummary,
     LancerShardRecord,
+    LayersRead,
     ReplyShardRecord,
     StageSummary,
     StoredAttention,
@@ -54,6 +58,14 @@ from .defaults import resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
 from .estimation import SegmentAttention, SimilarityScores, estimate
 from .label_record import lancer_templates, stored, stored_array, teacher_meta
+from .layers import (
+    LayerPlan,
+    LayerWindowError,
+    load_layer_plan,
+    reach_report,
+    reply_distance,
+    sequence_distance,
+)
 from .loading import TeacherResources
 from .parsing import ParsedReply, parse_reply
 from .prompts import ReasoningPrompt, build_reasoning_prompt, build_teacher_sequence
@@ -95,7 +107,14 @@ class _Labeler:
         self.params = resolve_params(self.cfg)
         self.lancer_templates = lancer_templates(self.cfg)
         self.prompt = ReasoningPrompt.from_config(self.cfg)  # the reasoning prompt's wording, read once
+        self.plan: LayerPlan | None = None  # teacher.layers resolved (`use_layers`); None: no attention is read
         self.meta = teacher_meta(self.cfg, self.params, self.lancer_templates, self.prompt.record())
+
+    def use_layers(self, plan: LayerPlan) -> None:
+        """Capture from `plan`'s layers and record them in every label's ``teacher.layers_read``."""
+        self.plan = plan
+        self.meta = teacher_meta(self.cfg, self.params, self.lancer_templates, self.prompt.record(),
+                                 layers_read=plan.read)
 
     def shard_file(self, kind: str) -> Path:
         return shard_path(self.recipe.run_path, kind, self.rank, self.world)
@@ -133,12 +152,13 @@ class _Labeler:
             bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
                 if need_replies and any(r.qid not in rfile.done for r in batch):
-                    prompts = [build_reasoning_prompt(self.tokenizer(), r.question, r.docs, self.prompt)[0]
+                    prefix = self.cfg.reply_prefix  # the reply is made to start with it: part of the reply
+                    prompts = [build_reasoning_prompt(self.tokenizer(), r.question, r.docs, self.prompt)[0] + prefix
                                for r in batch]
                     outs = generator.generate(prompts, self.cfg.max_new_tokens)
                     for r, out in zip(batch, outs):
                         if r.qid not in rfile.done:
-                            rfile.write(ReplyShardRecord(qid=r.qid, reply=out).to_json_dict())
+                            rfile.write(ReplyShardRecord(qid=r.qid, reply=prefix + out).to_json_dict())
                 if need_lancer and any(r.qid not in lfile.done for r in batch):
                     self._lancer_batch(generator, batch, lfile)
                 bar.update(len(batch))
@@ -185,12 +205,17 @@ class _Labeler:
 
     def capture_attention(self, batch: Sequence[CandidateRecord], parsed: Sequence[ParsedReply]
                           ) -> list[SegmentAttention]:
-        """Segment attention of each question (stored precision), from one capture pass over the batch."""
+        """Segment attention of each question (stored precision), from one capture pass over the batch, averaged
+        over the resolved layers (`use_layers`); an explicitly listed layer whose window does not reach from the
+        question's first step to its first document raises `LayerWindowError` before the pass."""
         tok, model = self.tokenizer(), self.model()
         seqs, specs = [], []
         for rec, p in zip(batch, parsed):
             prompt, doc_chars = build_reasoning_prompt(tok, rec.question, rec.docs, self.prompt)
             seq = build_teacher_sequence(tok, prompt, doc_chars, p.steps, p.answer)
+            distance = sequence_distance(seq.step_spans, seq.doc_spans)
+            if self.plan is not None and distance is not None:
+                self.plan.check_reach(distance, f"question {rec.qid}")
             seqs.append(seq)
             specs.append(SegmentSpec.of([*seq.step_spans, seq.answer_span], [*seq.doc_spans, *seq.step_spans]))
         t_max = max(len(s.input_ids) for s in seqs)
@@ -204,7 +229,8 @@ class _Labeler:
             ids[i, t_max - len(s.input_ids) :] = torch.tensor(s.input_ids)
             mask[i, t_max - len(s.input_ids) :] = 1
         device = next(model.parameters()).device
-        mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=self.cfg.layers,
+        layers = list(self.plan.read) if self.plan is not None else self.cfg.layers
+        mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=layers,
                                          max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
         return [SegmentAttention.from_matrix(stored_array(m.numpy()), len(rec.docs), len(p.steps))
                 for rec, p, m in zip(batch, parsed, mats)]
@@ -308,6 +334,8 @@ class _Labeler:
                     continue
                 try:
                     records = self.label_batch(batch, replies, lancer)
+                except LayerWindowError:  # the recipe's layers, not this batch: stop the run
+                    raise
                 except Exception as exc:  # record per question, never drop one silently
                     log.warning("batch failed (%s); labelling its questions one by one", exc)
                     records = []
@@ -317,6 +345,8 @@ class _Labeler:
                             continue
                         try:
                             records += self.label_batch([rec], replies, lancer)
+                        except LayerWindowError:
+                            raise
                         except Exception as single:
                             log.error("question %s failed: %s", rec.qid, single)
                             records.append(self.error_record(rec, single))
@@ -350,6 +380,24 @@ class _LiveCounts:
                 "first-step stop": f"{self.first_step / self.n:.0%}"}
 
 
+def _resolve_layer_plan(labeler: _Labeler, candidates: Sequence[CandidateRecord], warn: bool) -> LayersRead | None:
+    """Resolve ``teacher.layers`` on the teacher's config and apply the reach rule to every question, before any
+    generation or capture (`purecover.teacher.layers`): the prompt of each question is tokenised only when a read
+    layer has a window. Every rank checks every question, so all refuse alike; `warn`: log the ``all`` warning
+    (rank 0). Returns the `LayersRead` record, or None when no attention is read."""
+    params, cfg = labeler.params, labeler.cfg
+    if "attention" not in (params.e_source, params.w_source):
+        return None
+    plan = load_layer_plan(cfg.model, cfg.layers, trust_remote_code=cfg.trust_remote_code)
+    labeler.use_layers(plan)
+    distances: list[tuple[str, int | None]] = []
+    if plan.sliding():
+        tok = labeler.tokenizer()
+        distances = [(f"question {r.qid}", reply_distance(tok, r.question, r.docs, labeler.prompt))
+                     for r in candidates]
+    return plan.record(reach_report(plan, distances, exact=False, warn=warn))
+
+
 def run_label_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring); returns the summary also
     stored in label.run.json (a `LabelSummary`; a complete stage's stored summary that another version wrote may
@@ -369,9 +417,12 @@ def write_labels(run: StageRun) -> LabelSummary:
     candidates = load_candidates(rd.path_of("candidates"))
     torch.manual_seed(recipe.seed)
     labeler = _Labeler(recipe, rank, world, show_progress)
+    layers = _resolve_layer_plan(labeler, candidates, warn=rank == 0)
     if cfg.estimator == "attention" and cfg.calibrate:
+        assert labeler.plan is not None
         keys, _ = calibration_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers,
-                                   cfg.calibration_lengths, rd.path_of("candidates"), prompt=labeler.prompt)
+                                   cfg.calibration_lengths, rd.path_of("candidates"), prompt=labeler.prompt,
+                                   layers_read=labeler.plan.read)
         labeler.bias, labeler.bias_key = load_bias(rd.path_of("bias"), keys)
     shard = candidates[rank::world]
     t0 = time.perf_counter()
@@ -389,6 +440,7 @@ def write_labels(run: StageRun) -> LabelSummary:
             written_by_rank0=written,
             questions_per_second_rank0=round(written / elapsed, 3) if written and elapsed > 0 else None,
             labels=str(run_dir / LABELS_FILE), estimation=labeler.params.to_record(), warning=warning,
+            **({"layers": layers} if layers is not None else {}),
         )
         if diag.error == len(candidates):
             raise RuntimeError(f"every question failed; see the `reason` fields in {run_dir / LABELS_FILE}")

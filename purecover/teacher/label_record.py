@@ -8,6 +8,7 @@ The record itself is `purecover.records.LabelRecord`; the label stage builds it 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,10 +39,10 @@ def stored_array(values: np.ndarray) -> np.ndarray:
 
 
 def teacher_meta(cfg: TeacherConfig, params: EstimationParams, templates: tuple[str | None, str | None] = (None, None),
-                 prompt: PromptWording | None = None) -> TeacherSettings:
+                 prompt: PromptWording | None = None, layers_read: Sequence[int] | None = None) -> TeacherSettings:
     """The recipe's teacher keys as given (null = default) plus `estimation`, the resolved values used; the sha256
-    of LANCER's custom (rating, sub-question) `templates` (`lancer_templates`) and the reasoning `prompt`'s
-    wording when given."""
+    of LANCER's custom (rating, sub-question) `templates` (`lancer_templates`), the reasoning `prompt`'s
+    wording and `layers_read` (the attention layers ``teacher.layers`` resolved to, sorted indices) when given."""
     embedding = None
     if params.w_source == "similarity":  # where the embedding model's files came from (bundled copies are verified)
         from ..data.retrieval.dense import embedding_model_source
@@ -54,7 +55,9 @@ def teacher_meta(cfg: TeacherConfig, params: EstimationParams, templates: tuple[
             for kind, text in zip(("rating", "subquestion"), templates) if text is not None}
     lancer = LancerSettings(enabled=cfg.lancer.enabled, beta=cfg.lancer.beta, n_subquestions=cfg.lancer.n_subquestions,
                             expected_rating=cfg.lancer.expected_rating, **shas)
-    optional = {"prompt": prompt} if prompt is not None else {}
+    optional: dict[str, Any] = {"prompt": prompt} if prompt is not None else {}
+    if layers_read is not None:
+        optional["layers_read"] = [int(i) for i in layers_read]
     return TeacherSettings(
         model=cfg.model, backend=cfg.backend, steps=cfg.steps, estimator=cfg.estimator,
         embedding_model=cfg.embedding_model if params.w_source == "similarity" else None,

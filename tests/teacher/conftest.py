@@ -21,3 +21,28 @@ def tiny_teacher_dir(tmp_path_factory, qwen_tokenizer_dir) -> Path:
     from purecover.demo.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), qwen_tokenizer_dir, "qwen2", seed=0)
+
+
+GEMMA3_LAYER_TYPES = ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
+GEMMA3_WINDOW = 16
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3_dir(tmp_path_factory, qwen_tokenizer_dir) -> Path:
+    """A tiny random Gemma3 text model with sliding-window layers and the real Qwen2 tokenizer: 4 layers
+    (`GEMMA3_LAYER_TYPES`: sliding, sliding, full, sliding), a window of `GEMMA3_WINDOW` tokens."""
+    import torch
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    vocab = max(len(tok), max(tok.all_special_ids, default=0) + 1)
+    config = Gemma3TextConfig(vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+                              sliding_window=GEMMA3_WINDOW, layer_types=list(GEMMA3_LAYER_TYPES),
+                              max_position_embeddings=8192, tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
+                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny_gemma3")
+    Gemma3ForCausalLM(config).eval().save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    return out

@@ -149,3 +149,58 @@ def test_soft_capped_logits_gemma2_padded_batch():
     with torch.no_grad():
         attentions = model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
     assert_close(got, reference_segment_attention(attentions, mask, specs))
+
+
+def tiny_gemma3(window: int = 8):
+    """A tiny Gemma3 text model whose layers 0, 1 and 3 slide over `window` tokens and layer 2 sees everything."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=500, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+                              sliding_window=window, max_position_embeddings=512,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                           "sliding_attention"])
+    return Gemma3ForCausalLM(config).eval()
+
+
+def test_sliding_window_layers_gemma3_padded_batch():
+    """A sliding layer's capture uses its own sliding mask: equal to eager on every layer subset, and what lies
+    beyond the window (the first document, 40+ tokens before the steps, window 8) is exactly zero there."""
+    model = tiny_gemma3(window=8)
+    ids = torch.randint(0, 500, (2, 72))
+    mask = torch.ones_like(ids)
+    mask[1, :12] = 0  # left padding
+    specs = [SegmentSpec.of([(50, 58), (58, 66), (66, 72)], [(0, 10), (10, 40), (44, 52), (50, 58)]),
+             SegmentSpec.of([(40, 48), (48, 60)], [(0, 12), (12, 30), (36, 44)])]
+    with torch.no_grad():
+        model.set_attn_implementation("eager")
+        attentions = model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False).attentions
+        model.set_attn_implementation("sdpa")
+    for layers in ("all", [0], [1], [2], [3], [0, 3], [-1]):
+        got = capture_segment_attention(model, ids, mask, specs, layers=layers)
+        assert_close(got, reference_segment_attention(attentions, mask, specs, layers))
+    sliding = capture_segment_attention(model, ids, mask, specs, layers=[0])
+    full = capture_segment_attention(model, ids, mask, specs, layers=[2])
+    assert torch.all(sliding[0][:, 0] == 0) and torch.all(sliding[1][:, 0] == 0)  # out of the window
+    assert torch.all(full[0][:, 0] > 0) and torch.all(full[1][:, 0] > 0)  # the full layer sees it
+    # full_attention reads layer 2 only: the same as listing it
+    assert_close(capture_segment_attention(model, ids, mask, specs, layers="full_attention"), full, tol=0)
+
+
+@pytest.mark.parametrize("length", [48, 257])
+def test_sliding_window_layers_qwen2_config(qwen_tokenizer_dir, length):
+    """Qwen2 with use_sliding_window: layers from max_window_layers on slide (window 32 tokens)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    model = tiny("qwen2", tok, use_sliding_window=True, sliding_window=32, max_window_layers=1)
+    assert model.config.layer_types == ["full_attention", "sliding_attention", "sliding_attention"]
+    ids, mask = token_batch(tok, [length, length - 20])
+    specs = [spec_for(length), spec_for(length - 20)]
+    attentions = eager_attentions(model, ids, mask)
+    for layers in ("all", [0], [1], [1, 2]):
+        got = capture_segment_attention(model, ids, mask, specs, layers=layers)
+        assert_close(got, reference_segment_attention(attentions, mask, specs, layers))
+    if length > 100:  # the first document lies beyond the window of the sliding layers
+        assert torch.all(capture_segment_attention(model, ids, mask, specs, layers=[1])[0][:-1, 0] == 0)

