@@ -90,7 +90,7 @@ def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
     if samples is None:
         raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
     return load_recipe(ROOT / "configs" / "recipes" / "real_cpu" / f"{dataset}.yaml",
-                       [f"run_dir={run_dir}", f"data.path={samples / SAMPLE_FILES[dataset]}",
+                       [f"run_dir={run_dir}", f"data.path={samples / SAMPLE_FILES[dataset]}", "data.sample=null",
                         f"student.eval_fraction={EVAL_FRACTION}", f"student.calibration_share={CALIBRATION_SHARE}",
                         *extra])
 
@@ -354,7 +354,9 @@ def qa_part(dataset: str, source: str, seed: int, work: Path, generator: str) ->
                            "seconds": round(time.perf_counter() - t0, 1), "results": {}}
     for method, by_k in metrics["results"].items():
         for k, res in by_k.items():
-            out["results"][f"{method}@{k}"] = {key: res.get(key) for key in ("em", "f1", "em_ci", "f1_ci", "mean_k")}
+            ci = res.get("ci") or {}
+            out["results"][f"{method}@{k}"] = {"em": res.get("em"), "f1": res.get("f1"), "em_ci": ci.get("em"),
+                                               "f1_ci": ci.get("f1"), "mean_k": res.get("mean_k")}
     log(f"{dataset} QA ({generator}): " + ", ".join(f"{m} EM {r['em']} F1 {r['f1']}" for m, r in out["results"].items()))
     return out
 

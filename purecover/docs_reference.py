@@ -167,6 +167,30 @@ def _argument_rows(actions: Iterable[argparse.Action]) -> list[str]:
     return rows
 
 
+def _command_section(command: str, anchor: str, help_text: str, sub: argparse.ArgumentParser, level: str
+                     ) -> list[str]:
+    """One command's section: its synopsis, description and argument tables, then its own subcommands, one
+    heading level down (``purecover models fetch`` under ``purecover models``)."""
+    out = [f"{level} `{command}` {{#{anchor}}}", "", _markdown_text(_sentence(help_text))]
+    out += ["", "```text", _synopsis(command, sub), "```", ""]
+    if sub.description:
+        out += [_markdown_text(sub.description), ""]
+    nested = _subparsers(sub)
+    for group in sub._action_groups:
+        rows = _argument_rows([a for a in group._group_actions
+                               if not (nested and isinstance(a, argparse._SubParsersAction))])
+        if not rows:
+            continue
+        title = group.title or "arguments"
+        out += [f"**{_markdown_text(title[0].upper() + title[1:])}**", ""]
+        if group.description:
+            out += [_markdown_text(group.description), ""]
+        out += ["| argument | value | default | meaning |", "|---|---|---|---|", *rows, ""]
+    for name, (nested_help, nested_sub) in nested.items():
+        out += _command_section(f"{command} {name}", f"{anchor}-{name}", nested_help, nested_sub, level + "#")
+    return out
+
+
 def cli_reference(parser: argparse.ArgumentParser) -> str:
     """docs/reference/cli.md: the top-level options, then one section per subcommand in declaration order."""
     out = [_CLI_HEADER]
@@ -175,19 +199,7 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
     out += [f"| [`{name}`](#purecover-{name}) | {_cell(help_text)} |" for name, (help_text, _) in subs.items()]
     out.append("")
     for name, (help_text, sub) in subs.items():
-        out += [f"## `purecover {name}` {{#purecover-{name}}}", "", _markdown_text(_sentence(help_text))]
-        out += ["", "```text", _synopsis(f"purecover {name}", sub), "```", ""]
-        if sub.description:
-            out += [_markdown_text(sub.description), ""]
-        for group in sub._action_groups:
-            rows = _argument_rows(group._group_actions)
-            if not rows:
-                continue
-            title = group.title or "arguments"
-            out += [f"**{_markdown_text(title[0].upper() + title[1:])}**", ""]
-            if group.description:
-                out += [_markdown_text(group.description), ""]
-            out += ["| argument | value | default | meaning |", "|---|---|---|---|", *rows, ""]
+        out += _command_section(f"purecover {name}", f"purecover-{name}", help_text, sub, "##")
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -257,8 +257,14 @@ def weights_fingerprint(model_name: str) -> str:
     A local directory: ``sha256:...`` over config.json, any ``*.safetensors.index.json``, and the
     name, byte size and five 4 KiB samples of every ``*.safetensors`` file (the same files copied
     to another path give the same value). A Hub id: ``hub:ID@COMMIT`` when a snapshot is in the
-    local Hugging Face cache, else ``hub:ID``.
+    local Hugging Face cache, else ``hub:ID``. A GGUF file or catalogue model (once converted): ``gguf:sha256:...``
+    of the GGUF file.
     """
+    from ..models.loading import model_source
+
+    source = model_source(model_name)  # a GGUF file or catalogue model: the file's content names the weights
+    if source is not None:
+        return f"gguf:sha256:{source.sha256}"
     local = Path(model_name).expanduser()
     if local.is_dir():
         return _local_fingerprint(local)

@@ -175,3 +175,19 @@ def test_bias_json_keeps_its_keys_and_a_bad_file_names_the_field(tmp_path):
         load_bias(path, keys)
     path.write_text(json.dumps({"keys": data["keys"], "bias": data["bias"]}))  # the earliest files: keys and bias
     assert np.allclose(load_bias(path, keys)[0], np.arange(K1) / 10)
+
+
+def test_a_gguf_teacher_is_named_by_its_file_content(tmp_path):
+    """A .gguf teacher (or catalogue model) is fingerprinted by the GGUF file's sha256, wherever it lies."""
+    from purecover.models.loading import check_model_path
+    from purecover.teacher.calibration import weights_fingerprint
+    from tests.models.gguf_files import sha256_of, write_tiny_gguf
+
+    gguf = write_tiny_gguf(tmp_path / "a" / "teacher.gguf") if (tmp_path / "a").mkdir() is None else None
+    check_model_path(str(gguf))  # converted when the stage loads it
+    copy = tmp_path / "b.gguf"
+    shutil.copy(gguf, copy)
+    assert weights_fingerprint(str(gguf)) == weights_fingerprint(str(copy)) == f"gguf:sha256:{sha256_of(gguf)}"
+    other = write_tiny_gguf(tmp_path / "c.gguf", seed=5)
+    check_model_path(str(other))
+    assert weights_fingerprint(str(other)) != weights_fingerprint(str(gguf))
