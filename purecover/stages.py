@@ -139,6 +139,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "data.encode_shard_size",
     "eval.prompt_file",
     "student.prompt_file",
+    "teacher.reply_prefix",
 )
 
 # Keys added after runs already existed whose default changes what a stage does: left out of the hash while

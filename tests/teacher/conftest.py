@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+
+from purecover.config import load_recipe
+from purecover.data.candidates import run_data_stage
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +50,26 @@ def tiny_gemma3_dir(tmp_path_factory, qwen_tokenizer_dir) -> Path:
     Gemma3ForCausalLM(config).eval().save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     return out
+
+
+# ---- the demo set's candidates, and recipes over them (the label-stage tests of test_job.py and test_layers.py)
+
+
+def make_recipe(run_dir, teacher_dir, *extra):
+    return load_recipe(None, [f"run_dir={run_dir}", "data.path=demo", "data.k1=5", "data.limit=6",
+                              f"teacher.model={teacher_dir}", "teacher.max_new_tokens=12", "teacher.batch_size=4",
+                              "teacher.dtype=float32", "teacher.device=cpu", *extra])
+
+
+@pytest.fixture(scope="module")
+def demo_candidates(tmp_path_factory, tiny_teacher_dir):
+    base = tmp_path_factory.mktemp("demo_run")
+    run_data_stage(make_recipe(base, tiny_teacher_dir), show_progress=False)
+    return base
+
+
+def fresh_run(tmp_path, demo_candidates):
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    shutil.copy(demo_candidates / "candidates.jsonl", run / "candidates.jsonl")
+    return run

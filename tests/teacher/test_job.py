@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,34 +19,17 @@ from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import BiasMismatchError
 from purecover.teacher.job import LABELS_FILE, load_candidates, run_label_stage
 from tests.process_helpers import run_and_kill_when
+from tests.teacher.conftest import fresh_run, make_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 FIELDS = {"qid", "selected", "selected_doc_ids", "gains", "objective", "steps", "answer", "e", "W", "bias_key",
           "status", "reason", "teacher"}
 
 
-def make_recipe(run_dir, teacher_dir, *extra):
-    return load_recipe(None, [f"run_dir={run_dir}", "data.path=demo", "data.k1=5", "data.limit=6",
-                              f"teacher.model={teacher_dir}", "teacher.max_new_tokens=12", "teacher.batch_size=4",
-                              "teacher.dtype=float32", "teacher.device=cpu", *extra])
-
-
 def labels(run_dir):
     return [json.loads(line) for line in (Path(run_dir) / LABELS_FILE).read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
-def demo_candidates(tmp_path_factory, tiny_teacher_dir):
-    base = tmp_path_factory.mktemp("demo_run")
-    run_data_stage(make_recipe(base, tiny_teacher_dir), show_progress=False)
-    return base
-
-
-def fresh_run(tmp_path, demo_candidates):
-    run = tmp_path / "run"
-    run.mkdir(parents=True)
-    shutil.copy(demo_candidates / "candidates.jsonl", run / "candidates.jsonl")
-    return run
 
 
 def test_attention_labels_with_calibration(tmp_path, demo_candidates, tiny_teacher_dir):

@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
 from purecover.records import BiasFile, LabelSummary, LayersRead
 from purecover.teacher import job as teacher_job
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import bias_inputs_fingerprint
 from purecover.teacher.job import LABELS_FILE, run_label_stage
 from purecover.teacher.layers import LayerWindowError, load_layer_plan, resolve_layers
-from tests.teacher.conftest import GEMMA3_WINDOW
+from tests.teacher.conftest import GEMMA3_WINDOW, fresh_run, make_recipe
 
 # --------------------------------------------------------------------------- resolution from configs
 
@@ -86,24 +84,6 @@ def test_reach_rule_refuses_an_explicit_layer_only_when_the_window_is_too_short(
 # --------------------------------------------------------------------------- the stages
 
 
-def make_recipe(run_dir, teacher_dir, *extra):
-    return load_recipe(None, [f"run_dir={run_dir}", "data.path=demo", "data.k1=5", "data.limit=6",
-                              f"teacher.model={teacher_dir}", "teacher.max_new_tokens=12", "teacher.batch_size=4",
-                              "teacher.dtype=float32", "teacher.device=cpu", *extra])
-
-
-@pytest.fixture(scope="module")
-def demo_candidates(tmp_path_factory, tiny_teacher_dir):
-    base = tmp_path_factory.mktemp("demo_run_layers")
-    run_data_stage(make_recipe(base, tiny_teacher_dir), show_progress=False)
-    return base
-
-
-def fresh_run(tmp_path, demo_candidates):
-    run = tmp_path / "run"
-    run.mkdir(parents=True)
-    shutil.copy(demo_candidates / "candidates.jsonl", run / "candidates.jsonl")
-    return run
 
 
 def labels(run_dir):
