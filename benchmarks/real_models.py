@@ -135,6 +135,31 @@ def set_figures(chosen: dict[str, list[str]], cands: dict[str, dict], qids: Sequ
             "retrieval_top5_f1": mean(top5)}
 
 
+_ENCODER: list[Any] = []
+
+
+def biencoder_figures(cands: dict[str, dict], qids: Sequence[str], sizes: dict[str, int]) -> dict[str, Any]:
+    """The bi-encoder baseline on the same questions: the candidates ranked by all-MiniLM-L6-v2 cosine to the
+    question (the bundled copy), support F1 of its top-|S| (`sizes`: the compared set's size per question), top-2
+    and top-5."""
+    from purecover.data.retrieval.dense import load_sentence_transformer
+
+    if not _ENCODER:
+        _ENCODER.append(load_sentence_transformer("sentence-transformers/all-MiniLM-L6-v2"))
+    enc = _ENCODER[0]
+    top_s, top2, top5 = [], [], []
+    for q in qids:
+        c = cands[q]
+        texts = [f"{d.get('title') or ''}\n{d.get('text') or ''}" for d in c["docs"]]
+        emb = enc.encode([c["question"], *texts], normalize_embeddings=True, convert_to_numpy=True)
+        ranked = [c["docs"][k]["doc_id"] for k in np.argsort(-(emb[1:] @ emb[0]), kind="stable")]
+        gold = set(c["gold_doc_ids"])
+        top_s.append(prf(ranked[: max(1, sizes.get(q, 2))], gold)[2])
+        top2.append(prf(ranked[:2], gold)[2])
+        top5.append(prf(ranked[:5], gold)[2])
+    return {"biencoder_top_s_f1": mean(top_s), "biencoder_top2_f1": mean(top2), "biencoder_top5_f1": mean(top5)}
+
+
 # ----------------------------------------------------------------------------------------------- teacher
 
 
@@ -310,6 +335,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
                 cov[k].append(c)
                 pur[k].append(p)
         fig = set_figures(chosen, cands, test)
+        fig.update(biencoder_figures(cands, test, {q: len(chosen[q]) for q in test}))
         fig.update({"first_slots_share": mean(same_slots), "coverage@2": mean(cov[2]), "coverage@5": mean(cov[5]),
                     "purity@2": mean(pur[2]), "purity@5": mean(pur[5]),
                     "seconds_per_question": round((time.perf_counter() - t1) / max(len(test), 1), 3)})
@@ -387,8 +413,8 @@ def rows(result: dict) -> list[dict]:
                     table.add(f"real_models.student_f1.{source}.{order}", fig["f1"], "F1",
                               above(fig["retrieval_top_s_f1"]) if strict else None, variant=dataset, seed=int(seed),
                               note=f"|S| {fig['mean_size']}, retrieval top-|S| {fig['retrieval_top_s_f1']}, top-2 "
-                                   f"{fig['retrieval_top2_f1']}, top-5 {fig['retrieval_top5_f1']}, first-slots share "
-                                   f"{fig['first_slots_share']}")
+                                   f"{fig['retrieval_top2_f1']}, top-5 {fig['retrieval_top5_f1']}, bi-encoder top-|S| "
+                                   f"{fig.get('biencoder_top_s_f1')}, first-slots share {fig['first_slots_share']}")
                     values.append(fig)
                 if len(values) > 1:
                     f1s = [v["f1"] for v in values]
