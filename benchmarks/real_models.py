@@ -226,6 +226,24 @@ def tuned_on_calibration(run: Path, dataset: str, source: str, calib: Sequence[s
     return {"setting": point, "calib_f1": fig["f1"], "test": dict(held)}
 
 
+def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
+    """Retrieval (BM25) and bi-encoder (all-MiniLM-L6-v2) top-2 / top-5 support figures on the test split."""
+    from purecover.data.candidates import run_data_stage
+
+    probe = recipe_for(dataset, work / dataset / "split-probe")
+    run_data_stage(probe, show_progress=False)
+    cands = {c["qid"]: c for c in read_jsonl(probe.run_path / "candidates.jsonl")}
+    split = splits_of(list(cands))
+    test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
+    out: dict[str, Any] = {"questions": len(test)}
+    for k in (2, 5):
+        fig = set_figures({q: [d["doc_id"] for d in cands[q]["docs"][:k]] for q in test}, cands, test)
+        out[f"retrieval_top{k}"] = {key: fig[key] for key in ("precision", "recall", "f1")}
+    out.update(biencoder_figures(cands, test, {q: 2 for q in test}))
+    out.pop("biencoder_top_s_f1", None)
+    return out
+
+
 def teacher_part(dataset: str, sources: Sequence[str], work: Path, own_steps: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for source in sources:
@@ -409,6 +427,11 @@ def rows(result: dict) -> list[dict]:
                       note=f"P {test.get('precision')}, |S| {test.get('mean_size')}, fallback "
                            f"{test.get('fallback_rate')}, retrieval top-2 {test.get('retrieval_top2_f1')}, "
                            f"{test.get('questions')} test questions, {row.get('seconds_per_question')} s/question")
+            tuned = (row.get("tuned_on_calib") or {}).get("test")
+            if tuned:
+                table.add(f"real_models.label_f1_tuned.{source}", tuned.get("f1"), "F1", None, variant=dataset,
+                          note=f"λ/τ chosen on the calibration split: {row['tuned_on_calib'].get('setting')}; P "
+                               f"{tuned.get('precision')}, |S| {tuned.get('mean_size')}")
         for source, seeds in (res.get("student") or {}).items():
             for order in ORDERS:
                 values = []
@@ -431,6 +454,15 @@ def rows(result: dict) -> list[dict]:
                               note=f"{len(f1s)} seeds; best of retrieval top-2 / top-5 {best_base:.4f}")
                     table.add(f"real_models.student_f1.{source}.{order}_worst", min(f1s), "F1", None, variant=dataset,
                               note=f"{len(f1s)} seeds")
+        base = res.get("baselines") or {}
+        for name in ("retrieval_top2", "retrieval_top5"):
+            if name in base:
+                table.add(f"real_models.baseline_f1.{name}", base[name]["f1"], "F1", None, variant=dataset,
+                          note=f"P {base[name]['precision']}, R {base[name]['recall']}, {base['questions']} test questions")
+        for name in ("biencoder_top2_f1", "biencoder_top5_f1"):
+            if name in base:
+                table.add(f"real_models.baseline_f1.{name.removesuffix('_f1')}", base[name], "F1", None,
+                          variant=dataset, note="all-MiniLM-L6-v2 cosine to the question")
         for key, qa in (res.get("qa") or {}).items():
             for method, r in qa["results"].items():
                 table.add(f"real_models.qa_em.{method}", r.get("em"), "EM", None, variant=f"{dataset} {key}",
@@ -442,7 +474,9 @@ def rows(result: dict) -> list[dict]:
 
 
 def merge(paths: Sequence[Path]) -> dict:
-    out: dict[str, Any] = {}
+    """Result files of runs made apart (seeds, parts, sessions) as one: top-level settings from the first file,
+    per dataset the union of teacher sources, student sources × seeds and QA runs (a later file wins a clash)."""
+    out: dict[str, Any] = {"merged_from": [str(p) for p in paths]}
     for p in paths:
         part = json.loads(p.read_text())
         for k, v in part.items():
@@ -510,6 +544,8 @@ def main() -> int:
             out.write_text(json.dumps(with_rows(result, rows), indent=2) + "\n")
 
         if "teacher" in parts:
+            res["baselines"] = baselines_part(dataset, work)
+            save()
             for source in args.sources.split(","):
                 res.setdefault("teacher", {}).update(teacher_part(dataset, [source], work, args.own_steps))
                 save()
