@@ -13,18 +13,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["INDEX_DIR_ENV", "default_index_dir", "resolve_index_dir"]
+__all__ = ["INDEX_DIR_ENV", "default_index_dir", "purecover_cache_dir", "resolve_index_dir"]
 
 INDEX_DIR_ENV = "PURECOVER_INDEX_DIR"
 
 
-def default_index_dir() -> Path:
-    """``$PURECOVER_INDEX_DIR``, else ``$XDG_CACHE_HOME/purecover/index`` (``~/.cache/purecover/index``)."""
-    env = os.environ.get(INDEX_DIR_ENV)
+def purecover_cache_dir(env_var: str, name: str) -> Path:
+    """``$<env_var>`` when set, else ``$XDG_CACHE_HOME/purecover/<name>`` (``~/.cache/purecover/<name>``)."""
+    env = os.environ.get(env_var)
     if env:
         return Path(env).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "purecover" / "index"
+    return Path(cache).expanduser() / "purecover" / name
+
+
+def default_index_dir() -> Path:
+    """``$PURECOVER_INDEX_DIR``, else ``$XDG_CACHE_HOME/purecover/index`` (``~/.cache/purecover/index``)."""
+    return purecover_cache_dir(INDEX_DIR_ENV, "index")
 
 
 def resolve_index_dir(configured: str | None) -> Path:

@@ -26,6 +26,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.index_dir import purecover_cache_dir
 from ..utils.index_lock import key_lock
 from .gguf_convert import SOURCE_FILE, GgufSource, convert_gguf, read_source
 
@@ -122,11 +123,7 @@ def catalogue_entry(name: str) -> CatalogueEntry | None:
 
 def default_models_dir() -> Path:
     """``$PURECOVER_MODELS_DIR``, else ``$XDG_CACHE_HOME/purecover/models`` (``~/.cache/purecover/models``)."""
-    env = os.environ.get(MODELS_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "purecover" / "models"
+    return purecover_cache_dir(MODELS_DIR_ENV, "models")
 
 
 def converted_dir(entry: CatalogueEntry, cache_dir: str | Path | None = None) -> Path:
