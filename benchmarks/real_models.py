@@ -466,7 +466,8 @@ def rows(result: dict) -> list[dict]:
         for key, qa in (res.get("qa") or {}).items():
             for method, r in qa["results"].items():
                 table.add(f"real_models.qa_em.{method}", r.get("em"), "EM", None, variant=f"{dataset} {key}",
-                          note=f"F1 {r.get('f1')}, generator {qa['generator']}, {qa['questions']} questions")
+                          note=f"EM 95% CI {r.get('em_ci')}, F1 {r.get('f1')} (95% CI {r.get('f1_ci')}), generator "
+                               f"{qa['generator']}, {qa['questions']} questions")
     return table.rows
 
 

