@@ -15,8 +15,8 @@ calibration questions (retrieval order) are scored against the gold passages:
 * ``calib_auc``: the mean over questions of P(s_gold > s_other), 0.5 for a student that reads nothing;
 * ``calib_top2_f1``: support F1 of the two highest-scoring passages, beside retrieval top-2 on the same questions.
 
-Forward and backward run under bfloat16 autocast with float32 weights (1.8x faster than float32 on a CPU with
-AVX512-BF16; `--no-autocast` for float32). The settings chosen here (highest calibration AUC) are the ones
+Forward and backward run under bfloat16 autocast with float32 weights (`--no-autocast` for float32); the
+speed-up depends on the CPU (docs/guides/real-models.md). The settings chosen here (highest calibration AUC) are the ones
 real_models.py's student part is run with; its figures are on the test split. One row per configuration and
 seed (the last evaluation); the curves are in the JSON.
 """
