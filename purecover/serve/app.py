@@ -34,7 +34,7 @@ from . import require_serve_extra
 
 require_serve_extra()
 
-from fastapi import Depends, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi import FastAPI, HTTPException, Request  # noqa: E402
 from fastapi.responses import JSONResponse, Response  # noqa: E402
 
 from ..models.selection import select_from_scores  # noqa: E402
@@ -236,10 +236,50 @@ class _RequestMetrics:
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
 
+OPEN_PATHS = frozenset({"/health", "/metrics"})  # the only paths served without the API key (probes, scrapers)
+
+
+async def _answer(send: Callable[..., Awaitable[None]], status: int, detail: str,
+                  headers: dict[str, str] | None = None) -> None:
+    """Send a JSON ``{"detail": ...}`` response straight from a middleware (the app never runs)."""
+    response = JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+class _ApiKey:
+    """ASGI middleware: with a key, every path but `OPEN_PATHS` (``/docs`` and ``/openapi.json`` included) needs
+    ``Authorization: Bearer KEY``. Checked on the headers alone, before a byte of the body is read: a client
+    without the key gets 401 whatever it sends after its headers (a huge or malformed body is never read)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], api_key: str) -> None:
+        self.app = app
+        self.expected = api_key.encode()
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[..., Awaitable[Any]],
+                       send: Callable[..., Awaitable[None]]) -> None:
+        if scope["type"] == "http" and scope.get("path") not in OPEN_PATHS:
+            auth = b""
+            for name, value in scope.get("headers") or []:
+                if name == b"authorization":
+                    auth = value
+                    break
+            scheme, _, token = auth.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.expected):
+                await _answer(send, 401, "missing or wrong API key: send 'Authorization: Bearer KEY'",
+                              {"WWW-Authenticate": "Bearer"})
+                return
+        await self.app(scope, receive, send)
+
+
 class _BodyLimit:
-    """ASGI middleware: a request body over `max_bytes` is answered 413 without being read whole: by its
-    Content-Length, or, for a body without one (chunked), while it streams in. A chunked body within the limit
-    is buffered (at most `max_bytes`) and handed on unchanged."""
+    """ASGI middleware: a request body over `max_bytes` is answered 413 without being read whole.
+
+    A declared Content-Length over the limit is refused before reading; every body is then counted as it
+    streams in (whatever the headers claim) and refused as soon as the count passes the limit, so at most
+    `max_bytes` are ever buffered. A request with both Content-Length and Transfer-Encoding, several
+    Content-Lengths or a non-numeric one is answered 400 before reading (ambiguous framing: RFC 9112 §6.3,
+    the request-smuggling pattern). A body within the limit is handed on unchanged."""
 
     def __init__(self, app: Callable[..., Awaitable[None]], max_bytes: int) -> None:
         self.app = app
@@ -250,12 +290,17 @@ class _BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None:
-            if declared.isdigit() and int(declared) > self.max_bytes:
-                await self._reject(send)
-                return
-            await self.app(scope, receive, send)  # the server stops at the declared length
+        headers = scope.get("headers") or []
+        lengths = [v for k, v in headers if k == b"content-length"]
+        chunked = any(k == b"transfer-encoding" for k, _ in headers)
+        if lengths and chunked:
+            await _answer(send, 400, "both Content-Length and Transfer-Encoding: ambiguous framing, refused")
+            return
+        if len(lengths) > 1 or (lengths and not lengths[0].strip().isdigit()):
+            await _answer(send, 400, "a Content-Length header must be one non-negative integer")
+            return
+        if lengths and int(lengths[0]) > self.max_bytes:
+            await self._reject(send)
             return
         chunks, seen = [], 0
         while True:
@@ -278,25 +323,8 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
     async def _reject(self, send: Callable[..., Awaitable[None]]) -> None:
-        response = JSONResponse({"detail": f"request body over {self.max_bytes} bytes (the server's "
-                                           "--max-body-mb); send fewer or shorter documents"}, status_code=413)
-        await send({"type": "http.response.start", "status": response.status_code,
-                    "headers": response.raw_headers})
-        await send({"type": "http.response.body", "body": response.body})
-
-
-def _api_key_check(api_key: str | None) -> Callable[[Request], None]:
-    expected = api_key.encode() if api_key else None
-
-    def check(request: Request) -> None:
-        if expected is None:
-            return
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-            raise HTTPException(status_code=401, detail="missing or wrong API key: send 'Authorization: Bearer KEY'",
-                                headers={"WWW-Authenticate": "Bearer"})
-
-    return check
+        await _answer(send, 413, f"request body over {self.max_bytes} bytes (the server's --max-body-mb); send "
+                                 "fewer or shorter documents")
 
 
 def create_app(selector: Selector, *, model_name: str, api_key: str | None = None,
@@ -305,17 +333,17 @@ def create_app(selector: Selector, *, model_name: str, api_key: str | None = Non
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The app serving `selector` as `model_name` (module docstring).
 
-    `api_key`: when set, ``/v1/*`` and ``/v2/*`` need ``Authorization: Bearer <api_key>`` (``/health``
-    and ``/metrics`` stay open). `max_batch`: requests per model call; `max_wait_ms`: how long a gather
+    `api_key`: when set, every path but ``/health`` and ``/metrics`` (``/v1/*``, ``/v2/*``, ``/docs``,
+    ``/openapi.json``) needs ``Authorization: Bearer <api_key>``, checked before the body is read. `max_batch`: requests per model call; `max_wait_ms`: how long a gather
     waits after its first request; `max_queue`: waiting requests beyond which new ones get 429.
     `backend`: the name reported by ``/health`` (default: derived from the selector's backend).
-    `max_body_bytes`: a larger request body is answered 413 without being read whole.
+    `max_body_bytes`: a larger request body is answered 413 without being read whole; ambiguous framing
+    (Content-Length with Transfer-Encoding) is answered 400 before reading.
     ``app.state.service`` is the `ScoringService`; ``app.state.drain()`` starts a graceful shutdown.
     """
     metrics = ServeMetrics()
     service = ScoringService(selector, model_name=model_name, max_batch=max_batch, max_wait_ms=max_wait_ms,
                              max_queue=max_queue, metrics=metrics, backend=backend)
-    authorize = _api_key_check(api_key)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -333,10 +361,13 @@ def create_app(selector: Selector, *, model_name: str, api_key: str | None = Non
     app.state.service = service
     app.state.metrics = metrics
     app.state.drain = service.drain
+    # outermost last: metrics count every answer; the key is checked before the body limit reads a byte
     app.add_middleware(_BodyLimit, max_bytes=max_body_bytes)
+    if api_key:
+        app.add_middleware(_ApiKey, api_key=api_key)
     app.add_middleware(_RequestMetrics, metrics=metrics)
 
-    @app.post("/v1/select", response_model=SelectResponse, dependencies=[Depends(authorize)])
+    @app.post("/v1/select", response_model=SelectResponse)
     async def select(body: SelectRequest) -> SelectResponse:
         scored = await service.score(service.job(body.query, body.documents, body.threshold, body.k_max,
                                                  body.min_select))
@@ -365,7 +396,7 @@ def create_app(selector: Selector, *, model_name: str, api_key: str | None = Non
 
     for path in ("/v1/rerank", "/v2/rerank"):
         app.add_api_route(path, rerank, methods=["POST"], response_model=RerankResponse,
-                          response_model_exclude_none=True, dependencies=[Depends(authorize)])
+                          response_model_exclude_none=True)
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> Any:
@@ -374,7 +405,7 @@ def create_app(selector: Selector, *, model_name: str, api_key: str | None = Non
                               model=model_name, k1=selector.k1, backend=service.backend)
         return JSONResponse(body.model_dump(), status_code=200 if service.ready else 503)
 
-    @app.get("/v1/models", response_model=ModelList, dependencies=[Depends(authorize)])
+    @app.get("/v1/models", response_model=ModelList)
     async def models() -> ModelList:
         return ModelList(data=[ModelCard(id=model_name, k1=selector.k1, threshold=selector.threshold,
                                          score_space=selector.score_space,  # type: ignore[arg-type]

@@ -273,6 +273,65 @@ def test_api_key(served_selector, candidates):
         assert c.post("/v2/rerank", json=body, headers=good).status_code == 200
         assert c.get("/v1/models", headers=good).status_code == 200
         assert c.get("/health").status_code == 200 and c.get("/metrics").status_code == 200  # open
+        # the key is checked before the body: a malformed body without the key is 401, never a 422 about it
+        r = c.post("/v1/select", content=b"{bad", headers={"content-type": "application/json"})
+        assert r.status_code == 401 and "bad" not in r.text
+        for path in ("/docs", "/redoc", "/openapi.json"):  # only /health and /metrics are open
+            assert c.get(path).status_code == 401, path
+            assert c.get(path, headers=good).status_code == 200, path
+
+
+def flood(url: str, head: bytes, total: int = 96 << 20) -> tuple[bytes, int]:
+    """POST /v1/select with `head` (extra header lines) and up to `total` bytes of 64 KiB chunks over a raw socket,
+    reading the answer concurrently; returns (what the server answered, bytes sent before it stopped reading)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    sock = socket.create_connection((where.hostname, where.port), timeout=HTTP_TIMEOUT)
+    answer = bytearray()
+
+    def read() -> None:
+        try:
+            while data := sock.recv(65536):
+                answer.extend(data)
+        except OSError:
+            pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    chunk = b"10000\r\n" + b"a" * 0x10000 + b"\r\n"
+    sent = 0
+    try:
+        sock.sendall(b"POST /v1/select HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + head
+                     + b"\r\n")
+        while sent < total and not answer:
+            sock.sendall(chunk)
+            sent += len(chunk)
+    except OSError:  # the server closed the connection: it stopped reading
+        pass
+    reader.join(HTTP_TIMEOUT)
+    sock.close()
+    return bytes(answer), sent
+
+
+def test_smuggled_or_unauthenticated_floods_are_refused_without_reading_them(served_selector):
+    """Content-Length: 10 with Transfer-Encoding: chunked and ~100 MiB of chunks: refused (400) before the body is
+    read, with or without a key; without the key the answer is 401 from the headers alone. A chunked flood that
+    declares no length stops at the body limit (413). In every case the server answers long before the client
+    could send it all."""
+    total = 96 << 20
+    with running(served_selector, api_key="s3cret-key", max_body_bytes=1 << 20) as (url, _):
+        answer, sent = flood(url, b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n", total)
+        assert answer.startswith(b"HTTP/1.1 401") and sent < total // 4, (answer[:80], sent)
+        key = b"Authorization: Bearer s3cret-key\r\n"
+        answer, sent = flood(url, key + b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n", total)
+        assert answer.startswith(b"HTTP/1.1 400") and b"ambiguous framing" in answer and sent < total // 4
+        answer, sent = flood(url, key + b"Transfer-Encoding: chunked\r\n", total)
+        assert answer.startswith(b"HTTP/1.1 413") and sent < total // 4, (answer[:80], sent)
+    with running(served_selector, max_body_bytes=1 << 20) as (url, _):  # no key configured
+        answer, sent = flood(url, b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n", total)
+        assert answer.startswith(b"HTTP/1.1 400") and sent < total // 4, (answer[:80], sent)
 
 
 def test_a_body_over_the_limit_is_answered_413(served_selector, selector, candidates):
