@@ -211,10 +211,12 @@ class RunDir:
             log.warning("%s: unreadable (%s); ignoring this manifest", path, exc)
             return None
 
-    def begin(self, stage: str, recipe: Recipe, config_hash: str, started: _dt.datetime | None = None) -> None:
-        """Mark `stage` running (before it writes any output)."""
+    def begin(self, stage: str, recipe: Recipe, config_hash: str, started: _dt.datetime | None = None,
+              inputs: dict[str, OutputDescription | None] | None = None) -> None:
+        """Mark `stage` running (before it writes any output), recording what each input holds now (`inputs`), so a
+        resume can tell whether its partial outputs came from the same inputs (`status`)."""
         write_stage_manifest(self.path, stage, recipe_to_dict(recipe), config_hash, StageSummary(status="running"),
-                             started)
+                             started, inputs=inputs)
 
     def complete(self, stage: str, recipe: Recipe, config_hash: str, summary: StageSummary,
                  started: _dt.datetime | None = None,
@@ -275,9 +277,9 @@ class RunDir:
                inputs: dict[str, OutputDescription | None] | None = None) -> StageStatus:
         """What running `stage` for `config_hash` means now, from its manifest and the disk (nothing is run).
 
-        `inputs` (name -> `describe_output`) is compared with what the complete manifest recorded. The
-        actions: ``run`` (nothing of this stage yet, or a ``rerun`` stage whose configuration or inputs
-        changed), ``resume`` (partly done for this configuration), ``skip`` (complete, outputs and inputs
+        `inputs` (name -> `describe_output`) is compared with what the manifest recorded (when the stage began,
+        and again when it completed). The actions: ``run`` (nothing of this stage yet, or a ``rerun`` stage whose
+        configuration or inputs changed), ``resume`` (partly done for this configuration and these inputs), ``skip`` (complete, outputs and inputs
         as recorded), ``redo`` (complete, but an output is missing or was changed: it is set aside and the
         stage runs again) and ``blocked`` (outputs made with another configuration or from other inputs,
         which the stage would mix: refused).
@@ -307,23 +309,41 @@ class RunDir:
             return StageStatus("blocked", f"{self._rel(present[0])} was made with a different {sections} "
                                           f"configuration (hash {previous}, now {config_hash}); use another "
                                           f"run_dir or delete {self._describe_paths(present)}", cause="config")
+        change = self._input_change(manifest.inputs, inputs)
+        if change is not None and not present:  # nothing left of what the old input made: nothing to mix
+            return StageStatus("run", f"its input changed ({change}) and none of its outputs are left")
         if not complete:
-            return StageStatus("resume", "partly done for this configuration")
-        recorded_inputs = manifest.inputs
-        if recorded_inputs is not None and inputs is not None:
-            for name, now in inputs.items():  # a missing input is not judged: an earlier stage makes it again
-                if name in recorded_inputs and now is not None:
-                    change = describe_change(name, recorded_inputs[name], now)
-                    if change is not None:
-                        if rerun:
-                            return StageStatus("run", f"its input changed: {change}")
-                        return StageStatus("blocked", f"its input changed since it ran ({change}); its outputs "
-                                                      f"came from the old one: use another run_dir or delete "
-                                                      f"{self._describe_paths(present)}", cause="inputs")
+            if change is None:
+                return StageStatus("resume", "partly done for this configuration")
+            if rerun:
+                return StageStatus("run", f"its input changed: {change}")
+            return StageStatus("blocked", f"partly done from other inputs ({change}); resuming would mix outputs of "
+                                          f"the old input with the new: use another run_dir or delete "
+                                          f"{self._describe_paths(present)}", cause="inputs")
+        if change is not None:
+            if rerun:
+                return StageStatus("run", f"its input changed: {change}")
+            return StageStatus("blocked", f"its input changed since it ran ({change}); its outputs "
+                                          f"came from the old one: use another run_dir or delete "
+                                          f"{self._describe_paths(present)}", cause="inputs")
         damaged = self.damaged_outputs(stage, manifest)
         if damaged:
             return StageStatus("redo", f"marked complete but {next(iter(damaged.values()))}")
         return StageStatus("skip", "complete for this configuration")
+
+    @staticmethod
+    def _input_change(recorded: dict[str, OutputDescription | None] | None,
+                      now: dict[str, OutputDescription | None] | None) -> str | None:
+        """How an input differs from what the manifest recorded (`describe_change`), or None. A missing input is
+        not judged (an earlier stage makes it again), nor is a manifest that recorded none (an older version)."""
+        if recorded is None or now is None:
+            return None
+        for name, held in now.items():
+            if name in recorded and held is not None:
+                change = describe_change(name, recorded[name], held)
+                if change is not None:
+                    return change
+        return None
 
     def _describe_paths(self, paths: list[Path]) -> str:
         return " and ".join(self._rel(p) + ("/" if p.is_dir() else "") for p in paths)

@@ -419,7 +419,8 @@ def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, forc
     rd = directory or stage_directory(recipe, name)
     with rd.lock(name):
         h = config_hash_value or config_hash(recipe, name)
-        status = rd.status(name, h, stage_inputs(recipe, name))
+        inputs_now = stage_inputs(recipe, name)
+        status = rd.status(name, h, inputs_now)
         if status.action == "blocked":
             raise StageBlockedError(f"stage {name}: {status.reason}")
         if status.action == "skip" and not force:
@@ -431,7 +432,7 @@ def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, forc
         action = "rerun" if status.action == "skip" else status.action
         run = StageRun(name, recipe, rd, h, action, show_progress, main)
         if main:
-            rd.begin(name, recipe, h, run.started)
+            rd.begin(name, recipe, h, run.started, inputs=inputs_now)
         summary = (body or load_runner(name))(run)
         if main:
             summary = rd.complete(name, recipe, h, summary, run.started, inputs=stage_inputs(recipe, name))

@@ -227,6 +227,63 @@ def test_a_dataset_file_edited_in_place_blocks_the_data_stage(tmp_path):
         execute_stage("data", recipe, show_progress=False)
 
 
+@pytest.mark.parametrize("run_copy", ["label"], indirect=True)
+def test_a_partly_done_label_stage_never_resumes_onto_other_candidates(run_copy, monkeypatch):
+    """Killed part-way, then the candidates change (the data stage rerun on fixed data): resuming would mix labels
+    of the old candidates with labels of the new ones, so the label stage is refused, naming what to delete."""
+    from purecover.pipeline import plan_pipeline
+
+    name, sets = run_copy
+    recipe = _recipe(sets)
+    rd = stage_directory(recipe, name)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(RunDir, "complete", killed)
+        with pytest.raises(KeyboardInterrupt):
+            execute_stage(name, recipe, show_progress=False, with_before=False, force=True)
+    assert rd.manifest(name).summary.status == "running" and rd.manifest(name).inputs
+    path = recipe.run_path / "candidates.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["docs"] = first["docs"][::-1]
+    path.write_bytes(json.dumps(first).encode() + b"\n" + b"".join(lines[1:]))
+    stage_directory(recipe, "data").record_outputs("data")  # as if the data stage had made these candidates
+    labels = (recipe.run_path / "labels.jsonl").read_bytes()
+    plan = {p.stage: p for p in plan_pipeline(recipe)}
+    assert plan["data"].action == "skip" and plan["label"].action == "blocked"
+    with pytest.raises(StageBlockedError, match=r"stage label: partly done from other inputs \(.*candidates.jsonl.*"
+                                                r"delete .*labels.jsonl"):
+        execute_stage(name, recipe, show_progress=False, with_before=False)
+    assert (recipe.run_path / "labels.jsonl").read_bytes() == labels  # nothing touched
+
+
+def test_deleting_the_outputs_of_a_stage_whose_input_changed_lets_it_run(tmp_path):
+    """A changed input blocks a stage while its old outputs are there; once the user deletes them (what the
+    message says), the stage runs: it is never left blocked with nothing to delete."""
+    from purecover.data.loaders import demo_path
+
+    dataset = tmp_path / "questions.json"
+    dataset.write_bytes(demo_path().read_bytes())
+    recipe = load_recipe(DEMO, [f"run_dir={tmp_path / 'run'}", f"data.path={dataset}", "data.limit=4"])
+    assert execute_stage("data", recipe, show_progress=False).action == "ran"
+    data = json.loads(dataset.read_text())
+    data[0]["question"] += " (edited)"
+    dataset.write_text(json.dumps(data))
+    with pytest.raises(StageBlockedError, match=r"delete \S*candidates.jsonl") as blocked:
+        execute_stage("data", recipe, show_progress=False)
+    assert not str(blocked.value).rstrip().endswith("delete")
+    for out in stage_directory(recipe, "data").outputs("data"):
+        if out.is_dir():
+            shutil.rmtree(out)
+        else:
+            out.unlink(missing_ok=True)
+    assert execute_stage("data", recipe, show_progress=False).action == "ran"
+    assert "(edited)" in (recipe.run_path / "candidates.jsonl").read_text()
+
+
 @pytest.mark.parametrize("run_copy", ["export"], indirect=True)
 def test_reexport_after_deleting_the_selector_and_selections_is_planned_and_runs(run_copy):
     """Deleting run_dir/selector (and the selections) reruns export, select and evaluate; nothing is blocked."""
