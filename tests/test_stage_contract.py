@@ -334,3 +334,17 @@ def test_a_kill_inside_the_export_swap_leaves_nothing_a_rerun_does_not_clean(run
     shutil.copytree(selector, leftover)
     execute_stage("export", recipe, show_progress=False, force=True)
     assert not leftover.exists() and (selector / "selector_config.json").is_file()
+
+
+def test_every_output_of_a_run_honours_the_umask(finished_runs):
+    """Outputs are as readable as the umask says (the test process's, 022 unless the caller set another): a
+    selector, its labels and reports can be shared with another user or a non-root container. Libraries and
+    temporary-file helpers create 0600 files; what ends in the run directory must not stay so."""
+    from purecover.utils.io import current_umask
+
+    mask = current_umask()
+    for run_dir, _ in finished_runs.values():
+        wrong = [f"{p.relative_to(run_dir)} {oct(p.stat().st_mode & 0o777)}" for p in sorted(run_dir.rglob("*"))
+                 if not p.is_symlink() and p.stat().st_mode & 0o777 & ~mask != (0o777 if p.is_dir() else 0o666) & ~mask
+                 and p.name != ".purecover.lock"]
+        assert not wrong, f"not {oct(0o666 & ~mask)} / {oct(0o777 & ~mask)} under umask {oct(mask)}: {wrong[:12]}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 from ..records import GgufInfo, GgufSource
 from ..utils.index_lock import building_directory, key_lock
-from ..utils.io import atomic_write_json, atomic_write_text
+from ..utils.io import apply_umask, atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -197,16 +196,6 @@ def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstr
     return src
 
 
-def _apply_umask(directory: Path) -> None:
-    """Give a finished build the permissions of the umask (temporary files and directories are created 0600/0700)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    for f in directory.iterdir():
-        if f.is_file() and not f.is_symlink():
-            f.chmod(0o666 & ~mask)
-    directory.chmod(0o777 & ~mask)
-
-
 def convert_gguf(gguf_path: str | Path, cache_dir: str | Path, *, upstream: str | None = None,
                  license: str | None = None, catalogue_name: str | None = None) -> Path:
     """The converted model directory of `gguf_path`, converting it first if the cache has none.
@@ -233,5 +222,5 @@ def convert_gguf(gguf_path: str | Path, cache_dir: str | Path, *, upstream: str 
                     p.name, final)
         with building_directory(final, SOURCE_FILE) as tmp:
             _convert_into(p, tmp, info, sha, upstream=upstream, license=license, catalogue_name=catalogue_name)
-            _apply_umask(tmp)
+            apply_umask(tmp)
     return final

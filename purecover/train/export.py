@@ -47,7 +47,7 @@ from ..records import (
 )
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
-from ..utils.io import atomic_write_json, atomic_write_text
+from ..utils.io import apply_umask, atomic_write_json, atomic_write_text
 from .model_card import render_model_card
 
 log = logging.getLogger(__name__)
@@ -201,6 +201,7 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
         atomic_write_text(tmp / "README.md", render_model_card(config, meta, Path(run_dir) if run_dir else None, merged,
                                                                license=license))
         _check_no_pickle(tmp)
+        apply_umask(tmp)  # libraries save through temporary files (0600): the selector is shared as the umask says
         _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

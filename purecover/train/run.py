@@ -42,11 +42,12 @@ from ..records import (
 )
 from ..rundir import FILES, RunDir
 from ..stages import StageRun
-from ..utils.io import atomic_write_json
+from ..utils.io import apply_umask, atomic_write_json
 from .data import SelectorCollator, SelectorDataset, read_labelled_questions, training_splits
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
 from .selector_arguments import SelectorTrainingArguments, loss_settings
+from .shared_files import UmaskCallback
 from .threshold import calibrate_thresholds, subset_f1_both_spaces
 from .trainer import SelectorTrainer
 
@@ -253,7 +254,7 @@ def train_student(run: StageRun) -> TrainSummary:
     trainer = SelectorTrainer(
         model=model, args=args, train_dataset=SelectorDataset(train),
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
-        processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker()],
+        processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker(), UmaskCallback()],
     )
     is_main = trainer.accelerator.is_main_process
     resume = cfg.training.get("resume_from_checkpoint")
@@ -308,5 +309,6 @@ def train_student(run: StageRun) -> TrainSummary:
             config_hash=config_hash, summary=summary,
         )
         atomic_write_json(final / STUDENT_META, meta.to_json_dict())
+        apply_umask(final)
         log.info("trained student: %s", json.dumps(summary.to_json_dict()))
     return summary

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .io import open_in_place
+from .io import apply_umask, open_in_place
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ def building_directory(final: str | Path, meta: str) -> Iterator[Path]:
         (tmp / BUILDING_MARKER).write_text(f"pid {os.getpid()}\n")
         yield tmp
         (tmp / BUILDING_MARKER).unlink()
+        apply_umask(tmp)  # mkdtemp made it 0700: the finished build is as readable as the umask says
         if final.is_symlink():
             final.unlink()
         elif final.exists():  # an earlier build (e.g. of the file's earlier content): moved aside, then deleted

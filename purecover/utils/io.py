@@ -94,6 +94,36 @@ def open_in_place(path: str | Path, flags: int, mode: int = 0o666) -> int:
     return fd
 
 
+def current_umask() -> int:
+    """The process's umask (from /proc on Linux, where reading it changes nothing; else set and restored)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(path: str | Path) -> None:
+    """Give `path` (and, for a directory, everything under it) the permissions a plain create would have under the
+    umask: files 0666 & ~umask, directories 0777 & ~umask. For what was made 0600/0700 by a temporary-file
+    helper (``mkstemp``, ``mkdtemp``, libraries writing atomically) before it was renamed into place. Links are
+    never followed."""
+    mask = current_umask()
+    path = Path(path)
+    paths = [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]
+    for p in paths:
+        if p.is_symlink():
+            continue
+        if p.is_dir():
+            p.chmod(0o777 & ~mask)
+        elif p.is_file():
+            p.chmod(0o666 & ~mask)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     """`os.write` until all of `data` is out (a regular file can take a short write just before ENOSPC)."""
     view = memoryview(data)
@@ -127,6 +157,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             try:
+                os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600: honour the umask like a plain create
                 _write_all(fd, data)
                 os.fsync(fd)
             finally:

@@ -93,3 +93,45 @@ def test_read_jsonl_names_file_and_line(tmp_path):
     path.write_text('{"a": 1}\n\n[1]\n')
     with pytest.raises(ValueError, match=r"r.jsonl:3: expected a JSON object"):
         list(read_jsonl(path))
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test (restored after)."""
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_atomic_writes_honour_the_umask(tmp_path, umask, mask):
+    """mkstemp creates 0600: an atomic write must end as a plain create would (0666 & ~umask), so outputs can
+    be shared with other users or a non-root container."""
+    from purecover.utils.io import current_umask
+
+    umask(mask)
+    assert current_umask() == mask
+    atomic_write_text(tmp_path / "a.txt", "x")
+    atomic_write_json(tmp_path / "b.json", {"a": 1})
+    for name in ("a.txt", "b.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_apply_umask_fixes_a_tree_and_never_follows_links(tmp_path, umask):
+    from purecover.utils.io import apply_umask
+
+    umask(0o022)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not ours")
+    outside.chmod(0o600)
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "w.safetensors").write_bytes(b"0")
+    (tree / "sub" / "w.safetensors").chmod(0o600)
+    (tree / "sub").chmod(0o700)
+    tree.chmod(0o700)
+    os.symlink(outside, tree / "link")
+    apply_umask(tree)
+    assert tree.stat().st_mode & 0o777 == 0o755 and (tree / "sub").stat().st_mode & 0o777 == 0o755
+    assert (tree / "sub" / "w.safetensors").stat().st_mode & 0o777 == 0o644
+    assert outside.stat().st_mode & 0o777 == 0o600  # reached only through a link: untouched
