@@ -75,6 +75,7 @@ bench: setup
 	# (~30 min), then the HotpotQA headline seed, every part (~2 h on 2 quiet cores)
 	$(BIN)/purecover models fetch smollm2-135m-instruct gemma-3-270m
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/student_sweep.py --out benchmarks/results/student_sweep.json
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/teacher_layers.py --out benchmarks/results/teacher_layers.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/real_models.py --datasets hotpotqa --seeds 0 --out benchmarks/results/real_models.json
 	$(BIN)/python benchmarks/summarize.py
 

@@ -69,9 +69,10 @@ class _StopForward(Exception):
 class _Collector:
     """Per-batch state: which rows/columns to reduce, and the running segment sums."""
 
-    def __init__(self, specs: Sequence[SegmentSpec], offsets: list[int], seq_len: int, layers: set[int],
+    def __init__(self, specs: Sequence[SegmentSpec], offsets: list[int], seq_len: int, layers: Sequence[int],
                  device: torch.device, max_chunk_bytes: int) -> None:
-        self.layers = layers
+        self.layers = set(layers)
+        self.slot = {layer: i for i, layer in enumerate(layers)}  # layer index -> its slot in `sums`
         self.max_chunk_bytes = max_chunk_bytes
         self.seen_layers: set[int] = set()
         b = len(specs)
@@ -97,7 +98,8 @@ class _Collector:
             for c, (a, e) in enumerate(spec.cols):
                 if e > a:
                     self.col_assign[i, off + a : off + e, c] = 1.0
-        self.sums = torch.zeros(b, n_rows, n_cols, dtype=torch.float64, device=device)  # Σ over layers, heads
+        # (B, L, Sr, Sc): per chosen layer, Σ over heads and the segments' token pairs
+        self.sums = torch.zeros(b, len(layers), n_rows, n_cols, dtype=torch.float64, device=device)
 
     def observe(self, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
                 attention_mask: torch.Tensor | None, scaling: float, softcap: float | None) -> None:
@@ -157,7 +159,8 @@ class _Collector:
                 seg = torch.bmm(probs, self.col_assign)
             # Unused row slots (shorter sequences) may point at padding, whose softmax is NaN: zero them.
             seg = torch.where(self.row_valid[:, start : start + chunk, None], seg, 0.0)
-            self.sums += torch.bmm(self.row_assign[:, :, start : start + chunk], seg).double()
+            self.sums[:, self.slot[module.layer_idx]] += torch.bmm(
+                self.row_assign[:, :, start : start + chunk], seg).double()
         self.n_heads = n_heads
 
 
@@ -235,7 +238,7 @@ def _offsets(attention_mask: torch.Tensor) -> list[int]:
 @torch.no_grad()
 def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                               specs: Sequence[SegmentSpec], layers: str | Sequence[int] = "all",
-                              max_chunk_bytes: int = 256 << 20) -> list[torch.Tensor]:
+                              max_chunk_bytes: int = 256 << 20, per_layer: bool = False) -> list[torch.Tensor]:
     """Mean segment attention per sequence of a batch.
 
     input_ids / attention_mask: (B, T), left or right padded. specs: one `SegmentSpec` per
@@ -244,7 +247,10 @@ def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, a
     averaged over `layers` and all query heads. `layers`: ``all``, ``full_attention`` (the layers whose attention
     spans the whole sequence, from the model config) or layer indices (`purecover.teacher.layers`); a sliding-window
     layer is read through its own sliding mask, so what it cannot see counts as zero. `max_chunk_bytes` bounds the
-    per-layer working memory of the row chunks.
+    per-layer working memory of the row chunks. `per_layer=True` keeps the layers apart: each tensor is then
+    (n_layers, len(rows), len(cols)), one slice per resolved layer in ascending order, and their mean over the first
+    axis is what ``per_layer=False`` returns (one pass either way: `benchmarks/teacher_layers.py` reads every layer's
+    signal from it).
     """
     if len(specs) != input_ids.shape[0]:
         raise ValueError(f"{len(specs)} segment specs for a batch of {input_ids.shape[0]}")
@@ -257,7 +263,7 @@ def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, a
             if not 0 <= a <= e <= lengths[i]:
                 raise ValueError(f"sequence {i}: span [{a}, {e}) outside its {lengths[i]} tokens")
     chosen = _resolve_layers(model, layers)
-    collector = _Collector(specs, _offsets(attention_mask), t_len, set(chosen), input_ids.device, max_chunk_bytes)
+    collector = _Collector(specs, _offsets(attention_mask), t_len, chosen, input_ids.device, max_chunk_bytes)
     stack = decoder_layers(model)
     last = stack[chosen[-1]]
 
@@ -286,9 +292,10 @@ def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, a
     for i, spec in enumerate(specs):
         row_sizes = torch.tensor([e - a for a, e in spec.rows], dtype=torch.float64)
         col_sizes = torch.tensor([e - a for a, e in spec.cols], dtype=torch.float64)
-        denom = row_sizes[:, None] * col_sizes[None, :] * len(chosen) * collector.n_heads
-        mean = collector.sums[i, : len(spec.rows), : len(spec.cols)].cpu() / denom
-        mean[denom == 0] = math.nan
+        denom = row_sizes[:, None] * col_sizes[None, :] * collector.n_heads
+        sums = collector.sums[i, :, : len(spec.rows), : len(spec.cols)].cpu()  # (L, rows, cols)
+        mean = sums / denom if per_layer else sums.sum(dim=0) / (denom * len(chosen))
+        mean[..., denom == 0] = math.nan
         results.append(mean)
     return results
 

@@ -93,6 +93,26 @@ def test_capture_equals_eager_padded_batch_and_layer_subsets(qwen_tokenizer_dir,
         assert_close(got, reference_segment_attention(attentions, mask, specs, layers))
 
 
+def test_per_layer_capture_keeps_each_layer_as_eager_sees_it(qwen_tokenizer_dir):
+    """per_layer=True: slice l is layer l's own segment attention (eager), and the mean over slices is the
+    averaged capture, from the same single pass."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_tokenizer_dir)
+    model = tiny("llama", tok)
+    ids, mask = token_batch(tok, [260, 140])
+    specs = [spec_for(260), spec_for(140)]
+    attentions = eager_attentions(model, ids, mask)
+    for layers, read in (("all", [0, 1, 2]), ([2, 0], [0, 2])):
+        split = capture_segment_attention(model, ids, mask, specs, layers=layers, per_layer=True)
+        assert [m.shape[0] for m in split] == [len(read)] * 2
+        for slot, layer in enumerate(read):
+            assert_close([m[slot] for m in split], reference_segment_attention(attentions, mask, specs, [layer]))
+        whole = capture_segment_attention(model, ids, mask, specs, layers=layers)
+        assert_close([m.mean(dim=0) for m in split], whole, tol=1e-12)
+    assert not torch.allclose(split[0][0].nan_to_num(), split[0][1].nan_to_num())  # the layers differ
+
+
 def test_row_chunking_does_not_change_the_result(qwen_tokenizer_dir):
     from transformers import AutoTokenizer
 
