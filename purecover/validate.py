@@ -6,7 +6,9 @@ adds the checks that need another library's contract or span sections, whatever 
 * ``eval.methods``: every entry is a method the evaluate stage knows, or a well-formed
   ``teacher:DIR`` / ``student:DIR`` / ``selections:PATH=name`` (`purecover.eval.methods`);
 * ``student.training``: every key is a `transformers.TrainingArguments` field, every value
-  matches the field's annotation (and its declared choices), and TrainingArguments' own
+  matches the field's annotation (and its declared choices), every number is finite and in range
+  (a positive learning rate, ...; `purecover.train.arguments.RANGES`), all without importing torch
+  (a snapshot of the fields); and, except for ``purecover config``, TrainingArguments' own
   ``__post_init__`` accepts the whole set (built once, on the CPU, in a temporary directory,
   without touching accelerate's process state);
 * ``data.k1`` fits the identifier scheme ``student.identifiers`` when the pipeline trains the student;
@@ -27,21 +29,27 @@ from .models.identifiers import SCHEMES, IdentifierScheme
 __all__ = ["check_eval_methods", "check_identifier_capacity", "check_prompt_files", "check_table_budget",
            "load_validated_recipe", "validate_recipe"]
 
-def validate_recipe(recipe: Recipe) -> None:
-    """Check the whole recipe beyond its own types and ranges; raise ConfigError naming the key."""
+def validate_recipe(recipe: Recipe, build_training: bool = True) -> None:
+    """Check the whole recipe beyond its own types and ranges; raise ConfigError naming the key.
+
+    `build_training`: also build the train stage's TrainingArguments once (its cross-field checks; imports
+    transformers' trainer and torch, seconds). ``purecover config`` passes False: every ``student.training`` key,
+    type and range is still checked, from a snapshot of the fields, and the stage commands build it before any
+    work."""
     check_eval_methods(recipe.eval)
     check_table_budget(recipe.eval)
     check_prompt_files(recipe)
     if _trains_student(recipe):
         check_identifier_capacity(recipe.data.k1, recipe.student.identifiers)
-    _check_training(recipe)
+    _check_training(recipe, build_training)
 
 
-def load_validated_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+def load_validated_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = (),
+                          build_training: bool = True) -> Recipe:
     """`load_recipe` then `validate_recipe`; errors name the recipe source like `load_recipe`'s do."""
     recipe = load_recipe(path, overrides)
     try:
-        validate_recipe(recipe)
+        validate_recipe(recipe, build_training)
     except ConfigError as exc:
         source = (str(path) if path is not None else "defaults") + (" + overrides" if overrides else "")
         raise ConfigError(f"{source}: {exc}") from None
@@ -105,8 +113,13 @@ def check_table_budget(cfg: EvalConfig) -> None:
 # --------------------------------------------------------------------------- student.training
 
 
-def _check_training(recipe: Recipe) -> None:
-    """Keys, values and a dry construction of the train stage's TrainingArguments."""
-    from .train.run import build_training_arguments
+def _check_training(recipe: Recipe, build: bool = True) -> None:
+    """Keys, values and ranges of ``student.training`` (no torch), then, when `build`, a dry construction of the
+    train stage's TrainingArguments."""
+    from .train.arguments import check_training_section
 
-    build_training_arguments(recipe, has_eval=recipe.student.eval_fraction > 0, dry_run=True)
+    check_training_section(dict(recipe.student.training))
+    if build:
+        from .train.run import build_training_arguments
+
+        build_training_arguments(recipe, has_eval=recipe.student.eval_fraction > 0, dry_run=True)

@@ -18,6 +18,9 @@ import dataclasses
 import difflib
 import enum
 import functools
+import importlib.metadata
+import json
+import math
 import operator
 import os
 import tempfile
@@ -25,6 +28,7 @@ import types
 import typing
 import warnings
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union
 
 from pydantic import ConfigDict, InstanceOf, TypeAdapter, ValidationError
@@ -48,18 +52,91 @@ class _FieldCheck(NamedTuple):
     adapter: TypeAdapter[Any] | None
 
 
-@functools.cache
-def _training_fields() -> dict[str, _FieldCheck]:
-    """TrainingArguments' init fields: name -> the type its values must have and a pydantic validator of it."""
+SNAPSHOT = Path(__file__).with_name("training_fields.json")  # `_live_fields` of the pinned transformers, encoded
+
+
+def _live_fields() -> dict[str, Any]:
+    """TrainingArguments' init fields, from transformers itself (imports torch: seconds): name -> accepted type."""
     from transformers import TrainingArguments
 
     hints = typing.get_type_hints(TrainingArguments)
-    out = {}
-    for f in dataclasses.fields(TrainingArguments):
-        if f.init:
-            accepted = _accepted(hints.get(f.name, Any), tuple(f.metadata.get("choices") or ()))
-            out[f.name] = _FieldCheck(accepted, _adapter(accepted))
-    return out
+    return {f.name: _accepted(hints.get(f.name, Any), tuple(f.metadata.get("choices") or ()))
+            for f in dataclasses.fields(TrainingArguments) if f.init}
+
+
+def _transformers_version() -> str | None:
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def snapshot_record() -> dict[str, Any]:
+    """What `SNAPSHOT` holds: the installed transformers version and every field's accepted type (`_encode`)."""
+    return {"transformers": _transformers_version(),
+            "fields": {name: _encode(tp) for name, tp in sorted(_live_fields().items())}}
+
+
+@functools.cache
+def _training_fields() -> dict[str, _FieldCheck]:
+    """TrainingArguments' init fields: name -> the type its values must have and a pydantic validator of it.
+
+    Read from `SNAPSHOT` when it was made from the installed transformers version, so checking a recipe never
+    imports transformers' trainer (and torch); from transformers itself otherwise. A test keeps the snapshot
+    equal to the live fields (regenerate: ``python -m purecover.train.arguments``).
+    """
+    fields: dict[str, Any] | None = None
+    try:
+        stored = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+        if stored.get("transformers") == _transformers_version():
+            fields = {name: _decode(spec) for name, spec in stored["fields"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        fields = None
+    if fields is None:
+        fields = _live_fields()
+    return {name: _FieldCheck(tp, _adapter(tp)) for name, tp in fields.items()}
+
+
+_SCALARS: dict[Any, str] = {bool: "bool", int: "int", float: "float", str: "str", type(None): "null", dict: "dict",
+                            list: "list", Any: "any"}
+_FROM_NAME = {v: k for k, v in _SCALARS.items()}
+
+
+def _encode(tp: Any) -> Any:
+    """An accepted type (`_accepted`) as JSON: ``"int"``, ``{"literal": [...]}``, ``{"union": [...]}``,
+    ``{"list": T}``, ``{"dict": [K, V]}``, ``{"instance": "ClassName"}``."""
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return {"literal": list(args)}
+    if origin in (Union, types.UnionType):
+        return {"union": [_encode(a) for a in args]}
+    if origin is list:
+        return {"list": _encode(args[0])}
+    if origin is dict:
+        return {"dict": [_encode(args[0]), _encode(args[1])]}
+    if origin is typing.Annotated:  # InstanceOf[cls]
+        return {"instance": getattr(args[0], "__name__", str(args[0]))}
+    return "any"
+
+
+def _decode(spec: Any) -> Any:
+    """`_encode`'s inverse. An instance of a library class (``ParallelismConfig``) becomes an instance check of a
+    stand-in class of that name: no value a recipe can spell (YAML scalars, lists, mappings) is one, as before."""
+    if isinstance(spec, str):
+        return _FROM_NAME[spec]
+    if "literal" in spec:
+        return Literal[tuple(spec["literal"])]
+    if "union" in spec:
+        return functools.reduce(operator.or_, [_decode(a) for a in spec["union"]])
+    if "list" in spec:
+        return list[_decode(spec["list"])]
+    if "dict" in spec:
+        return dict[_decode(spec["dict"][0]), _decode(spec["dict"][1])]
+    if "instance" in spec:
+        return InstanceOf[type(str(spec["instance"]), (), {})]
+    return Any
 
 
 def _adapter(accepted: Any) -> TypeAdapter[Any] | None:
@@ -71,8 +148,39 @@ def _adapter(accepted: Any) -> TypeAdapter[Any] | None:
         return None
 
 
+# Ranges TrainingArguments does not check itself (a negative or NaN learning rate is accepted there and fails, or
+# silently diverges, only in training): (low, low inclusive, high, high inclusive); every float must be finite.
+RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
+    "learning_rate": (0.0, False, None, False),
+    "weight_decay": (0.0, True, None, False),
+    "adam_beta1": (0.0, True, 1.0, False),
+    "adam_beta2": (0.0, True, 1.0, False),
+    "adam_epsilon": (0.0, False, None, False),
+    "max_grad_norm": (0.0, True, None, False),
+    "num_train_epochs": (0.0, False, None, False),
+    "label_smoothing_factor": (0.0, True, 1.0, False),
+}
+
+
+def _check_range(dotted: str, key: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise ConfigError(f"{dotted}: expected a finite number, got {value!r}")
+    if key not in RANGES:
+        return
+    low, low_in, high, high_in = RANGES[key]
+    bad_low = low is not None and (value < low or (value == low and not low_in))
+    bad_high = high is not None and (value > high or (value == high and not high_in))
+    if bad_low or bad_high:
+        lo = "" if low is None else f"{'≥' if low_in else '>'} {low:g}"
+        hi = "" if high is None else f"{'≤' if high_in else '<'} {high:g}"
+        raise ConfigError(f"{dotted}: expected a number {' and '.join(x for x in (lo, hi) if x)}, got {value!r}")
+
+
 def check_training_section(training: Mapping[str, Any]) -> None:
-    """Every ``student.training`` key is a TrainingArguments field and every value fits its type."""
+    """Every ``student.training`` key is a TrainingArguments field, every value fits its type, every number is
+    finite and within `RANGES`. Needs neither transformers' trainer nor torch (`_training_fields`)."""
     fields = _training_fields()
     for key, value in training.items():
         dotted = f"student.training.{key}"
@@ -81,15 +189,15 @@ def check_training_section(training: Mapping[str, Any]) -> None:
             hint = f"; did you mean 'student.training.{close[0]}'?" if close else ""
             raise ConfigError(f"unknown key {dotted!r} (not a TrainingArguments field){hint}")
         check = fields[key]
-        if check.adapter is None:
-            continue
         try:
-            check.adapter.validate_python(value)
+            if check.adapter is not None:
+                check.adapter.validate_python(value)
         except ValidationError:
             valid = _strings_of(check.accepted)
             close = difflib.get_close_matches(value, valid, n=1) if isinstance(value, str) else []
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"{dotted}: expected {_describe(check.accepted)}, got {value!r}{hint}") from None
+        _check_range(dotted, key, value)
 
 
 def _is_enum(tp: Any) -> bool:
@@ -195,3 +303,8 @@ def dry_training_arguments(kwargs: Mapping[str, Any]) -> Any:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"student.training: transformers.TrainingArguments rejects these settings: "
                               f"{' '.join(str(exc).split())}") from None
+
+
+if __name__ == "__main__":  # regenerate the snapshot after a transformers upgrade
+    SNAPSHOT.write_text(json.dumps(snapshot_record(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {SNAPSHOT}")
