@@ -15,9 +15,11 @@ import argparse
 import functools
 import json
 import logging
+import math
 import shlex
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from . import __version__
 from .config import ConfigError, Recipe, dump_recipe_yaml
@@ -201,7 +203,26 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                          device=args.device, dtype=args.dtype, max_batch=args.max_batch, max_wait_ms=args.max_wait_ms,
                          max_queue=args.max_queue, model_name=args.model_name, api_key_env=args.api_key_env,
                          log_level=args.log_level, shutdown_timeout=args.shutdown_timeout,
-                         max_body_bytes=int(args.max_body_mb * 2**20))
+                         max_body_bytes=int(args.max_body_mb * 2**20), head_timeout=args.head_timeout,
+                         max_connections=args.max_connections)
+
+
+def _number(kind: type, low: float, high: float = math.inf, low_inclusive: bool = True) -> Callable[[str], Any]:
+    """An argparse type: a finite `kind` in [low, high] (or (low, high]); bad values fail at parse time, before a
+    model loads, with the accepted range in the message."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        ok = math.isfinite(value) and (value >= low if low_inclusive else value > low) and value <= high
+        if not ok:
+            bounds = f"{'≥' if low_inclusive else '>'} {low:g}" + ("" if high == math.inf else f" and ≤ {high:g}")
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number {bounds}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -219,23 +240,28 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument("selector_dir", metavar="SELECTOR_DIR", help="an exported selector directory (run_dir/selector)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=_number(int, 0, 65535), default=8000, help="port (default 8000; 0: any free port)")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="inference backend (default hf)")
     p.add_argument("--device", default="auto", help="hf backend: auto | cpu | cuda[:N] (default auto)")
     p.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (default auto)")
-    p.add_argument("--max-batch", type=int, default=16, help="requests gathered into one forward pass (default 16)")
-    p.add_argument("--max-wait-ms", type=float, default=5.0,
+    p.add_argument("--max-batch", type=_number(int, 1), default=16, help="requests gathered into one forward pass (default 16)")
+    p.add_argument("--max-wait-ms", type=_number(float, 0), default=5.0,
                    help="how long a batch waits for more requests after its first one, in ms (default 5)")
-    p.add_argument("--max-queue", type=int, default=256,
+    p.add_argument("--max-queue", type=_number(int, 1), default=256,
                    help="waiting requests beyond which new ones get HTTP 429 (default 256)")
     p.add_argument("--model-name", default=None, help="the model name in responses (default: the directory's name)")
     p.add_argument("--api-key-env", default=None, metavar="NAME",
                    help="require `Authorization: Bearer KEY`, KEY read from environment variable NAME "
                         "(the key itself is never taken on the command line)")
-    p.add_argument("--max-body-mb", type=float, default=4.0,
+    p.add_argument("--max-body-mb", type=_number(float, 0, 1024, low_inclusive=False), default=4.0,
                    help="request bodies larger than this many MiB get HTTP 413 (default 4)")
-    p.add_argument("--shutdown-timeout", type=float, default=30.0,
+    p.add_argument("--shutdown-timeout", type=_number(float, 0), default=30.0,
                    help="seconds in-flight requests get to finish after SIGTERM (default 30)")
+    p.add_argument("--head-timeout", type=_number(float, 0, low_inclusive=False), default=10.0,
+                   help="seconds a client has to send a whole request line and headers; slower ones are "
+                        "disconnected (default 10)")
+    p.add_argument("--max-connections", type=_number(int, 1), default=512,
+                   help="open connections beyond which new requests get HTTP 503 (default 512)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(handler=_cmd_serve)
 

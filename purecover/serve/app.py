@@ -35,6 +35,8 @@ from . import require_serve_extra
 require_serve_extra()
 
 from fastapi import FastAPI, HTTPException, Request  # noqa: E402
+from fastapi.encoders import jsonable_encoder  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse, Response  # noqa: E402
 
 from ..models.selection import select_from_scores  # noqa: E402
@@ -54,6 +56,7 @@ from .schemas import (  # noqa: E402
     SelectResponse,
     check_documents,
     document_parts,
+    is_encodable,
 )
 
 log = logging.getLogger(__name__)
@@ -164,6 +167,14 @@ class ScoringService:
         problem = check_documents(documents, self.selector.k1)
         if problem is None and not query.strip():
             problem = "query is empty"
+        if problem is None and not is_encodable(query):
+            problem = "query is not valid Unicode (a lone surrogate such as \\ud800)"
+        effective_k_max = self.selector.k_max if k_max is None else k_max
+        effective_min = self.selector.min_select if min_select is None else min_select
+        if problem is None and effective_k_max is not None and effective_min > effective_k_max:
+            problem = (f"min_select {effective_min} is larger than k_max {effective_k_max}"
+                       f"{'' if k_max is not None and min_select is not None else ' (the selector default)'}: "
+                       "ask for at most as many as you keep")
         if problem is not None:
             raise HTTPException(status_code=400, detail=problem)
         docs: list[dict[str, str | None]] = []
@@ -234,6 +245,20 @@ class _RequestMetrics:
         finally:
             self.metrics.requests.labels(endpoint, str(status)).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with what strict JSON cannot carry made printable: non-finite floats as ``"nan"`` / ``"inf"``,
+    strings with lone surrogates backslash-escaped (a 422 echoes the client's input)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str) and not is_encodable(value):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 OPEN_PATHS = frozenset({"/health", "/metrics"})  # the only paths served without the API key (probes, scrapers)
@@ -366,6 +391,11 @@ def create_app(selector: Selector, *, model_name: str, api_key: str | None = Non
     if api_key:
         app.add_middleware(_ApiKey, api_key=api_key)
     app.add_middleware(_RequestMetrics, metrics=metrics)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input: a NaN, 1e999 or a lone surrogate there made it a 500
+        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
 
     @app.post("/v1/select", response_model=SelectResponse)
     async def select(body: SelectRequest) -> SelectResponse:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 __all__ = [
     "DocumentIn",
@@ -48,10 +48,11 @@ class SelectRequest(BaseModel):
 
     query: str = Field(description="The question.")
     documents: list[Document] = Field(description="At most k1 documents: strings or {text, title} objects.")
-    k_max: int | None = Field(default=None, ge=1, description="Keep at most this many (default: the export's).")
+    k_max: StrictInt | None = Field(default=None, ge=1, description="Keep at most this many (default: the export's).")
     threshold: _Finite | None = Field(default=None, description="Keep scores above this, in the selector's score "
                                                                 "space (default: the calibrated tau3).")
-    min_select: int | None = Field(default=None, ge=0, description="Keep at least this many (default: the export's).")
+    min_select: StrictInt | None = Field(default=None, ge=0,
+                                         description="Keep at least this many (default: the export's).")
     model: str | None = Field(default=None, description="Accepted and ignored: the server serves one selector.")
 
 
@@ -74,7 +75,7 @@ class RerankRequest(BaseModel):
     model: str | None = Field(default=None, description="Accepted and ignored: the server serves one selector.")
     query: str
     documents: list[Document]
-    top_n: int | None = Field(default=None, ge=1, description="Return only the best top_n results.")
+    top_n: StrictInt | None = Field(default=None, ge=1, description="Return only the best top_n results.")
     return_documents: bool = Field(default=False, description="Echo each result's document.")
     max_tokens_per_doc: int | None = Field(default=None, description="Accepted and ignored: passages are cut to "
                                                                       "the selector's max_passage_tokens.")
@@ -151,7 +152,19 @@ def check_documents(documents: list[Document], k1: int) -> str | None:
         return (f"{len(documents)} documents, but this selector labels at most k1={k1} documents per request "
                 f"(its identifier scheme was trained for {k1}); send the top {k1} candidates")
     for i, doc in enumerate(documents):
-        text, _ = document_parts(doc)
+        text, title = document_parts(doc)
         if not text.strip():
             return f"document {i} has an empty text"
+        for field, value in (("text", text), ("title", title)):
+            if value is not None and not is_encodable(value):
+                return f"document {i}: its {field} is not valid Unicode (a lone surrogate such as \\ud800)"
     return None
+
+
+def is_encodable(text: str) -> bool:
+    """Whether `text` is valid Unicode (JSON's \\uXXXX escapes can carry lone surrogates, which no tokenizer takes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -10,6 +10,7 @@ bounds the wait for in-flight requests.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -24,7 +25,9 @@ from . import require_serve_extra
 
 require_serve_extra()
 
+import h11  # noqa: E402
 import uvicorn  # noqa: E402
+from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
 from ..models.selector import Selector  # noqa: E402
 from .app import DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_QUEUE, DEFAULT_MAX_WAIT_MS, create_app  # noqa: E402
@@ -35,6 +38,54 @@ __all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "GracefulServer", "run_server", "serve_co
 
 DEFAULT_SHUTDOWN_TIMEOUT = 30.0  # seconds in-flight requests get to finish after SIGTERM
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+DEFAULT_HEAD_TIMEOUT = 10.0  # seconds a client has to send a request's line and headers
+DEFAULT_MAX_CONNECTIONS = 512  # open connections beyond which uvicorn answers 503
+
+
+class HeadTimeoutH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request head: a client that has not sent a whole request
+    line and headers within `head_timeout` seconds (of connecting, or of its first byte after a response) is
+    disconnected, so clients that dribble a header line every few seconds cannot hold connections forever
+    (uvicorn times out only idle keep-alive connections). The body is bounded by the app (`--max-body-mb`)."""
+
+    head_timeout = DEFAULT_HEAD_TIMEOUT
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        self._head_timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        self._watch_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+    def _watch_head(self) -> None:
+        waiting = self.conn.their_state is h11.IDLE  # no complete request head yet
+        if waiting and self._head_timer is None and not self.transport.is_closing():
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_too_slow)
+        elif not waiting and self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            log.warning("%s sent no complete request head within %g s: disconnected",
+                        f"{self.client[0]}:{self.client[1]}" if self.client else "a client", self.head_timeout)
+            self.transport.close()
+
+
+def _protocol(head_timeout: float) -> type:
+    """`HeadTimeoutH11Protocol` with its deadline set (uvicorn builds one protocol object per connection)."""
+    return type("HeadTimeoutH11Protocol", (HeadTimeoutH11Protocol,), {"head_timeout": float(head_timeout)})
 
 
 class GracefulServer(uvicorn.Server):
@@ -69,18 +120,22 @@ class GracefulServer(uvicorn.Server):
 
 
 def _config(app: Any, host: str, port: int, log_level: str, timeout_graceful_shutdown: float | None,
-            access_log: bool) -> uvicorn.Config:
+            access_log: bool, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+            max_connections: int = DEFAULT_MAX_CONNECTIONS) -> uvicorn.Config:
     return uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), log_config=None,
-                          access_log=access_log, lifespan="on", timeout_graceful_shutdown=timeout_graceful_shutdown)
+                          access_log=access_log, lifespan="on", timeout_graceful_shutdown=timeout_graceful_shutdown,
+                          http=_protocol(head_timeout), limit_concurrency=max_connections)
 
 
 def run_server(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-               timeout_graceful_shutdown: float | None = DEFAULT_SHUTDOWN_TIMEOUT, access_log: bool = False) -> None:
+               timeout_graceful_shutdown: float | None = DEFAULT_SHUTDOWN_TIMEOUT, access_log: bool = False,
+               head_timeout: float = DEFAULT_HEAD_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """Serve `app` until SIGTERM / SIGINT, then shut down gracefully (module docstring). Blocks.
 
     Raises RuntimeError when the server cannot start (e.g. the port is taken; uvicorn logs why).
     """
-    server = GracefulServer(_config(app, host, port, log_level, timeout_graceful_shutdown, access_log))
+    server = GracefulServer(_config(app, host, port, log_level, timeout_graceful_shutdown, access_log, head_timeout,
+                                    max_connections))
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits on a startup failure (its log says why)
@@ -91,18 +146,22 @@ def run_server(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level
 
 @contextlib.contextmanager
 def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, *, startup_timeout: float = 60.0,
-                    shutdown_timeout: float = 30.0, log_level: str = "warning") -> Iterator[str]:
+                    shutdown_timeout: float = 30.0, log_level: str = "warning",
+                    head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+                    max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Iterator[str]:
     """Run `app` with a real uvicorn server in a background thread; yields its base URL ``http://HOST:PORT``.
 
     `port` 0 picks a free port. Startup (lifespan included) must finish within `startup_timeout` s, else
     RuntimeError. On exit the server shuts down gracefully (in-flight requests are answered, then the
     app's lifespan shutdown runs) within `shutdown_timeout` s, after which it is forced; a thread still
     alive after that raises RuntimeError. Signals are not touched (they belong to the main thread).
+    `head_timeout` and `max_connections`: as `purecover serve`'s --head-timeout and --max-connections.
 
         with serve_in_thread(create_app(selector, model_name="demo")) as base_url:
             httpx.post(f"{base_url}/v1/select", json={...})
     """
-    server = GracefulServer(_config(app, host, port, log_level, shutdown_timeout, access_log=False))
+    server = GracefulServer(_config(app, host, port, log_level, shutdown_timeout, False, head_timeout,
+                                    max_connections))
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -141,7 +200,8 @@ def serve_command(selector_dir: str | Path, *, host: str = "127.0.0.1", port: in
                   max_wait_ms: float = DEFAULT_MAX_WAIT_MS, max_queue: int = DEFAULT_MAX_QUEUE,
                   model_name: str | None = None, api_key_env: str | None = None, log_level: str = "INFO",
                   shutdown_timeout: float | None = DEFAULT_SHUTDOWN_TIMEOUT,
-                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> int:
+                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+                  max_connections: int = DEFAULT_MAX_CONNECTIONS) -> int:
     """``purecover serve SELECTOR_DIR``: load the selector, serve it until a signal, close it. Returns 0.
 
     The API key is read from the environment variable `api_key_env` (never from the command line, where
@@ -151,6 +211,10 @@ def serve_command(selector_dir: str | Path, *, host: str = "127.0.0.1", port: in
     path = Path(selector_dir)
     if max_body_bytes < 1:
         raise ValueError(f"--max-body-mb must be > 0, got {max_body_bytes / 2**20:g}")
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {port}")
+    if not head_timeout > 0 or max_connections < 1:
+        raise ValueError(f"--head-timeout ({head_timeout}) must be > 0 and --max-connections ({max_connections}) >= 1")
     if max_batch < 1 or max_queue < 1 or max_wait_ms < 0:
         raise ValueError(f"--max-batch ({max_batch}) and --max-queue ({max_queue}) must be >= 1 and --max-wait-ms "
                          f"({max_wait_ms}) >= 0")
@@ -169,7 +233,7 @@ def serve_command(selector_dir: str | Path, *, host: str = "127.0.0.1", port: in
         log.info("purecover serve: %s on http://%s:%d%s", name, host, port,
                  " (API key required)" if api_key else "")
         run_server(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=shutdown_timeout,
-                   access_log=log_level.upper() == "DEBUG")
+                   access_log=log_level.upper() == "DEBUG", head_timeout=head_timeout, max_connections=max_connections)
     finally:
         selector.close()
     log.info("purecover serve: stopped")

@@ -39,13 +39,15 @@ def served_selector(selector_dir):
 
 
 @contextmanager
-def running(target: Any, *, model_name: str = "tiny", **options: Any) -> Iterator[tuple[str, Any]]:
-    """(base URL, app) of `create_app(target, ...)` (a Selector) served by a real uvicorn on a free loopback port."""
+def running(target: Any, *, model_name: str = "tiny", server: dict[str, Any] | None = None,
+            **options: Any) -> Iterator[tuple[str, Any]]:
+    """(base URL, app) of `create_app(target, ...)` (a Selector) served by a real uvicorn on a free loopback port;
+    `server`: `serve_in_thread` options (head_timeout, max_connections)."""
     from purecover.serve.app import create_app
     from purecover.serve.server import serve_in_thread
 
     app = create_app(target, model_name=model_name, **options)
-    with serve_in_thread(app, startup_timeout=60, shutdown_timeout=30) as url:
+    with serve_in_thread(app, startup_timeout=60, shutdown_timeout=30, **(server or {})) as url:
         yield url, app
 
 

@@ -242,6 +242,78 @@ def test_validation_errors(http, selector, candidates):
     assert http.post("/v1/select", json={"query": rec["question"], "documents": wire(docs_of(rec))}).status_code == 200
 
 
+def test_hostile_numbers_strings_and_rules_get_clear_4xx_never_500(http, selector):
+    """Non-finite numbers (NaN, Infinity, 1e999), numbers as strings or booleans, lone surrogates and
+    min_select > k_max: each a 4xx naming the field, never a 500 with a traceback."""
+    head = {"content-type": "application/json"}
+    for path, field, raw in (("/v1/select", "threshold", "NaN"), ("/v1/select", "threshold", "Infinity"),
+                             ("/v1/select", "threshold", "1e999"), ("/v1/select", "k_max", "1e999"),
+                             ("/v1/select", "k_max", "NaN"), ("/v1/rerank", "top_n", "NaN"),
+                             ("/v1/select", "k_max", '"2"'), ("/v1/select", "min_select", "true"),
+                             ("/v1/rerank", "top_n", '"2"'), ("/v1/rerank", "top_n", "true")):
+        body = f'{{"query": "q", "documents": ["a", "b"], "{field}": {raw}}}'.encode()
+        r = http.post(path, content=body, headers=head)
+        assert r.status_code == 422, (path, field, raw, r.status_code, r.text[:200])
+        assert any(field in err["loc"] for err in r.json()["detail"]), r.text
+    for body in (b'{"query": "q\\ud800", "documents": ["a"]}', b'{"query": "q", "documents": ["a\\udfff b"]}',
+                 b'{"query": "q", "documents": [{"title": "\\ud800", "text": "a"}]}'):
+        r = http.post("/v1/select", content=body, headers=head)
+        assert r.status_code == 400 and "not valid Unicode" in r.json()["detail"], r.text
+    r = http.post("/v1/select", content=b'{"query": "q", "documents": ["a"], "thresold": "\\ud800"}', headers=head)
+    assert r.status_code == 422  # the echo of a bad field with a lone surrogate is still valid JSON
+    r = http.post("/v1/select", json={"query": "q", "documents": ["a", "b"], "k_max": 1, "min_select": 2})
+    assert r.status_code == 400 and "min_select 2 is larger than k_max 1" in r.json()["detail"]
+
+
+def test_a_client_that_dribbles_its_headers_is_disconnected(served_selector):
+    """One header line every 0.4 s never completes a request head: with --head-timeout 1 the server closes the
+    connection after about a second, while a normal request on the same server is answered."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    with running(served_selector, server={"head_timeout": 1.0}) as (url, _), \
+            httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as c:
+        where = urlsplit(url)
+        sock = socket.create_connection((where.hostname, where.port), timeout=HTTP_TIMEOUT)
+        start = time.monotonic()
+        closed_after = None
+        try:
+            sock.sendall(b"POST /v1/select HTTP/1.1\r\nHost: localhost\r\n")
+            for i in range(40):
+                time.sleep(0.4)
+                sock.sendall(f"X-Slow-{i}: y\r\n".encode())
+        except OSError:
+            closed_after = time.monotonic() - start
+        finally:
+            sock.close()
+        assert closed_after is not None and closed_after < 6, closed_after
+        assert c.get("/health").status_code == 200
+
+
+def test_connections_beyond_max_connections_get_503(served_selector):
+    """--max-connections bounds open connections: idle ones held open make the next request a 503."""
+    import socket
+    from urllib.parse import urlsplit
+
+    with running(served_selector, server={"max_connections": 2}) as (url, _):
+        where = urlsplit(url)
+        held = [socket.create_connection((where.hostname, where.port), timeout=HTTP_TIMEOUT) for _ in range(2)]
+        try:
+            with httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as c:
+                assert c.get("/health").status_code == 503
+        finally:
+            for sock in held:
+                sock.close()
+        import time
+
+        deadline = time.monotonic() + 10  # the server sees the held connections close
+        with httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as c:
+            while (status := c.get("/health").status_code) == 503 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert status == 200
+
+
 def test_a_very_long_passage_is_cut_as_in_training(http, selector, candidates):
     rec = candidates[5]
     docs = docs_of(rec)

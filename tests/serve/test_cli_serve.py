@@ -33,8 +33,10 @@ def test_cli_vllm_backend_and_api_key_env(selector_dir, selector, plain_model, c
     rec = candidates[0]
     body = {"query": rec["question"], "documents": wire(docs_of(rec))}
 
-    def fake_run_server(app, *, host, port, log_level, timeout_graceful_shutdown, access_log):
-        seen.update(host=host, port=port, app=app, timeout=timeout_graceful_shutdown)
+    def fake_run_server(app, *, host, port, log_level, timeout_graceful_shutdown, access_log, head_timeout,
+                        max_connections):
+        seen.update(host=host, port=port, app=app, timeout=timeout_graceful_shutdown, head_timeout=head_timeout,
+                    max_connections=max_connections)
         with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=HTTP_TIMEOUT) as c:
             seen["health"] = c.get("/health").json()
             seen["no_key"] = c.post("/v1/select", json=body).status_code
@@ -42,9 +44,11 @@ def test_cli_vllm_backend_and_api_key_env(selector_dir, selector, plain_model, c
 
     monkeypatch.setattr(server_module, "run_server", fake_run_server)
     code = main(["serve", str(selector_dir), "--backend", "vllm", "--api-key-env", "PURECOVER_TEST_KEY",
-                 "--host", "127.0.0.1", "--port", "8123", "--max-batch", "4", "--shutdown-timeout", "5"])
+                 "--host", "127.0.0.1", "--port", "8123", "--max-batch", "4", "--shutdown-timeout", "5",
+                 "--head-timeout", "3", "--max-connections", "64"])
     assert code == 0
     assert (seen["host"], seen["port"], seen["timeout"]) == ("127.0.0.1", 8123, 5.0)
+    assert (seen["head_timeout"], seen["max_connections"]) == (3.0, 64)
     assert fake.llm_kwargs[-1]["model"] == str(selector_dir)
     assert seen["health"] == {"status": "ok", "model": selector_dir.name, "k1": selector.k1, "backend": "vllm"}
     assert seen["no_key"] == 401
@@ -67,10 +71,23 @@ def test_cli_errors(selector_dir, tmp_path, monkeypatch, capsys):
     assert "PURECOVER_UNSET_KEY" in err and "not set" in err
     assert main(["serve", str(tmp_path)]) == 1
     assert "not a selector directory" in capsys.readouterr().err
-    assert main(["serve", str(selector_dir), "--max-batch", "0"]) == 1
-    assert "--max-batch" in capsys.readouterr().err
-    assert main(["serve", str(selector_dir), "--max-body-mb", "0"]) == 1
-    assert "--max-body-mb" in capsys.readouterr().err
+    # bad options fail while the command line is read, before any model loads
+    from purecover.models import selector as selector_module
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the selector was loaded before the options were checked")
+
+    monkeypatch.setattr(selector_module.Selector, "from_pretrained", no_load)
+    for option, value, says in (("--max-batch", "0", "≥ 1"), ("--max-body-mb", "0", "> 0"),
+                                ("--max-body-mb", "inf", "finite"), ("--max-body-mb", "nan", "finite"),
+                                ("--port", "99999", "≤ 65535"), ("--port", "http", "not an integer"),
+                                ("--head-timeout", "0", "> 0"), ("--max-connections", "0", "≥ 1"),
+                                ("--shutdown-timeout", "-1", "≥ 0")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["serve", str(selector_dir), option, value])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and option in err and says in err, (option, value, err)
+    monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # the serve extra is not installed
     assert main(["serve", str(selector_dir)]) == 1
     err = capsys.readouterr().err
@@ -85,7 +102,8 @@ def test_help_lists_serve_and_its_options(capsys):
         main(["serve", "--help"])
     out = capsys.readouterr().out
     for option in ("SELECTOR_DIR", "--host", "--port", "--backend", "--max-batch", "--max-wait-ms", "--max-queue", "--max-body-mb",
-                   "--model-name", "--api-key-env", "--device", "--dtype", "--log-level"):
+                   "--model-name", "--api-key-env", "--device", "--dtype", "--log-level", "--head-timeout",
+                   "--max-connections"):
         assert option in out
     assert "--api-key " not in out  # the key itself is never an option
 
