@@ -1,6 +1,7 @@
 """Real pretrained models end to end on the real samples: does a purecover selector beat retrieval? (JSON)
 
-    python benchmarks/real_models.py [--datasets hotpotqa,2wiki,musique] [--seeds 0] [--parts teacher,student,qa]
+    python benchmarks/real_models.py [--datasets hotpotqa,2wiki,musique] [--seeds 0]
+                                     [--parts headline,teacher,student,qa]
                                      [--sources oracle_proxy,smollm2_attention,gemma_attention,...]
                                      [--student-sources oracle_proxy,gemma_attention] [--own-steps 24]
                                      [--work build/real_models] [--out benchmarks/results/real_models.json]
@@ -29,12 +30,16 @@ Parts
            and one seeded shuffle: support P/R/F1 against the gold passages, set size, Coverage@2/5 and
            Purity@2/5 of its ranking; also "same top-|S| slots" (share of questions whose kept set is the first
            |S| shown, 1.0 for a student that learned positions).
+  headline The documented command as a user runs it (`purecover pipeline configs/recipes/real_cpu/<dataset>.yaml`
+           on the sample, every stage, one seed; a subprocess of the real CLI; its own run directory), unless it
+           is complete already; then each stage's seconds from its manifest, their sum and the peak RSS of the
+           command's processes (when this call ran them). Target: ≤ 60 minutes on 2 cores.
   qa       The evaluate stage with the SmolLM2 generator on the test split: retrieval top-2 / top-5 / all K1,
            gold passages, no passage, and the student's sets (retrieval order), EM / F1 with bootstrap CIs.
 
 Targets (issue 29): on HotpotQA test questions, in retrieval order and reversed, the student's support F1 above
 retrieval top-|S| at every seed, and above the best of top-2 / top-5 on mean; real-teacher labels above retrieval
-top-2; Gemma-3-270M attention with oracle steps ≥ 0.70 label F1. Rows: `rows`.
+top-2; Gemma-3-270M attention with oracle steps ≥ 0.70 label F1; the headline run ≤ 60 minutes. Rows: `rows`.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rows import ROWS_ONLY_HELP, Rows, above, at_least, machine_info, now, rewrite, with_rows
+from rows import ROWS_ONLY_HELP, Rows, above, at_least, at_most, machine_info, now, rewrite, with_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("hotpotqa", "2wiki", "musique")
@@ -231,6 +236,59 @@ def tuned_on_calibration(run: Path, dataset: str, source: str, calib: Sequence[s
     point, fig, params = best
     held = evaluate_setting(tq, params, pairs=_estimates(tq, params, bias))
     return {"setting": point, "calib_f1": fig["f1"], "test": dict(held)}
+
+
+HEADLINE_STAGES = ("data", "calibrate", "label", "train", "export", "select", "evaluate")
+
+
+def headline_command(dataset: str, run_dir: Path) -> list[str]:
+    """The documented command of the headline run: the real_cpu recipe as written, on the sample, every stage."""
+    from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+
+    samples = sample_data_dir()
+    if samples is None:
+        raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
+    return [sys.executable, "-m", "purecover", "pipeline", str(ROOT / "configs" / "recipes" / "real_cpu" /
+                                                               f"{dataset}.yaml"),
+            "--set", f"data.path={samples / SAMPLE_FILES[dataset]}", "--set", "data.sample=null",
+            "--set", f"run_dir={run_dir}", "-q"]
+
+
+def headline_figures(run_dir: Path) -> dict[str, Any]:
+    """Seconds of each stage (its manifest's start and end) and their sum, from a finished headline run."""
+    import datetime as dt
+
+    seconds = {}
+    for stage in HEADLINE_STAGES:
+        manifest = json.loads((run_dir / f"{stage}.run.json").read_text())
+        if manifest["summary"]["status"] != "complete":
+            raise RuntimeError(f"{run_dir}: stage {stage} is not complete")
+        start, end = (dt.datetime.fromisoformat(manifest[k]) for k in ("started", "finished"))
+        seconds[stage] = (end - start).total_seconds()
+    label = json.loads((run_dir / "label.run.json").read_text())["summary"]
+    train = json.loads((run_dir / "train.run.json").read_text())["summary"]
+    return {"stage_seconds": seconds, "total_seconds": sum(seconds.values()), "questions": label.get("questions"),
+            "label_layers": (label.get("layers") or {}).get("read"), "train_steps": train.get("global_step"),
+            "test_subset_f1": train.get("test_subset_f1"), "calib_subset_f1": train.get("calib_subset_f1")}
+
+
+def headline_part(dataset: str, work: Path) -> dict[str, Any]:
+    """Run the headline command (a subprocess: the real CLI) unless its run is complete, then its stage times.
+    Peak RSS (the largest of the command's processes) only when this call ran the stages."""
+    import resource
+    import subprocess
+
+    run_dir = work / dataset / "headline"
+    command = headline_command(dataset, run_dir)
+    t0 = time.perf_counter()
+    subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    wall = time.perf_counter() - t0
+    out = headline_figures(run_dir)
+    ran_here = wall > 0.5 * out["total_seconds"]
+    out.update({"command": ["purecover", *command[3:]], "wall_seconds_this_call": round(wall, 1),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+                if ran_here else None})
+    return out
 
 
 def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
@@ -462,6 +520,12 @@ def rows(result: dict) -> list[dict]:
                               note=f"{len(f1s)} seeds; best of retrieval top-2 / top-5 {best_base:.4f}")
                     table.add(f"real_models.student_f1.{source}.{order}_worst", min(f1s), "F1", None, variant=dataset,
                               note=f"{len(f1s)} seeds")
+        head = res.get("headline")
+        if head:
+            stages = ", ".join(f"{k} {v:.0f}" for k, v in head["stage_seconds"].items())
+            table.add("real_models.headline_minutes", round(head["total_seconds"] / 60, 1), "min", at_most(60),
+                      variant=dataset, note=f"one seed, every stage, {head['questions']} questions; seconds: {stages}; "
+                                            f"peak RSS {head.get('peak_rss_mb')} MB; {head.get('conditions', '')}")
         base = res.get("baselines") or {}
         for name in ("retrieval_top2", "retrieval_top5"):
             if name in base:
@@ -552,6 +616,9 @@ def main() -> int:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(with_rows(result, rows), indent=2) + "\n")
 
+        if "headline" in parts:
+            res["headline"] = headline_part(dataset, work)
+            save()
         if "teacher" in parts:
             res["baselines"] = baselines_part(dataset, work)
             save()

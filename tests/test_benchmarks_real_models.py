@@ -74,3 +74,36 @@ def test_merge_keeps_every_seed_and_rows_carry_the_issue_targets(tmp_path: Path)
     mean = rows[("real_models.student_f1.oracle_proxy.retrieval_mean", None)]
     assert mean["value"] == pytest.approx(0.65) and mean["target"] == "> 0.64" and mean["met"] is True
     assert rows[("real_models.student_f1.oracle_proxy.shuffled", 0)]["target"] is None  # reported, no claim
+
+
+def test_headline_is_the_documented_command_and_its_minutes_come_from_the_manifests(tmp_path: Path) -> None:
+    """The headline part runs `purecover pipeline` on the real_cpu recipe as written (only the sample's path and
+    the run directory set) and sums the stages' manifest times; the row claims at most 60 minutes."""
+    import datetime as dt
+
+    samples = pytest.importorskip("purecover.data.samples")
+    if samples.sample_data_dir() is None:
+        pytest.skip("real sample data not found (../shared/data or PURECOVER_SAMPLE_DATA)")
+    command = real.headline_command("hotpotqa", tmp_path / "run")
+    assert command[1:4] == ["-m", "purecover", "pipeline"] and command[4].endswith("real_cpu/hotpotqa.yaml")
+    assert command[5:] == ["--set", f"data.path={samples.sample_data_dir() / samples.SAMPLE_FILES['hotpotqa']}",
+                           "--set", "data.sample=null", "--set", f"run_dir={tmp_path / 'run'}", "-q"]
+    run = tmp_path / "run"
+    run.mkdir()
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    for i, stage in enumerate(real.HEADLINE_STAGES):
+        summary = {"status": "complete", "questions": 252, "layers": {"read": [18, 23]}} if stage == "label" else {
+            "status": "complete", "global_step": 150, "test_subset_f1": 0.2}
+        (run / f"{stage}.run.json").write_text(json.dumps({
+            "started": (t0 + dt.timedelta(minutes=10 * i)).isoformat(timespec="seconds"),
+            "finished": (t0 + dt.timedelta(minutes=10 * i + 5)).isoformat(timespec="seconds"), "summary": summary}))
+    fig = real.headline_figures(run)
+    assert fig["total_seconds"] == 7 * 300 and fig["stage_seconds"]["label"] == 300
+    assert fig["questions"] == 252 and fig["label_layers"] == [18, 23] and fig["train_steps"] == 150
+    rows = real.rows({"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"headline": fig}}})
+    (row,) = [r for r in rows if r["figure"] == "real_models.headline_minutes"]
+    assert row["value"] == 35.0 and row["target"] == "<= 60" and row["met"] is True
+    (run / "train.run.json").write_text(json.dumps({"started": t0.isoformat(), "finished": t0.isoformat(),
+                                                    "summary": {"status": "running"}}))
+    with pytest.raises(RuntimeError, match="stage train is not complete"):
+        real.headline_figures(run)
