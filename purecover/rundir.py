@@ -313,6 +313,9 @@ class RunDir:
         if change is not None and not present:  # nothing left of what the old input made: nothing to mix
             return StageStatus("run", f"its input changed ({change}) and none of its outputs are left")
         if not complete:
+            # an input that was absent when the stage began (calibrate run after a label stage that stopped for
+            # want of bias.json) cannot have made any of its partial outputs
+            change = self._input_change(manifest.inputs, inputs, appeared=False)
             if change is None:
                 return StageStatus("resume", "partly done for this configuration")
             if rerun:
@@ -333,13 +336,14 @@ class RunDir:
 
     @staticmethod
     def _input_change(recorded: dict[str, OutputDescription | None] | None,
-                      now: dict[str, OutputDescription | None] | None) -> str | None:
+                      now: dict[str, OutputDescription | None] | None, appeared: bool = True) -> str | None:
         """How an input differs from what the manifest recorded (`describe_change`), or None. A missing input is
-        not judged (an earlier stage makes it again), nor is a manifest that recorded none (an older version)."""
+        not judged (an earlier stage makes it again), nor is a manifest that recorded none (an older version);
+        `appeared=False`: nor an input that was absent when recorded."""
         if recorded is None or now is None:
             return None
         for name, held in now.items():
-            if name in recorded and held is not None:
+            if name in recorded and held is not None and (appeared or recorded[name] is not None):
                 change = describe_change(name, recorded[name], held)
                 if change is not None:
                     return change
