@@ -216,26 +216,38 @@ def plot(result: dict[str, Any], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    models = [(d, m, r) for d, ms in result.get("datasets", {}).items() for m, r in ms.items()]
-    if not models:
+    datasets = list(result.get("datasets", {}))
+    names = sorted({m for ms in result.get("datasets", {}).values() for m in ms})
+    if not names:
         return None
-    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 3.6), squeeze=False)
-    for ax, (dataset, model, r) in zip(axes[0], models):
-        layers = sorted(int(k) for k in r["per_layer"])
-        for metric, style in (("auc", "-o"), ("f1", "-s")):
-            ax.plot(layers, [r["per_layer"][str(k)]["calib"][metric] for k in layers], style, ms=3,
-                    label=f"calibration {metric.upper()}")
-        ax.axhline(r["retrieval_top2_f1"]["calib"], color="grey", ls="--", lw=1, label="retrieval top-2 F1")
-        for k in r["full_attention_layers"]:
-            ax.axvline(k, color="tab:green", alpha=0.15, lw=4)
-        ax.set_title(f"{model} ({dataset}); green: full-attention layers", fontsize=9)
-        ax.set_xlabel("layer")
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(len(datasets), len(names), figsize=(5.5 * len(names), 3.2 * len(datasets)),
+                             squeeze=False)  # a row per dataset, a column per model
+    for i, dataset in enumerate(datasets):
+        for j, model in enumerate(names):
+            r = result["datasets"][dataset].get(model)
+            if r is None:
+                axes[i][j].set_axis_off()
+                continue
+            _plot_model(axes[i][j], dataset, model, r)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _plot_model(ax: Any, dataset: str, model: str, r: dict[str, Any]) -> None:
+    """One panel: per-layer calibration AUC and F1, retrieval top-2 F1, the full-attention layers shaded."""
+    layers = sorted(int(k) for k in r["per_layer"])
+    for metric, style in (("auc", "-o"), ("f1", "-s")):
+        ax.plot(layers, [r["per_layer"][str(k)]["calib"][metric] for k in layers], style, ms=3,
+                label=f"calibration {metric.upper()}")
+    ax.axhline(r["retrieval_top2_f1"]["calib"], color="grey", ls="--", lw=1, label="retrieval top-2 F1")
+    for k in r["full_attention_layers"]:
+        ax.axvline(k, color="tab:green", alpha=0.15, lw=4)
+    ax.set_title(f"{model} ({dataset}); green: full-attention layers", fontsize=9)
+    ax.set_xlabel("layer")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7)
 
 
 def rows(result: dict) -> list[dict]:
