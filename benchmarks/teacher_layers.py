@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from real_models import prf
 from rows import ROWS_ONLY_HELP, Rows, above, machine_info, now, rewrite, with_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,14 +54,6 @@ def auc(scores: Sequence[float], doc_ids: Sequence[str], gold: set[str]) -> floa
         return None
     wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
     return wins / (len(pos) * len(neg))
-
-
-def prf(chosen: Sequence[str], gold: set[str]) -> tuple[float, float, float]:
-    hits = sum(d in gold for d in chosen)
-    if not hits:
-        return 0.0, 0.0, 0.0
-    p, r = hits / len(chosen), hits / len(gold)
-    return p, r, 2 * p * r / (p + r)
 
 
 def score_layers(mats: Sequence[Any], biases: Any, questions: Sequence[dict], layer_sets: dict[str, list[int]],
