@@ -64,8 +64,19 @@ def _cmd_config(args: argparse.Namespace) -> int:
         sys.stdout.write(recipe_reference())
         return 0
     # keys, types and ranges without torch (seconds faster); the stage commands also build TrainingArguments
-    sys.stdout.write(dump_recipe_yaml(load_validated_recipe(args.recipe, args.overrides, build_training=False)))
+    recipe = load_validated_recipe(args.recipe, args.overrides, build_training=False)
+    sys.stdout.write(dump_recipe_yaml(recipe))
+    _warn_about_gold(recipe)
     return 0
+
+
+def _warn_about_gold(recipe: Recipe) -> None:
+    """Warnings when the first questions of a local data file lack gold passages or the oracle steps the teacher
+    reads (`purecover.data.gold_check`)."""
+    from .data.gold_check import probe_gold
+
+    for problem in probe_gold(recipe):
+        print(f"warning: {problem}", file=sys.stderr)
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
@@ -149,6 +160,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
                       "starts)")
         missing = [r for r in resources if r.status == "missing"]
         blocked = [p for p in plans if p.action == "blocked"]
+        _warn_about_gold(recipe)
         if missing:
             print(f"\nwarning: {len(missing)} input(s) missing here: " + ", ".join(r.key for r in missing)
                   + " (needed when their stage runs)", file=sys.stderr)

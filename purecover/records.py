@@ -1187,6 +1187,14 @@ class DataSummary(StageSummary):
                                                            "candidates (4 decimals), over the questions with gold "
                                                            "passages; null when none has any. Written as "
                                                            "supporting_recall@<k1>.")
+    with_gold: NonNegativeInt | None = Field(default=None, description="Questions with at least one gold passage "
+                                                                       "id (label P/R/F1, gold_support and "
+                                                                       "Coverage@K need them); null in runs made "
+                                                                       "before it was counted.")
+    with_oracle_steps: NonNegativeInt | None = Field(default=None, description="Questions with oracle steps "
+                                                                               "(teacher.steps: oracle needs "
+                                                                               "them); null in runs made before "
+                                                                               "it was counted.")
     seconds: dict[str, float] = Field(description="Seconds per phase (questions, corpus, index, retrieve).")
     peak_rss_mb: float | None = Field(description="Peak resident memory of the process, MiB; null where it "
                                                   "cannot be read.")

@@ -172,7 +172,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "written; a complete run for the same data section is skipped.",
         reads=(), writes=("candidates",), sections=("data",),
         summary="purecover.records:DataSummary",
-        headline=("questions", "supporting_recall@", "questions_per_second"),
+        headline=("questions", "with_gold", "supporting_recall@", "questions_per_second"),
         inputs="purecover.data.candidates:dataset_inputs", test_set=True,
     ),
     Stage(

@@ -77,3 +77,104 @@ def test_real_recipes_pass_the_dry_run_and_say_how_to_fetch(tmp_path: Path) -> N
         assert "run `purecover models fetch smollm2-135m-instruct`" in found["teacher.model"].note
         # SmolLM2's layers chosen on calibration questions (benchmarks/teacher_layers.py); shuffled training orders
         assert recipe.teacher.layers == [18, 23] and recipe.student.candidate_shuffles >= 1
+
+
+def _flashrag_own_data(sample_file, folder: Path, n: int, gold: bool) -> tuple[Path, Path]:
+    """The 2Wiki sample as "own data": FlashRAG JSONL questions (supporting facts and evidences in `metadata`,
+    in the Hub's columnar form, no context) and a separate corpus of every paragraph as {id, title, text}."""
+    records = json.loads(sample_file("2wiki").read_text(encoding="utf-8"))[:n]
+    questions, corpus, seen = [], [], set()
+    for r in records:
+        facts = r["supporting_facts"]
+        meta = {"type": r["type"]}
+        if gold:
+            meta |= {"supporting_facts": {"title": [f[0] for f in facts], "sent_id": [f[1] for f in facts]},
+                     "evidences": r["evidences"]}
+        questions.append({"id": r["_id"], "question": r["question"], "golden_answers": [r["answer"]], "metadata": meta})
+        for title, sentences in r["context"]:
+            text = " ".join(s.strip() for s in sentences)
+            if (title, text) not in seen:
+                seen.add((title, text))
+                corpus.append({"id": f"p{len(corpus)}", "title": title, "text": text})
+    folder.mkdir(parents=True, exist_ok=True)
+    qfile, cfile = folder / "my_questions.jsonl", folder / "my_corpus.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    cfile.write_text("".join(json.dumps(c) + "\n" for c in corpus), encoding="utf-8")
+    return qfile, cfile
+
+
+@pytest.mark.slow
+def test_own_data_recipe_walks_the_quickstart_on_flashrag_data(stand_in_smollm2: catalogue.CatalogueEntry,
+                                                              sample_file, tmp_path: Path, capsys) -> None:
+    """The quickstart with FlashRAG-format own data: without supporting facts `config` and `--dry-run` warn and
+    the label stage refuses before loading the teacher; with them every question gets the corpus passages of its
+    supporting titles as gold, oracle steps from the 2Wiki evidences, and labels with no fallback."""
+    from purecover.cli import main
+    from purecover.stages import run_stage
+
+    def recipe_args(folder: Path) -> list[str]:
+        q, c = folder / "my_questions.jsonl", folder / "my_corpus.jsonl"
+        return ["--set", f"data.path={q}", "--set", f"data.corpus={c}", "--set", f"run_dir={folder / 'run'}",
+                "--set", "teacher.layers=full_attention"]  # the stand-in has 2 layers
+
+    recipe_file = str(REAL / "own_data.yaml")
+    _flashrag_own_data(sample_file, tmp_path / "no_gold", 8, gold=False)
+    for command in (["config", recipe_file], ["pipeline", recipe_file, "--dry-run"]):
+        assert main([*command, *recipe_args(tmp_path / "no_gold")]) == 0
+        err = capsys.readouterr().err
+        assert "none of the 8 questions has gold passages" in err, command
+        assert "teacher.steps is oracle but none of the 8 questions has oracle steps" in err, command
+    bare = load_recipe(REAL / "own_data.yaml", [a for a in recipe_args(tmp_path / "no_gold") if a != "--set"])
+    run_stage("data", bare, show_progress=False)
+    with pytest.raises(ValueError, match="none of the 8 questions in .*candidates.jsonl has oracle steps"):
+        run_stage("label", bare, show_progress=False, with_before=False)
+    assert not (bare.run_path / "labels.jsonl").exists()
+
+    qfile, cfile = _flashrag_own_data(sample_file, tmp_path / "gold", 8, gold=True)
+    assert main(["config", recipe_file, *recipe_args(tmp_path / "gold")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    recipe = load_recipe(REAL / "own_data.yaml", [a for a in recipe_args(tmp_path / "gold") if a != "--set"])
+    data = run_stage("data", recipe, show_progress=False)
+    assert data.figures()["with_gold"] == 8 and data.figures()["with_oracle_steps"] == 8
+    titles = {c["id"]: c["title"] for c in map(json.loads, cfile.read_text().splitlines())}
+    questions = {q["id"]: q for q in map(json.loads, qfile.read_text().splitlines())}
+    for line in (recipe.run_path / "candidates.jsonl").read_text().splitlines():
+        cand = json.loads(line)
+        wanted = set(questions[cand["qid"]]["metadata"]["supporting_facts"]["title"])
+        assert set(cand["gold_doc_ids"]) == {i for i, t in titles.items() if t in wanted}
+        assert cand["oracle_steps"] and all(len(s.split()) >= 3 for s in cand["oracle_steps"])
+    run_stage("calibrate", recipe, show_progress=False)
+    label = run_stage("label", recipe, show_progress=False)
+    assert label.figures()["questions"] == 8 and label.figures()["fallback_rate"] == 0.0
+    rows = [json.loads(line) for line in (recipe.run_path / "labels.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and not any(r.get("fallback") for r in rows)
+
+
+def test_readme_quickstart_runs_as_written(sample_file, tmp_path: Path, monkeypatch, capsys) -> None:
+    """The README quickstart's `my.yaml` and its two check commands, as written, in a clone-like folder with
+    FlashRAG own data: the recipe resolves to the laptop recipe with the user's paths, and no gold warning."""
+    import re
+    import shlex
+    import shutil
+
+    from purecover.cli import main
+
+    readme = (REAL.parents[2] / "README.md").read_text(encoding="utf-8")
+    quick = readme[readme.index("## Quickstart"):]
+    my_yaml = re.search(r"Save this as `my.yaml`.*?```yaml\n(.*?)```", quick, re.S).group(1)
+    commands = re.search(r"```bash\n(purecover config my.yaml.*?)```", quick, re.S).group(1).splitlines()
+    shutil.copytree(REAL.parents[1], tmp_path / "configs")
+    (tmp_path / "my.yaml").write_text(my_yaml, encoding="utf-8")
+    _flashrag_own_data(sample_file, tmp_path / "data", 6, gold=True)
+    monkeypatch.chdir(tmp_path)
+    assert len(commands) == 2
+    for line in commands:
+        argv = shlex.split(line, comments=True)
+        assert argv[0] == "purecover"
+        assert main(argv[1:]) == 0, line
+        err = capsys.readouterr().err
+        assert "warning: data.path" not in err and "teacher.steps is oracle" not in err, line
+    recipe = load_recipe(tmp_path / "my.yaml")
+    assert (recipe.run_dir, recipe.data.path, recipe.data.corpus) == (
+        "runs/mine", "data/my_questions.jsonl", "data/my_corpus.jsonl")
+    assert recipe.teacher.model == "smollm2-135m-instruct" and recipe.teacher.steps == "oracle"

@@ -44,6 +44,7 @@ from .corpus import Corpus, CorpusLike, Doc, content_doc_id, corpus_from_example
 from .corpus_store import open_corpus_store
 from .errors import InvalidRecord
 from .example import Example
+from .gold_check import gold_problems
 from .index_dir import resolve_index_dir
 from .loaders import ExampleSource
 from .retrieval.base import Hit
@@ -260,7 +261,12 @@ def write_candidates(run: StageRun) -> DataSummary:
     if invalid or (run_dir / REPORT_FILE).exists():
         report = DataReport(invalid_records=invalid, n_invalid=len(invalid))
         atomic_write_json(run_dir / REPORT_FILE, report.to_json_dict())
-    recall = supporting_recall(read_candidate_records(run_dir / CANDIDATES_FILE))
+    written = read_candidate_records(run_dir / CANDIDATES_FILE)
+    recall = supporting_recall(written)
+    with_gold = sum(1 for r in written if r.gold_doc_ids)
+    with_steps = sum(1 for r in written if r.oracle_steps)
+    for problem in gold_problems(recipe, len(written), with_gold, with_steps):
+        log.warning("%s", problem)
     summary = DataSummary(
         questions=len(examples),
         sampled_from=population if cfg.sample is not None else None,
@@ -279,6 +285,8 @@ def write_candidates(run: StageRun) -> DataSummary:
         empty_queries=empty_queries,
         questions_per_second=round(len(pending) / elapsed, 2) if pending and elapsed > 0 else None,
         supporting_recall=None if recall is None else round(recall, 4),
+        with_gold=with_gold,
+        with_oracle_steps=with_steps,
         seconds={k: round(v, 3) for k, v in seconds.items()},
         peak_rss_mb=peak_rss_mb(),
         candidates=str(run_dir / CANDIDATES_FILE),

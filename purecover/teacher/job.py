@@ -37,6 +37,7 @@ from typing_extensions import TypedDict
 
 from ..config import Recipe
 from ..data.candidates import read_candidate_records
+from ..data.gold_check import oracle_steps_error
 from ..records import (
     CandidateRecord,
     LabelRecord,
@@ -415,6 +416,10 @@ def write_labels(run: StageRun) -> LabelSummary:
     rd = RunDir(run_dir)
     rank, world, state = distributed()
     candidates = load_candidates(rd.path_of("candidates"))
+    refused = oracle_steps_error(recipe, len(candidates), sum(1 for c in candidates if c.oracle_steps),
+                                 rd.path_of("candidates"))
+    if refused:  # before the teacher loads: every label would fall back
+        raise ValueError(refused)
     torch.manual_seed(recipe.seed)
     labeler = _Labeler(recipe, rank, world, show_progress)
     layers = _resolve_layer_plan(labeler, candidates, warn=rank == 0)

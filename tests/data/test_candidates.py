@@ -18,7 +18,8 @@ RECORD_KEYS = ["qid", "dataset", "question", "answers", "docs", "gold_doc_ids", 
 # data.run.json's summary, in the order every version wrote it (the pipeline's table picks figures by name)
 SUMMARY_KEYS = ["status", "questions", "sampled_from", "sample_seed", "written", "already_done", "repaired_lines",
                 "invalid_records", "corpus", "corpus_size", "corpus_fingerprint", "retriever", "index", "index_dir", "k1",
-                "empty_queries", "questions_per_second", "supporting_recall@10", "seconds", "peak_rss_mb", "candidates"]
+                "empty_queries", "questions_per_second", "supporting_recall@10", "with_gold",
+                "with_oracle_steps", "seconds", "peak_rss_mb", "candidates"]
 
 
 def recipe(tmp_path, *overrides):
@@ -42,6 +43,7 @@ def test_demo_candidates_are_valid_records(tmp_path):
         assert scores == sorted(scores, reverse=True)
         assert all(list(d) == ["doc_id", "title", "text", "score"] for d in rec["docs"])
         assert len(rec["gold_doc_ids"]) == 2 and rec["answers"]
+    assert summary.with_gold == summary.with_oracle_steps == len(records)
     # Provenance: resolved recipe, config hash and versions beside the output.
     manifest = json.loads((r.run_path / "data.run.json").read_text())
     assert manifest["recipe"]["data"]["k1"] == 10 and manifest["versions"]["bm25s"]

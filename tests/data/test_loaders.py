@@ -117,6 +117,27 @@ def test_flashrag_records_with_and_without_structure(tmp_path):
         load_examples("flashrag", path, require_paragraphs=True)
 
 
+def test_flashrag_gold_without_paragraphs_in_every_shape(tmp_path):
+    """Own data next to a separate corpus: supporting facts alone give the gold titles (pairs, the Hub's columns,
+    titles alone); evidences or a decomposition give the oracle steps; a bad evidence names its field."""
+    facts = [["Ada Brill", 0], ["Tollbridge", 2], ["Ada Brill", 1]]
+    shapes = [facts, {"title": [f[0] for f in facts], "sent_id": [f[1] for f in facts]},
+              [f[0] for f in facts], {"title": [f[0] for f in facts]}]
+    rows = [{"id": f"f{i}", "question": "Q?", "golden_answers": ["a"], "metadata": {"supporting_facts": shape}}
+            for i, shape in enumerate(shapes)]
+    rows[0]["metadata"]["evidences"] = [["Ada Brill", "place of birth", "Tollbridge"], ["Tollbridge", "river", "Mirren"]]
+    rows[1]["metadata"]["decomposition"] = ["Where was Ada Brill born?", "Which river flows there?"]
+    rows[2]["metadata"]["question_decomposition"] = [{"question": "Where was Ada Brill born?", "answer": "Tollbridge"}]
+    exs = load_examples("flashrag", write_jsonl(tmp_path / "f.jsonl", rows), require_paragraphs=False)
+    assert all(e.supporting_titles == ["Ada Brill", "Tollbridge"] and e.paragraphs == [] for e in exs)
+    assert exs[0].oracle_steps == ["Ada Brill place of birth Tollbridge", "Tollbridge river Mirren"]
+    assert exs[1].oracle_steps == ["Where was Ada Brill born?", "Which river flows there?"]
+    assert exs[2].oracle_steps == ["Where was Ada Brill born?"] and exs[3].oracle_steps == []
+    rows[0]["metadata"]["evidences"] = [["Ada Brill", "place of birth"]]
+    with pytest.raises(DataFormatError, match=r"line 1: field 'metadata.evidences\[0\]': expected \[subject"):
+        load_examples("flashrag", write_jsonl(tmp_path / "g.jsonl", rows[:1]), require_paragraphs=False)
+
+
 def test_flashrag_metadata_errors_are_prefixed(tmp_path):
     path = write_jsonl(tmp_path / "f.jsonl", [{"id": "f1", "question": "Q?", "golden_answers": ["a"],
                                                "metadata": {"context": [["T", "not a list"]]}}])
