@@ -24,7 +24,7 @@ from typing import Any
 from . import __version__
 from .config import ConfigError, Recipe, dump_recipe_yaml
 from .stages import PIPELINE, STAGES, load_hook
-from .utils.entry import print_summary
+from .utils.entry import LOG_LEVEL_HELP, print_summary
 from .validate import load_validated_recipe
 
 __all__ = ["build_parser", "main"]
@@ -42,9 +42,9 @@ examples:
   purecover evaluate configs/recipes/demo_cpu.yaml --set eval.budgets=[1,3,5]
   purecover report runs/hotpotqa runs/2wiki runs/musique runs/strategyqa --out table.md
   purecover score preds.jsonl --dataset hotpotqa --gold hotpot_dev_distractor_v1.json --json
-  purecover label-report runs/demo_cpu --k 5
+  purecover label-report runs/demo --k 5
   purecover prompts reasoning --recipe configs/recipes/demo_cpu.yaml
-  purecover serve runs/demo_cpu/selector --port 8000
+  purecover serve runs/demo/selector --port 8000
   purecover models fetch smollm2-135m-instruct
 
 Every key of the recipe can be overridden with --set section.key=value (values are YAML:
@@ -248,7 +248,7 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                     "(Prometheus). Concurrent requests are batched into one forward pass (--max-batch, "
                     "--max-wait-ms); beyond --max-queue waiting requests the server answers 429. SIGTERM or "
                     "Ctrl-C stops it gracefully (requests in flight are answered). Needs the serve extra: "
-                    "pip install 'purecover[serve]'. Guide: docs/guides/serving.md.",
+                    "pip install -e '.[serve]'. Guide: docs/guides/serving.md.",
     )
     p.add_argument("selector_dir", metavar="SELECTOR_DIR", help="an exported selector directory (run_dir/selector)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
@@ -274,7 +274,7 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                         "disconnected (default 10)")
     p.add_argument("--max-connections", type=_number(int, 1), default=512,
                    help="open connections beyond which new requests get HTTP 503 (default 512)")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
     p.set_defaults(handler=_cmd_serve)
 
 
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a recipe key (repeatable), e.g. --set data.k1=50")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-        p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+        p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
         if name == "pipeline":
             p.add_argument("--from", dest="start", default=None, metavar="STAGE",
                            choices=list(PIPELINE),
@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", default=None, metavar="RECIPE", help="show the wording this recipe uses")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a recipe key (repeatable), e.g. --set eval.prompt_file=answer.txt")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
     p.set_defaults(handler=_cmd_prompts)
     p = sub.add_parser(
         "report",
@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories or metrics.json files")
     p.add_argument("--k", type=int, default=None, help="budget to report (default: each run's eval.table_budget)")
     p.add_argument("--out", default=None, help="also write the table to this file")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
     p.set_defaults(handler=_cmd_report)
     p = sub.add_parser(
         "label-report",
@@ -418,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: RUN_DIR/label_report)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.add_argument("--k", type=int, default=None, help="retrieval top-K to compare with (default: the labels' budget)")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
     p.set_defaults(handler=_cmd_label_report)
     p = sub.add_parser(
         "publish",
@@ -436,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
     p.add_argument("--revision", default=None, metavar="BRANCH", help="with --push-to-hub: the branch (default main)")
     p.add_argument("--commit-message", default=None, help="with --push-to-hub: the commit message")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
     p.set_defaults(handler=_cmd_publish)
     _add_serve_parser(sub)
     from .models.models_cli import add_models_parser

@@ -36,9 +36,10 @@ _CODE_SPAN = re.compile(r"(``.+?``|`[^`]+`)")
 
 
 def _markdown_text(text: str) -> str:
-    """`text` safe in Markdown prose: ``<`` outside code spans is escaped (``<stage>`` is not an HTML tag)."""
+    """`text` safe in Markdown prose: outside code spans ``<`` is escaped (``<stage>`` is not an HTML tag) and so
+    is ``*`` (``lancer_*`` ... ``plots/*.png`` is not emphasis)."""
     parts = _CODE_SPAN.split(text)
-    return "".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts))
+    return "".join(p if i % 2 else p.replace("<", "&lt;").replace("*", "\\*") for i, p in enumerate(parts))
 
 
 def _cell(text: str) -> str:

@@ -392,7 +392,7 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
         if backend == "vllm":
             have = importlib.util.find_spec("vllm") is not None
             out.append(Resource(key, "vllm", "found" if have else "missing",
-                                "installed" if have else "vLLM is not installed here: pip install 'purecover[vllm]' "
+                                "installed" if have else "vLLM is not installed here: pip install -e '.[vllm]' "
                                                           "on the GPU machine"))
     for r in out:  # resolve the bundled MiniLM copy like the stages do
         if r.status == "hub" and r.key.endswith(("embedding_model",)):

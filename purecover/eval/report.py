@@ -167,7 +167,29 @@ def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str
                 + ", ".join(f"{m}: {n}" for m, n in fallbacks.items())]
     if plots:
         out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).as_posix()})" for p in plots]
+    out += _reading_notes(metrics)
     return "\n".join(out) + "\n"
+
+
+def _reading_notes(metrics: MetricsFile) -> list[str]:
+    """How to read the report when every QA score is 0, and what to run next."""
+    scores = [v for per_k in metrics.results.values() for r in per_k.values() for v in (r.em, r.f1, r.acc)
+              if v is not None]
+    out = ["", "## Reading this report", ""]
+    if scores and not any(scores):
+        out += ["Every EM, F1 and Acc is 0: the generator answered no question. That is what a model that cannot "
+                "answer gives, such as `make demo`'s tiny random model, and says nothing about the selections. "
+                "Coverage@K and Purity@K above do compare them: they need no generator. A real generator (`make "
+                "demo-real`, or eval.generator in the recipe) gives QA scores that mean something.", ""]
+    out += ["Next:",
+            "",
+            "* `purecover label-report RUN_DIR`: are the teacher's labels healthy (set sizes, fallbacks, P/R/F1 "
+            "against the gold passages)?",
+            "* eval.budgets and eval.methods add budgets and baselines; `purecover report RUN_DIR ...` puts several "
+            "runs in one table.",
+            "* Your own questions and corpus: docs/guides/own-data.md; what real models on a laptop give: "
+            "docs/guides/real-models.md."]
+    return out
 
 
 def _crux(result: BudgetResult) -> float | None:

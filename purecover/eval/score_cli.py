@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..utils.entry import LOG_LEVEL_HELP
 from .qa_metrics import QAScores, score_predictions
 
 __all__ = ["add_score_arguments", "main_score", "read_predictions", "run_score"]
@@ -90,7 +91,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
                         help="score the questions that have a prediction instead of failing on missing ones")
     parser.add_argument("--json", action="store_true",
                         help='print one JSON object {"em","f1","acc","n","missing"} (fractions in 0..1)')
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
 
 
 def main_score(args: argparse.Namespace) -> int:

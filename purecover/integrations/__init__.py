@@ -1,9 +1,9 @@
 """The selector inside RAG frameworks: a LangChain document compressor, a LlamaIndex node postprocessor
 and a Haystack component, each keeping the variable-size set the selector chooses (threshold τ3).
 
-    from purecover.integrations.langchain import PurecoverCompressor          # pip install 'purecover[langchain]'
-    from purecover.integrations.llamaindex import PurecoverNodePostprocessor  # pip install 'purecover[llamaindex]'
-    from purecover.integrations.haystack import PurecoverSelector             # pip install 'purecover[haystack]'
+    from purecover.integrations.langchain import PurecoverCompressor          # pip install -e '.[langchain]'
+    from purecover.integrations.llamaindex import PurecoverNodePostprocessor  # pip install -e '.[llamaindex]'
+    from purecover.integrations.haystack import PurecoverSelector             # pip install -e '.[haystack]'
 
 Each runs an in-process `purecover.models.selector.Selector` or calls a running ``purecover serve``
 (`purecover.serve.client.RemoteSelector`). This package imports no framework itself: the names

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the selector module imports torch; a remote-only adapter need not pay for it at import
-    from ..models.selector import SelectionResult
+    from ..models.selection_result import SelectionResult
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,8 @@ def run_selection(selector: SelectorLike, question: str, docs: Sequence[tuple[st
     chosen = [int(i) for i in result.indices]
     if any(not 0 <= i < len(rows) for i in chosen):
         raise RuntimeError(f"the selector returned positions {chosen} outside 0..{len(rows) - 1}")
+    if len(set(chosen)) != len(chosen):  # never return one document several times
+        raise RuntimeError(f"the selector returned positions {chosen} with repeats")
     taken = set(chosen)
     order = list(chosen)
     if include_unselected:
@@ -226,7 +228,7 @@ def load_selector(selector_dir: str | Path | None = None, *, base_url: str | Non
         try:
             from ..serve.client import RemoteSelector
         except ImportError as exc:
-            raise ImportError(f"calling a remote selector needs httpx ({exc}): pip install 'purecover[serve]'") from exc
+            raise ImportError(f"calling a remote selector needs httpx ({exc}): pip install -e '.[serve]'") from exc
         return RemoteSelector(base_url, api_key=api_key, timeout=timeout)
     from ..models.selector import Selector
 

@@ -9,7 +9,7 @@
     pipe.connect("retriever.documents", "selector.documents")
     out = pipe.run({"retriever": {"query": q}, "selector": {"query": q}})["selector"]["documents"]
 
-Needs ``pip install 'purecover[haystack]'`` (haystack-ai). A document's ``content`` is the passage
+Needs ``pip install -e '.[haystack]'`` (haystack-ai). A document's ``content`` is the passage
 text and ``meta[title_key]`` (default "title") its title when present. Returned documents are
 copies (`dataclasses.replace`): ``score`` is the selector's score and ``meta`` carries the keys of
 `purecover.integrations._common.METADATA_KEYS`. The model is loaded (or the server's k1 read)
@@ -29,7 +29,7 @@ try:
     from haystack.utils import Secret, deserialize_secrets_inplace
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(f"purecover's Haystack adapter needs haystack-ai ({exc}): "
-                      "pip install 'purecover[haystack]'") from exc
+                      "pip install -e '.[haystack]'") from exc
 
 from ._common import (
     SelectionCounters,

@@ -7,7 +7,7 @@
     retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=my_retriever)
     docs = retriever.invoke("Who ...?")   # the selected set, best first; scores in doc.metadata
 
-Needs ``pip install 'purecover[langchain]'`` (langchain-core). Each document's ``page_content`` is the
+Needs ``pip install -e '.[langchain]'`` (langchain-core). Each document's ``page_content`` is the
 passage text and ``metadata[title_key]`` (default "title") its title when present. Returned
 documents are copies carrying the keys of `purecover.integrations._common.METADATA_KEYS`; the
 inputs are not modified. More than k1 documents: see `overflow` (docs/guides/langchain.md).
@@ -24,7 +24,7 @@ try:
     from langchain_core.documents import BaseDocumentCompressor, Document
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(f"purecover's LangChain adapter needs langchain-core ({exc}): "
-                      "pip install 'purecover[langchain]'") from exc
+                      "pip install -e '.[langchain]'") from exc
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ._common import (

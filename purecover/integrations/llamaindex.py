@@ -6,7 +6,7 @@
     engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[post])
     nodes = post.postprocess_nodes(retrieved_nodes, query_str="Who ...?")
 
-Needs ``pip install 'purecover[llamaindex]'`` (llama-index-core). A node's text is its content
+Needs ``pip install -e '.[llamaindex]'`` (llama-index-core). A node's text is its content
 without metadata (``MetadataMode.NONE``); ``metadata[title_key]`` (default "title") is its title
 when present. Returned nodes are copies: ``score`` is the selector's score and the metadata carries
 the keys of `purecover.integrations._common.METADATA_KEYS`, which are also added to the node's
@@ -26,7 +26,7 @@ try:
     from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(f"purecover's LlamaIndex adapter needs llama-index-core ({exc}): "
-                      "pip install 'purecover[llamaindex]'") from exc
+                      "pip install -e '.[llamaindex]'") from exc
 
 from ._common import (
     METADATA_KEYS,

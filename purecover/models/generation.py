@@ -94,7 +94,7 @@ class HFGenerator:
 
 
 class VLLMGenerator:
-    """vLLM's offline `LLM.generate` at temperature 0 (``pip install 'purecover[vllm]'``, GPU machines)."""
+    """vLLM's offline `LLM.generate` at temperature 0 (``pip install -e '.[vllm]'``, GPU machines)."""
 
     def __init__(self, model: str, tensor_parallel_size: int = 1, dtype: str = "auto",
                  max_model_len: int | None = None, trust_remote_code: bool = False, seed: int = 0,
@@ -104,7 +104,7 @@ class VLLMGenerator:
             import vllm
         except ImportError as exc:
             raise ImportError(
-                "teacher.backend is 'vllm' but vLLM is not installed: pip install 'purecover[vllm]' "
+                "teacher.backend is 'vllm' but vLLM is not installed: pip install -e '.[vllm]' "
                 "(needs a CUDA GPU), or set teacher.backend=hf"
             ) from exc
         self._vllm = vllm

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..utils.entry import LOG_LEVEL_HELP
 from .catalogue import CATALOGUE, catalogue_entry, converted_dir, default_models_dir, fetch_model, list_cached
 
 __all__ = ["add_models_parser"]
@@ -103,7 +104,7 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--cache-dir", default=None, metavar="DIR", help="the model cache (default: "
                         "$PURECOVER_MODELS_DIR, else $XDG_CACHE_HOME/purecover/models)")
-    common.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    common.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
     q = msub.add_parser("list", parents=[common], help="the catalogue and the cache",
                         description="The catalogue's models (fetched or not) and the models converted in the cache.")
     q.add_argument("--all", action="store_true", help="also show each model's pinned wheels, sha256 and notes")

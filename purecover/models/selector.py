@@ -18,7 +18,7 @@ Two backends behind one interface (`SelectorBackend`):
 - ``hf``: transformers. One forward pass per left-padded batch with position ids from the
   attention mask and ``logits_to_keep=1``; the logits of every identifier are read from the full
   vocabulary row at the first reply position (never a truncated top-k).
-- ``vllm`` (``pip install 'purecover[vllm]'``, needs a merged export): one generated token per
+- ``vllm`` (``pip install -e '.[vllm]'``, needs a merged export): one generated token per
   prompt (sent as token ids, ``max_tokens=1``, greedy) with ``allowed_token_ids`` = the identifiers of
   the prompt's candidates. The engine is started in the first ``logprobs_mode`` it accepts, in this
   order: ``processed_logits`` (the identifiers' logits: score space ``logit``), ``processed_logprobs``
@@ -46,17 +46,17 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 import torch
 from pydantic import JsonValue
 
-from ..records import CandidateDoc, SelectorConfig, load_json_record, validate_record
+from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
-from .selector_prompt import SelectorWording, build_selector_prompt
+from .selection_result import SelectionResult, SelectionRow, as_candidate_doc
+from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids
 
 log = logging.getLogger(__name__)
 
@@ -85,35 +85,6 @@ _CONFIG_HINT = "re-export the selector with `purecover export RECIPE`, or correc
 SCORE_SPACES = ("logit", "logprob")
 # vLLM logprobs modes in order of preference (None: the engine's default, raw log-probabilities).
 VLLM_LOGPROBS_MODES: tuple[str | None, ...] = ("processed_logits", "processed_logprobs", None)
-
-
-class SelectionRow(TypedDict):
-    """`SelectionResult.to_record`: a selections.jsonl record without the doc ids (docs/concepts/file-formats.md)."""
-
-    qid: str
-    selected: list[int]
-    logits: list[float]
-    probabilities: list[float]
-    score_space: str
-
-
-@dataclass
-class SelectionResult:
-    """One question's selection: kept candidate positions (best first) and the scores of all candidates.
-
-    `logits`: the scores in `score_space` ("logit": first-token logits; "logprob": log-probabilities
-    renormalised over the present identifiers), in candidate order.
-    """
-
-    indices: list[int]
-    logits: list[float]
-    probabilities: list[float]
-    score_space: str = "logit"
-
-    def to_record(self, qid: str) -> SelectionRow:
-        """The selections.jsonl record (docs/concepts/file-formats.md), plus ``score_space``."""
-        return {"qid": qid, "selected": list(self.indices), "logits": list(self.logits),
-                "probabilities": list(self.probabilities), "score_space": self.score_space}
 
 
 class SelectorBackend(Protocol):
@@ -266,7 +237,7 @@ class VLLMSelectorBackend:
             import vllm
         except ImportError as exc:
             raise ImportError(
-                "the selector's vllm backend needs vLLM: pip install 'purecover[vllm]' (CUDA GPU machines), "
+                "the selector's vllm backend needs vLLM: pip install -e '.[vllm]' (CUDA GPU machines), "
                 "or use backend='hf'"
             ) from exc
         from .vllm_utils import release_vllm_memory, supported_logprobs_modes, vllm_version
@@ -466,25 +437,6 @@ def read_selector_config(path: str | Path) -> SelectorConfig:
     return load_json_record(file, SelectorConfig, hint=_CONFIG_HINT)
 
 
-def as_candidate_doc(doc: Any, position: int) -> CandidateDoc:
-    """A candidate as a `CandidateDoc` (title and text): a str is the text; a mapping or another object needs a
-    ``text`` string and may have a ``title`` (a string or None)."""
-    if isinstance(doc, CandidateDoc):
-        return doc
-    if isinstance(doc, str):
-        return CandidateDoc(title="", text=doc)
-    if isinstance(doc, Mapping):
-        text, title = doc.get("text"), doc.get("title")
-    else:
-        text, title = getattr(doc, "text", None), getattr(doc, "title", None)
-    if not isinstance(text, str):
-        raise TypeError(f"candidate {position}: expected a dict with a 'text' string (and optional 'title'), an "
-                        f"object with a 'text' attribute or a str, got {type(doc).__name__}")
-    if title is not None and not isinstance(title, str):
-        raise TypeError(f"candidate {position}: 'title' must be a str or None, got {type(title).__name__}")
-    return CandidateDoc(title=title, text=text)
-
-
 class Selector:
     """A trained selector bound to its tokenizer, identifier scheme and threshold (see module docstring).
 
@@ -565,12 +517,13 @@ class Selector:
 
     def _cut_question(self, question: str, where: str) -> str:
         """`question` cut to `max_question_tokens` tokens (counted in `questions_truncated`), else unchanged."""
-        ids = self.tokenizer(question, add_special_tokens=False)["input_ids"]
-        if len(ids) <= self.max_question_tokens:
+        ids, longer = head_token_ids(self.tokenizer, question, self.max_question_tokens)
+        if not longer:
             return question
         self.questions_truncated += 1
-        log.debug("%s: question of %d tokens cut to max_question_tokens=%d", where, len(ids), self.max_question_tokens)
-        return str(self.tokenizer.decode(ids[: self.max_question_tokens])).strip()
+        log.debug("%s: question of %d characters cut to max_question_tokens=%d", where, len(question),
+                  self.max_question_tokens)
+        return str(self.tokenizer.decode(ids)).strip()
 
     def _prompt(self, question: str, docs: Sequence[Any], where: str) -> tuple[list[int], int]:
         if not isinstance(question, str):

@@ -40,7 +40,7 @@ from .chat import render_chat
 from .identifiers import IdentifierScheme
 
 __all__ = ["LAYOUT_VERSION", "SELECTOR_INSTRUCTIONS", "SELECTOR_SYSTEM", "SelectorPrompt", "SelectorWording",
-           "build_selector_prompt", "end_token_id", "prompt_template"]
+           "build_selector_prompt", "end_token_id", "head_token_ids", "prompt_template", "truncate_text"]
 
 LAYOUT_VERSION = "selector-layout-v1"
 
@@ -114,11 +114,33 @@ class SelectorPrompt:
     n_docs: int
 
 
-def _truncate(tokenizer: Any, body: str, max_tokens: int) -> str:
-    ids = tokenizer(body, add_special_tokens=False)["input_ids"]
-    if len(ids) <= max_tokens:
-        return body
-    return tokenizer.decode(ids[:max_tokens]).strip()
+# Cutting before tokenising: a text is tokenised whole only when it is short; a long one (a 1 MB document sent
+# to `purecover serve`) only by growing prefixes, cut at a whitespace, until the prefix has comfortably more
+# than the tokens kept. Tokens never span a whitespace-started word of these tokenizers' pre-tokenisation, so
+# the kept head equals that of the whole text (a test compares both on real passages and hostile strings).
+_PREFIX_CHARS_PER_TOKEN = 8
+_PREFIX_MARGIN_TOKENS = 16
+
+
+def head_token_ids(tokenizer: Any, text: str, max_tokens: int) -> tuple[list[int], bool]:
+    """(the first `max_tokens` token ids of `text`, whether `text` has more), tokenising at most a prefix a few
+    times the kept length (characters), never the whole of a long text."""
+    size = max_tokens * _PREFIX_CHARS_PER_TOKEN + 64
+    while size < len(text):
+        cut = max(text.rfind(" ", size // 2, size), text.rfind("\n", size // 2, size))
+        prefix = text[: cut if cut > 0 else size]
+        ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        if len(ids) > max_tokens + _PREFIX_MARGIN_TOKENS:
+            return list(ids[:max_tokens]), True
+        size *= 4
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return list(ids[:max_tokens]), len(ids) > max_tokens
+
+
+def truncate_text(tokenizer: Any, body: str, max_tokens: int) -> str:
+    """`body` cut to its first `max_tokens` tokens (decoded, stripped), or unchanged when it has no more."""
+    ids, longer = head_token_ids(tokenizer, body, max_tokens)
+    return tokenizer.decode(ids).strip() if longer else body
 
 
 def _passage(doc: CandidateDoc | Mapping[str, JsonValue]) -> str:
@@ -138,7 +160,7 @@ def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[Candidat
         raise ValueError(f"{len(docs)} passages but the identifier scheme is bound to {len(scheme.token_ids)}")
     lines = []
     for label, d in zip(scheme.labels, docs):
-        body = _truncate(tokenizer, _passage(d), max_passage_tokens)
+        body = truncate_text(tokenizer, _passage(d), max_passage_tokens)
         lines.append(f"{label}: {body}")
     q = question.strip()
     user = f"{wording.instructions}\n\nQuestion: {q}\n\nPassages:\n" + "\n".join(lines) + f"\n\nQuestion: {q}"

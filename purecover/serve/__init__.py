@@ -1,4 +1,4 @@
-"""`purecover serve`: a deployed selector behind HTTP (``pip install 'purecover[serve]'``).
+"""`purecover serve`: a deployed selector behind HTTP (``pip install -e '.[serve]'``).
 
 - `purecover.serve.app.create_app(selector, model_name=...)`: the FastAPI app (``/v1/select``,
   ``/v1/rerank`` = ``/v2/rerank``, ``/health``, ``/v1/models``, ``/metrics``) with dynamic batching.
@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["SERVE_EXTRA_HINT", "RemoteSelector", "RemoteSelectorError", "create_app", "require_serve_extra",
            "run_server", "serve_in_thread"]
 
-SERVE_EXTRA_HINT = "pip install 'purecover[serve]'"
+SERVE_EXTRA_HINT = "pip install -e '.[serve]'"
 _LAZY = {"create_app": "app", "run_server": "server", "serve_in_thread": "server", "RemoteSelector": "client",
          "RemoteSelectorError": "client"}
 

@@ -7,7 +7,10 @@
         result.indices   # kept documents, best first (same contract as `Selector.select`)
 
 HTTP errors raise `RemoteSelectorError` (``status``, ``detail``); a 400 or 422 (bad input: more
-documents than k1, an empty document, a bad value) is also a ValueError, as in-process.
+documents than k1, an empty document, a bad value) is also a ValueError, as in-process. So does any
+answer that is not what ``purecover serve`` sends: a redirect (never followed: the key is not sent on to
+another address), a body that is not JSON, or a reply whose fields are missing, of the wrong type, or
+inconsistent (a position outside the documents, a repeated position, a score list of the wrong length).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..models.selector import SelectionResult, as_candidate_doc
+from ..models.selection_result import SelectionResult, as_candidate_doc
 
 __all__ = ["RemoteSelector", "RemoteSelectorError", "RemoteSelectorInputError"]
 
@@ -70,7 +73,7 @@ class RemoteSelector:
         try:
             import httpx
         except ImportError as exc:  # pragma: no cover - httpx comes with every extra that uses this
-            raise ImportError("RemoteSelector needs httpx: pip install 'purecover[serve]'") from exc
+            raise ImportError("RemoteSelector needs httpx: pip install -e '.[serve]'") from exc
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.base_url = base_url.rstrip("/")
@@ -90,19 +93,39 @@ class RemoteSelector:
             response = self._client.request(method, path, json=body)
         except self._httpx.HTTPError as exc:
             raise RemoteSelectorError(0, f"no answer from {self.base_url}{path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            cls = RemoteSelectorInputError if response.status_code in (400, 422) else RemoteSelectorError
-            raise cls(response.status_code, _detail(response))
-        return response.json()
+        status = response.status_code
+        if status >= 400:
+            cls = RemoteSelectorInputError if status in (400, 422) else RemoteSelectorError
+            raise cls(status, _detail(response))
+        if not 200 <= status < 300:  # 1xx/3xx: a redirect is not followed (the API key would go with it)
+            where = response.headers.get("location")
+            raise RemoteSelectorError(status, f"{self.base_url}{path} answered {status} {response.reason_phrase}"
+                                      + (f" (to {where}); point base_url at the server itself" if where else ""))
+        try:
+            return response.json()
+        except ValueError:
+            text = response.text[:200].strip()
+            raise RemoteSelectorError(status, f"{self.base_url}{path} did not answer JSON (is it a purecover "
+                                      f"serve?): {text!r}") from None
+
+    def _malformed(self, path: str, problem: str) -> RemoteSelectorError:
+        return RemoteSelectorError(200, f"{self.base_url}{path} sent a malformed reply: {problem}")
 
     def _model_card(self) -> dict[str, Any]:
         with self._lock:
             if self._card is None:
-                data = self._request("GET", "/v1/models").get("data") or []
+                reply = self._request("GET", "/v1/models")
+                data = reply.get("data") if isinstance(reply, dict) else None
+                if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+                    raise self._malformed("/v1/models", "no 'data' list of models")
                 if not data:
                     raise RemoteSelectorError(200, f"{self.base_url}/v1/models lists no model")
                 chosen = next((m for m in data if m.get("id") == self.model), data[0])
-                self._card = dict(chosen)
+                card = dict(chosen)
+                for key, kind in (("id", str), ("k1", int), ("threshold", (int, float)), ("score_space", str)):
+                    if not isinstance(card.get(key), kind) or isinstance(card.get(key), bool):
+                        raise self._malformed("/v1/models", f"model field {key!r} is {card.get(key)!r}")
+                self._card = card
             return self._card
 
     @property
@@ -146,10 +169,30 @@ class RemoteSelector:
                                 "threshold": tau, "k_max": k_max, "min_select": min_select}
         if self.model is not None:
             body["model"] = self.model
-        out = self._request("POST", "/v1/select", body)
-        return SelectionResult(indices=[int(i) for i in out["selected"]], logits=[float(s) for s in out["scores"]],
-                               probabilities=[float(p) for p in out["probabilities"]],
-                               score_space=str(out.get("score_space", "logit")))
+        return self._selection(self._request("POST", "/v1/select", body), len(docs))
+
+    def _selection(self, out: Any, n: int) -> SelectionResult:
+        """The reply of ``/v1/select`` for `n` documents as a `SelectionResult`, checked field by field."""
+        def numbers(key: str) -> list[float]:
+            values = out.get(key)
+            if (not isinstance(values, list) or len(values) != n
+                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+                raise self._malformed("/v1/select", f"{key!r} is not a list of {n} numbers")
+            return [float(v) for v in values]
+
+        if not isinstance(out, dict):
+            raise self._malformed("/v1/select", f"expected an object, got {type(out).__name__}")
+        selected = out.get("selected")
+        if not isinstance(selected, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in selected):
+            raise self._malformed("/v1/select", f"'selected' is not a list of positions: {selected!r}")
+        if any(not 0 <= i < n for i in selected) or len(set(selected)) != len(selected):
+            raise self._malformed("/v1/select", f"'selected' {selected} repeats a position or names one outside "
+                                                f"0..{n - 1}")
+        space = out.get("score_space", "logit")
+        if not isinstance(space, str):
+            raise self._malformed("/v1/select", f"'score_space' is {space!r}")
+        return SelectionResult(indices=list(selected), logits=numbers("scores"),
+                               probabilities=numbers("probabilities"), score_space=space)
 
     def select_batch(self, questions: Sequence[str], docs_lists: Sequence[Sequence[Any]], tau: float | None = None,
                      k_max: int | None = None, min_select: int | None = None) -> list[SelectionResult]:

@@ -312,9 +312,13 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
     t = _obj(label_run, "recipe", "teacher")
     if label_run:
         s = _obj(label_run, "summary")
+        # The values the label stage applied (its summary's `estimation`): the recipe's null λ is the signal's
+        # default, and position-bias calibration applies only to attention; older runs: the recipe's values.
+        est = _obj(label_run, "summary", "estimation")
+        applied = {key: est.get(key, t.get(key)) for key in ("calibrate", "lam", "budget")}
         teacher_lines = [
             f"- Teacher: `{t.get('model')}`, steps = {t.get('steps')}, estimator = {t.get('estimator')}, "
-            f"calibration = {t.get('calibrate')}, λ = {t.get('lam')}, budget K = {t.get('budget')}",
+            f"calibration = {applied['calibrate']}, λ = {applied['lam']}, budget K = {applied['budget']}",
             f"- Labels: {s.get('ok')} ok, {s.get('fallback')} fallback, {s.get('error')} error",
         ]
     else:

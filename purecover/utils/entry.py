@@ -11,6 +11,9 @@ from typing import Any
 
 from ..records import StageSummary
 
+LOG_LEVEL_HELP = ("how much the command logs: WARNING and ERROR only problems, INFO also progress, DEBUG also "
+                  "details and the traceback of an unexpected error")
+
 
 def print_summary(stage: str, summary: StageSummary) -> None:
     """``purecover STAGE: done`` and the summary's fields, one per line."""

@@ -276,3 +276,19 @@ def test_evaluate_stage_writes_statistics_and_tracks_them(tmp_path, monkeypatch,
     assert logged["em@2.retrieval"] == summary.figures()["em@2"]["retrieval"]
     table = json.loads((local / "files" / history["metrics_table"]["path"]).read_text())
     assert len(table["data"]) == 3 * 2 and table["columns"][:3] == ["method", "K", "em"]
+
+
+def test_report_explains_all_zero_qa_scores_and_says_what_next():
+    """A generator that answers nothing (the demo's random model) gives 0 everywhere: the report says that this
+    is expected and that Coverage/Purity still compare the selections; every report ends with what to run next."""
+    raw = _raw("hotpotqa", 0.0)
+    for per_k in raw["results"].values():
+        for r in per_k.values():
+            r["f1"] = r["acc"] = 0.0
+    zero = render_report(MetricsFile.model_validate(raw))
+    assert "Every EM, F1 and Acc is 0" in zero and "make demo-real" in zero
+    some = render_report(_metrics("hotpotqa", 0.2))
+    assert "Every EM, F1 and Acc is 0" not in some
+    for text in (zero, some):
+        notes = text.split("## Reading this report", 1)[1]
+        assert "purecover label-report RUN_DIR" in notes and "docs/guides/own-data.md" in notes

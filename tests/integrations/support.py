@@ -11,7 +11,7 @@ from purecover.models.selector import SelectionResult
 Pairs = list[tuple[str | None, str]]
 API_KEY = "integration-test-key"  # the loopback server's key (conftest.remote_url)
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "guides"
-EXAMPLE_SELECTOR = "runs/hotpotqa/selector"  # the selector directory the docs examples load
+EXAMPLE_SELECTOR = "runs/demo/selector"  # the selector directory the docs examples load
 
 
 class CountingSelector:

@@ -32,4 +32,4 @@ def test_a_missing_framework_names_its_extra(blocked, name, extra):
                           text=True, timeout=120, check=True)
     lines = done.stdout.splitlines()
     assert lines[0] == "purecover_score"
-    assert lines[1].startswith("ImportError:") and f"pip install 'purecover[{extra}]'" in lines[1]
+    assert lines[1].startswith("ImportError:") and f"pip install -e '.[{extra}]'" in lines[1]

@@ -309,9 +309,9 @@ def test_vllm_close_tears_down_parallel_state(fake_vllm, monkeypatch):
 
 def test_vllm_missing_raises_helpful_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail even if it were installed
-    with pytest.raises(ImportError, match=r"purecover\[vllm\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[vllm\]'"):
         VLLMGenerator("m")
-    with pytest.raises(ImportError, match=r"purecover\[vllm\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[vllm\]'"):
         make_generator("vllm", model_name="m")
 
 

@@ -119,7 +119,7 @@ def test_unknown_backend_and_missing_vllm(selector_dir, monkeypatch):
     with pytest.raises(ValueError, match="unknown selector backend"):
         Selector.from_pretrained(selector_dir, backend="onnx")
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
-    with pytest.raises(ImportError, match=r"purecover\[vllm\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[vllm\]'"):
         VLLMSelectorBackend(selector_dir, 6)
 
 

@@ -91,7 +91,7 @@ def test_cli_errors(selector_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # the serve extra is not installed
     assert main(["serve", str(selector_dir)]) == 1
     err = capsys.readouterr().err
-    assert "pip install 'purecover[serve]'" in err and "uvicorn" in err
+    assert "pip install -e '.[serve]'" in err and "uvicorn" in err
 
 
 def test_help_lists_serve_and_its_options(capsys):

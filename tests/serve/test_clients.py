@@ -176,3 +176,62 @@ def test_concurrent_load_no_lost_or_mixed_up_answers(server, served_selector, se
     assert len(forward_passes) == calls  # one forward pass per gathered batch
     docs_scored = after[("purecover_documents_scored_total", ())] - before[("purecover_documents_scored_total", ())]
     assert docs_scored == sum(len(d) for _, _, _, d, _ in plan)
+
+
+# A client process in which the framework's heavy dependencies cannot be imported: what `pip install httpx` plus
+# the RAG framework gives a remote user (issue: RemoteSelector and the adapters' from_url must not need torch).
+_NO_HEAVY_CLIENT = r'''
+import json, sys
+BLOCKED = {"torch", "transformers", "peft", "accelerate", "deepspeed", "datasets", "wandb", "fastapi", "uvicorn",
+           "bm25s", "matplotlib", "sentence_transformers", "gguf", "safetensors"}
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"blocked in this test: {name}")
+sys.meta_path.insert(0, Block())
+url, key, question, texts = json.loads(sys.stdin.read())
+docs = [{"title": f"t{i}", "text": t} for i, t in enumerate(texts)]
+out = {}
+from purecover.serve.client import RemoteSelector
+with RemoteSelector(url, api_key=key) as remote:
+    out["remote"] = remote.select(question, docs).indices
+from langchain_core.documents import Document as LCDocument
+from purecover.integrations.langchain import PurecoverCompressor
+kept = PurecoverCompressor.from_url(url, api_key=key).compress_documents(
+    [LCDocument(page_content=d["text"], metadata={"title": d["title"]}) for d in docs], question)
+out["langchain"] = [d.metadata["purecover_index"] for d in kept]
+from llama_index.core.schema import NodeWithScore, TextNode
+from purecover.integrations.llamaindex import PurecoverNodePostprocessor
+nodes = [NodeWithScore(node=TextNode(text=d["text"], metadata={"title": d["title"]})) for d in docs]
+kept = PurecoverNodePostprocessor.from_url(url, api_key=key).postprocess_nodes(nodes, query_str=question)
+out["llamaindex"] = [n.node.metadata["purecover_index"] for n in kept]
+from haystack import Document as HSDocument
+from haystack.utils import Secret
+from purecover.integrations.haystack import PurecoverSelector
+component = PurecoverSelector(base_url=url, api_key=Secret.from_token(key))
+component.warm_up()
+kept = component.run(question, [HSDocument(content=d["text"], meta={"title": d["title"]}) for d in docs])
+out["haystack"] = [d.meta["purecover_index"] for d in kept["documents"]]
+out["heavy_loaded"] = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+print(json.dumps(out))
+'''
+
+
+def test_remote_client_and_adapters_need_no_torch(server, selector, candidates):
+    """RemoteSelector and the three adapters' from_url, in a process where torch, transformers, FastAPI and the
+    other heavy dependencies cannot be imported, select exactly what the in-process Selector selects."""
+    import json
+    import subprocess
+    import sys
+
+    for name in ("langchain_core", "llama_index.core", "haystack"):
+        pytest.importorskip(name)
+    rec = candidates[0]
+    texts = [d["text"] for d in rec["docs"]]
+    want = selector.select(rec["question"], [{"title": f"t{i}", "text": t} for i, t in enumerate(texts)]).indices
+    done = subprocess.run([sys.executable, "-c", _NO_HEAVY_CLIENT], input=json.dumps(
+        [server, API_KEY, rec["question"], texts]), capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out.pop("heavy_loaded") == []
+    assert out == {"remote": want, "langchain": want, "llamaindex": want, "haystack": want}

@@ -29,9 +29,12 @@ META = {"base_model": "org/base-0.5B", "lora": LORA, "identifiers": IDS, "k1": 6
 DATA_RUN = {"recipe": {"data": {"dataset": "hotpotqa", "path": "demo", "split": "validation", "limit": 8, "k1": 6,
                                 "retriever": "bm25", "corpus": "distractor"}},
             "summary": {"questions": 8, "supporting_recall@6": 0.9375}}
-LABEL_RUN = {"recipe": {"teacher": {"model": "org/teacher", "steps": "oracle", "estimator": "attention",
-                                    "calibrate": False, "lam": 0.1, "budget": 3}},
-             "summary": {"ok": 7, "fallback": 1, "error": 0}}
+LABEL_RUN = {"recipe": {"teacher": {"model": "org/teacher", "steps": "oracle", "estimator": "embedding",
+                                    "calibrate": True, "lam": None, "budget": 3}},
+             # what the stage applied: no calibration for an embedding estimator, the signal's default λ
+             "summary": {"ok": 7, "fallback": 1, "error": 0,
+                         "estimation": {"e_source": "embedding", "w_source": "embedding", "lam": 0.1,
+                                        "calibrate": False, "budget": 3}}}
 TRAIN_RUN = {"summary": {"status": "complete", "train_questions": 6, "calib_questions": 2, "test_questions": 2,
                          "labels": 10, "used": 10, "skipped_error": 0, "global_step": 20, "lm_reduction": "token_mean",
                          "train_loss": 1.125, "train_loss_steps": 20, "train_loss_this_run": 1.0, "resumes": [10],
@@ -130,7 +133,7 @@ def test_card_with_every_input(tmp_path):
         f"- Candidates: top-{d['k1']} by {d['retriever']} over the {d['corpus']} corpus; {s['questions']} questions",
         f"- Supporting-paragraph recall of the candidates: {s['supporting_recall@6']}",
         f"- Teacher: `{t['model']}`, steps = {t['steps']}, estimator = {t['estimator']}, calibration = "
-        f"{t['calibrate']}, λ = {t['lam']}, budget K = {t['budget']}",
+        "False, λ = 0.1, budget K = 3",
         f"- Labels: {ls['ok']} ok, {ls['fallback']} fallback, {ls['error']} error",
     ]
     import yaml

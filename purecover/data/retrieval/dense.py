@@ -204,7 +204,7 @@ def _faiss_or_none(use_faiss: bool | None) -> Any:
         import faiss
     except ImportError as exc:
         if use_faiss:
-            raise ImportError("use_faiss=True but faiss is not installed (pip install 'purecover[dense]')") from exc
+            raise ImportError("use_faiss=True but faiss is not installed (pip install -e '.[dense]')") from exc
         return None
     return faiss
 

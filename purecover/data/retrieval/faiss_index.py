@@ -57,7 +57,7 @@ def import_faiss() -> Any:
     try:
         import faiss
     except ImportError as exc:
-        raise ImportError("faiss is not installed (pip install 'purecover[dense]', or faiss-gpu for GPUs)") from exc
+        raise ImportError("faiss is not installed (pip install -e '.[dense]', or faiss-gpu for GPUs)") from exc
     return faiss
 
 
