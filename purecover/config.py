@@ -525,16 +525,67 @@ def _check_duplicate_keys(node: yaml.Node | None, source: str, lines: bool = Tru
             stack.extend((item, f"{path}[{i}]") for i, item in enumerate(current.value))
 
 
+# A recipe is a few hundred values; aliases that repeat aliases (a "billion laughs" document) would make the
+# loaded recipe exponentially large for everything that walks it: refused by counting values, aliases expanded.
+MAX_RECIPE_VALUES = 100_000
+MAX_RECIPE_BYTES = 1_000_000
+MAX_BASE_DEPTH = 32
+
+
+def _check_expanded_size(node: yaml.Node | None, source: str) -> None:
+    """ConfigError when the document, with every alias expanded, holds more than `MAX_RECIPE_VALUES` values
+    (computed on the node graph, each node once, so the check itself stays linear)."""
+    if node is None:
+        return
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        current, ready = stack.pop()
+        if id(current) in sizes:
+            continue
+        children: list[yaml.Node] = []
+        if isinstance(current, yaml.MappingNode):
+            children = [n for pair in current.value for n in pair]
+        elif isinstance(current, yaml.SequenceNode):
+            children = list(current.value)
+        if not ready:
+            stack.append((current, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        sizes[id(current)] = min(1 + sum(sizes.get(id(c), 1) for c in children), MAX_RECIPE_VALUES + 1)
+    if sizes[id(node)] > MAX_RECIPE_VALUES:
+        raise ConfigError(f"{source}: the YAML expands to more than {MAX_RECIPE_VALUES:,} values (anchors and "
+                          "aliases that repeat each other); a recipe holds a few hundred: write the values out")
+
+
 def _yaml_load(text: str, source: str, lines: bool = True) -> Any:
-    loader = _RecipeLoader(text)
+    loader = None
     try:
+        loader = _RecipeLoader(text)  # the reader refuses control characters here already
         node = loader.get_single_node()
         _check_duplicate_keys(node, source, lines)
+        _check_expanded_size(node, source)
         return loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def _read_yaml_text(path: Path, shown: str, kind: str) -> str:
+    """The text of recipe file `path` (UTF-8, at most `MAX_RECIPE_BYTES`); a ConfigError naming it otherwise."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_RECIPE_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot read {kind} ({exc.strerror or exc})") from None
+    if len(raw) > MAX_RECIPE_BYTES:
+        raise ConfigError(f"{shown}: {kind} is larger than {MAX_RECIPE_BYTES:,} bytes; is it really a recipe?")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{shown}: {kind} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -777,7 +828,7 @@ def _read_recipe_file(path: Path, shown: str, base_of: str | None = None) -> dic
         kind, where = "a base recipe", f" (a base of {base_of})"
     else:
         kind, where = "a recipe", ""
-    loaded = _yaml_load(path.read_text(encoding="utf-8"), shown)
+    loaded = _yaml_load(_read_yaml_text(path, shown, kind), shown)
     if loaded is None:
         if base_of is not None:
             raise ConfigError(f"base recipe {shown}{where} is empty (no keys, only comments or null): write keys "
@@ -808,6 +859,9 @@ def _load_tree(path: Path, shown: str, chain: tuple[tuple[Path, str], ...] = (),
     `chain` holds the recipes (resolved path, shown name) that led here, to refuse a cycle by naming it.
     """
     key = path.resolve()
+    if len(chain) >= MAX_BASE_DEPTH:
+        raise ConfigError(f"{chain[0][1]}: base recipes nest deeper than {MAX_BASE_DEPTH} ({chain[0][1]} -> "
+                          f"{chain[1][1]} -> ... -> {shown}); fold some of them into one")
     for i, (seen, _) in enumerate(chain):
         if seen == key:
             cycle = " -> ".join([name for _, name in chain[i:]] + [shown])

@@ -76,7 +76,10 @@ def check_identifier_capacity(k1: int, scheme: str) -> None:
         fix = (f"set student.identifiers: {larger[0]} ({IdentifierScheme(larger[0]).capacity} identifiers) "
                "or lower data.k1")
     else:
-        fix = f"lower data.k1 to at most {max(IdentifierScheme(n).capacity for n in SCHEMES)}"
+        widest = max(SCHEMES, key=lambda n: IdentifierScheme(n).capacity)
+        most = IdentifierScheme(widest).capacity
+        fix = (f"lower data.k1 to at most {capacity}" + (
+            f", or to at most {most} with student.identifiers: {widest}" if widest != scheme else ""))
     raise ConfigError(f"data.k1: {k1} candidates but student.identifiers: {scheme} labels at most "
                       f"{capacity}; {fix}")
 

@@ -170,3 +170,41 @@ def test_errors_in_a_base_file_name_that_file(tmp_path, monkeypatch):
     write(tmp_path / "base.yaml", "teacher: {lam: [oops\n")
     with pytest.raises(ConfigError, match=r"^base\.yaml: invalid YAML"):
         load_recipe(Path("top.yaml"))
+
+
+def test_hostile_recipe_files_are_recipe_errors_that_name_the_file(tmp_path, monkeypatch):
+    """A 1,500-deep base chain, a base that is /proc/self/environ (control characters), an alias bomb, a huge file
+    and a non-UTF-8 file: each a ConfigError naming the file, at once (no recursion error, no hang)."""
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    for i in range(1500):
+        (tmp_path / f"r{i}.yaml").write_text(f"base: r{i + 1}.yaml\nseed: {i}\n" if i < 1499 else "seed: 1\n")
+    with pytest.raises(ConfigError, match=r"r0.yaml: base recipes nest deeper than 32 \(r0.yaml -> r1.yaml -> "):
+        load_recipe("r0.yaml")
+    for i in range(31, 1500):  # a chain within the limit still resolves
+        (tmp_path / f"r{i}.yaml").unlink()
+    (tmp_path / "r30.yaml").write_text("seed: 7\n")
+    assert load_recipe("r0.yaml").seed == 0 and load_recipe("r29.yaml").seed == 29
+    if Path("/proc/self/environ").is_file():
+        (tmp_path / "proc.yaml").write_text("base: /proc/self/environ\n")
+        with pytest.raises(ConfigError, match=r"/proc/self/environ: invalid YAML: unacceptable character #x0000"):
+            load_recipe("proc.yaml")
+    names = "abcdefghij"
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{names[i + 1]}: &{names[i + 1]} [{', '.join([f'*{names[i]}'] * 10)}]\n" for i in range(9))
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"bomb.yaml: the YAML expands to more than 100,000 values"):
+        load_recipe("bomb.yaml")
+    assert time.perf_counter() - start < 10
+    with pytest.raises(ConfigError, match=r"override seed: the YAML expands"):
+        load_recipe(None, ["seed=" + "{" + bomb.replace("\n", ", ") + "}"])
+    (tmp_path / "big.yaml").write_text("# " + "x" * 1_100_000 + "\nseed: 1\n")
+    with pytest.raises(ConfigError, match=r"big.yaml: a recipe is larger than 1,000,000 bytes"):
+        load_recipe("big.yaml")
+    (tmp_path / "latin1.yaml").write_bytes("seed: 1 # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1.yaml: a recipe is not UTF-8 text"):
+        load_recipe("latin1.yaml")
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbfseed: 3\n")
+    assert load_recipe("bom.yaml").seed == 3

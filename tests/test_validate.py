@@ -134,6 +134,11 @@ def test_k1_above_the_identifier_capacity():
 def test_k1_above_every_scheme():
     message = _error("data.k1=60", "student.identifiers=letters52")
     assert "data.k1: 60" in message and "at most 52" in message
+    # with the narrow scheme the suggestion names both ways out, each of which passes
+    message = _error("data.k1=1_000", "student.identifiers=letters")
+    assert message.endswith("lower data.k1 to at most 26, or to at most 52 with student.identifiers: letters52")
+    validate_recipe(load_recipe(None, ["data.k1=26", "student.identifiers=letters"]))
+    validate_recipe(load_recipe(None, ["data.k1=52", "student.identifiers=letters52"]))
 
 
 def test_k1_is_free_when_the_student_is_not_trained():

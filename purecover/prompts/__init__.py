@@ -293,8 +293,8 @@ def _join_parts(parts: Mapping[str, str], order: tuple[str, ...]) -> str:
 
 
 def _read(path: Path, spec: PromptSpec) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
+    try:  # utf-8-sig: a byte-order mark some editors write first is an encoding mark, not template text
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TemplateError(f"{path}: the {spec.kind} template is not UTF-8 text ({exc.reason})") from None
     except OSError as exc:

@@ -109,6 +109,14 @@ def test_a_copy_of_ours_is_ours(tmp_path):
         assert load_prompt(name, path).text == load_prompt(name).text
 
 
+def test_a_byte_order_mark_is_not_part_of_the_template(tmp_path):
+    """A file saved with a UTF-8 byte-order mark (Windows editors) loads as the same wording, not refused."""
+    for name in ("reasoning", "rag_answer", "selector"):
+        path = tmp_path / f"{name}-bom.txt"
+        path.write_bytes(b"\xef\xbb\xbf" + (FOLDER / PROMPTS[name].file).read_bytes())
+        assert load_prompt(name, path).text == load_prompt(name).text
+
+
 def test_lancer_files_are_used_as_read(tmp_path):
     path = write(tmp_path / "rate.txt", "{question} {subquestion} {document}\n")
     assert load_prompt("lancer_rating", path).text.endswith("\n")
