@@ -15,7 +15,9 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "make setup: installing purecover with its $(EXTRAS) extras into $(VENV) (a few minutes the first time: torch, transformers, ...)"
 	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	@echo "make setup: byte-compiling the installed packages on every core"
 	@# Byte-compile what pip installed, on every core (pip compiles one file at a time). The tests start many
 	@# Python processes, and where PYTHONDONTWRITEBYTECODE is set none of them would write a cache: each would
 	@# compile torch and transformers again. Files that are not valid Python (templates in some packages)
@@ -23,6 +25,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
 	@rm -f $(VENV)/.purecover-installed-*
 	@touch $@
+	@echo "make setup: done ($(VENV))"
 
 lint: setup
 	$(BIN)/ruff check purecover tests benchmarks

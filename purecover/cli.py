@@ -24,7 +24,7 @@ from typing import Any
 from . import __version__
 from .config import ConfigError, Recipe, dump_recipe_yaml
 from .stages import PIPELINE, STAGES, load_hook
-from .utils.entry import LOG_LEVEL_HELP, print_summary
+from .utils.entry import LOG_LEVEL_HELP, print_summary, quiet_library_notices
 from .validate import load_validated_recipe
 
 __all__ = ["build_parser", "main"]
@@ -471,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_library_notices()
     noisy = ("bm25s", "httpx", "urllib3", "filelock")
 
     def quiet_libraries(record: logging.LogRecord) -> bool:

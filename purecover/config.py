@@ -758,9 +758,22 @@ def _child(value: Any, item: str | int) -> Any:
 
 
 def _error_message(exc: ValidationError, tree: Any) -> str:
-    """The one-line message of the first error of `exc`, raised validating `tree`, naming the dotted key."""
+    """Every problem of `exc`, raised validating `tree`: one line naming the dotted key when there is one, else
+    their count and a line each (two typos are reported in one run, not one per run). A key's several errors
+    (a union's alternatives) give one line; misspelt keys come first, as they explain the most."""
     errors = exc.errors(include_url=False)
-    first = next((e for e in errors if e["type"] in _UNKNOWN_KEY), errors[0])  # a misspelt key explains the most
+    ordered = [e for e in errors if e["type"] in _UNKNOWN_KEY] + [e for e in errors if e["type"] not in _UNKNOWN_KEY]
+    lines: dict[str, str] = {}
+    for error in ordered:
+        key, message = _error_line(error, errors, tree)
+        lines.setdefault(key, message)
+    if len(lines) == 1:
+        return next(iter(lines.values()))
+    return f"{len(lines)} problems:\n" + "\n".join(f"  - {m}" for m in lines.values())
+
+
+def _error_line(first: Any, errors: list[Any], tree: Any) -> tuple[str, str]:
+    """(the dotted key error `first` of `errors` is about, its one-line message)."""
     loc = tuple(first["loc"])
     node, value, dotted, used = _resolve(_json_schema()), tree, "", 0
     for item in loc:  # follow the location through sections and list items; stop at a union's branch name
@@ -778,25 +791,25 @@ def _error_message(exc: ValidationError, tree: Any) -> str:
         key, names = str(loc[-1]), list(node.get("properties", {}))
         close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
         hint = f"; did you mean {prefix + close[0]!r}?" if close else ""
-        return f"unknown key {prefix + key!r}{hint} (valid keys of {label}: {', '.join(names)})"
+        return prefix + key, f"unknown key {prefix + key!r}{hint} (valid keys of {label}: {', '.join(names)})"
     error = (first.get("ctx") or {}).get("error")
     if isinstance(error, _SectionError):
-        return f"{prefix}{error.key}: {error}"
+        return f"{prefix}{error.key}", f"{prefix}{error.key}: {error}"
     if "properties" in node:  # a section given as something else than a mapping
-        return f"{label}: expected a mapping, got {value!r}"
+        return label, f"{label}: expected a mapping, got {value!r}"
     if loc[used + 1:used + 2] == ("[key]",):
-        return f"{label}: key {loc[used]!r} is not a string"
+        return label, f"{label}: key {loc[used]!r} is not a string"
     literals = _literals(node)  # a Literal key, or a union with Literal alternatives: name the close one
     close = difflib.get_close_matches(value, [str(v) for v in literals], n=1) if isinstance(value, str) else []
     if close or (literals and "anyOf" not in node):
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{label}: {value!r} is not one of {', '.join(map(repr, literals))}{hint}"
+        return label, f"{label}: {value!r} is not one of {', '.join(map(repr, literals))}{hint}"
     field_errors = {e["type"] for e in errors if tuple(e["loc"][:used]) == loc[:used]}
     if field_errors & _RANGE_ERRORS:
-        return f"{label}: must be {_range_text(node)}, got {_shown(value, node)}"
+        return label, f"{label}: must be {_range_text(node)}, got {_shown(value, node)}"
     if kind == "value_error":
-        return f"{label}: {first['msg'].removeprefix('Value error, ')}"
-    return f"{label}: expected {_expected(node)}, got {value!r}"
+        return label, f"{label}: {first['msg'].removeprefix('Value error, ')}"
+    return label, f"{label}: expected {_expected(node)}, got {value!r}"
 
 
 # --------------------------------------------------------------------------- public API

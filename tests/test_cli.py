@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,23 @@ def test_errors_without_a_ctrl_c_are_still_errors(monkeypatch, capsys, raiser, e
     assert main(["pipeline", DEMO, "-q"]) == 1
     err = capsys.readouterr().err
     assert expected in err and "interrupted" not in err
+
+
+def test_command_line_entries_drop_library_notices():
+    """DeepSpeed's "Setting accelerator to CPU" (printed on import, even to build a tokenizer) and transformers'
+    deprecations of its own arguments are dropped by the entries' `quiet_library_notices`; other warnings stay."""
+    script = ("import sys, warnings\n"
+              "if sys.argv[1] == 'quiet':\n"
+              "    from purecover.utils.entry import quiet_library_notices; quiet_library_notices()\n"
+              "import deepspeed.accelerator\n"
+              "deepspeed.accelerator.get_accelerator()\n"
+              "warnings.warn('`past_key_values` is deprecated and will be removed', FutureWarning)\n"
+              "warnings.warn('something else is deprecated', FutureWarning)\n")
+    outputs = {}
+    for mode in ("loud", "quiet"):
+        done = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, timeout=300,
+                              check=True, env={k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"})
+        outputs[mode] = done.stdout + done.stderr
+    assert "Setting accelerator to CPU" in outputs["loud"] and "past_key_values" in outputs["loud"]
+    assert "Setting accelerator to CPU" not in outputs["quiet"] and "past_key_values" not in outputs["quiet"]
+    assert "something else is deprecated" in outputs["quiet"]

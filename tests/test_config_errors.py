@@ -73,3 +73,19 @@ def test_overriding_a_whole_section_with_a_non_mapping_names_the_section(overrid
 def test_section_override_with_a_mapping_and_null_leaf_values_still_work():
     r = load_recipe(None, ["data={k1: 7, dataset: musique}", "data.limit=null", "teacher.tau1=null"])
     assert r.data.k1 == 7 and r.data.dataset == "musique" and r.data.limit is None and r.teacher.tau1 is None
+
+
+def test_every_problem_of_a_recipe_is_reported_in_one_run(tmp_path):
+    """Two typos and three bad values: one error listing the five, misspelt keys first, each key once (a union's
+    several alternatives give one line)."""
+    path = tmp_path / "typos.yaml"
+    path.write_text("data:\n  k11: 5\n  k1: -3\n  retriever: bm26\nteacher:\n  bugdet: 3\n  lam: .nan\n")
+    with pytest.raises(ConfigError) as caught:
+        load_recipe(path)
+    head, *lines = str(caught.value).split("\n")
+    assert head.endswith("typos.yaml: 5 problems:")
+    assert lines[0].startswith("  - unknown key 'data.k11'; did you mean 'data.k1'?")
+    assert lines[1].startswith("  - unknown key 'teacher.bugdet'; did you mean 'teacher.budget'?")
+    assert sorted(lines[2:]) == ["  - data.k1: must be >= 1, got -3",
+                                 "  - data.retriever: 'bm26' is not one of 'bm25', 'dense'; did you mean 'bm25'?",
+                                 "  - teacher.lam: must be >= 0 or null, got nan"]

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", nargs="?", default=str(DEMO_ASSETS))
     args = parser.parse_args(argv)
+    from ..utils.entry import quiet_library_notices
+
+    quiet_library_notices()
     print(f"demo model: {build_demo_assets(args.out_dir)}")
     return 0
 

@@ -226,7 +226,10 @@ def serve_command(selector_dir: str | Path, *, host: str = "127.0.0.1", port: in
                              "empty; export the key there (it is never taken on the command line)")
         api_key = api_key.strip()
     name = model_name or path.resolve().name
+    log.info("purecover serve: loading %s (%s backend) ...", path, backend)
+    started = time.perf_counter()
     selector = Selector.from_pretrained(path, backend=backend, device=device, dtype=dtype, batch_size=max_batch)
+    log.info("purecover serve: selector loaded in %.1f s; starting the HTTP server", time.perf_counter() - started)
     try:
         app = create_app(selector, model_name=name, api_key=api_key, max_batch=max_batch, max_wait_ms=max_wait_ms,
                          max_queue=max_queue, backend=backend, max_body_bytes=max_body_bytes)

@@ -14,6 +14,27 @@ from ..records import StageSummary
 LOG_LEVEL_HELP = ("how much the command logs: WARNING and ERROR only problems, INFO also progress, DEBUG also "
                   "details and the traceback of an unexpected error")
 
+# Library notices that say nothing to a purecover user: DeepSpeed announcing the CPU accelerator whenever it is
+# imported (building a tokenizer included), and deprecations of arguments that transformers and torch pass to
+# themselves. The command-line entries drop them; the library, imported by your code, leaves them alone.
+_DEEPSPEED_NOTICES = ("Setting accelerator to CPU", "Setting ds_accelerator to")
+_LIBRARY_DEPRECATIONS = (r"`past_key_values` is deprecated", r"`is_gradient_checkpointing` is deprecated")
+
+
+def _not_a_deepspeed_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_DEEPSPEED_NOTICES)
+
+
+def quiet_library_notices() -> None:
+    """Drop the notices above for this process (command-line entries call it first)."""
+    import warnings
+
+    deepspeed = logging.getLogger("DeepSpeed")  # the logger DeepSpeed creates on import (same object)
+    if _not_a_deepspeed_notice not in deepspeed.filters:
+        deepspeed.addFilter(_not_a_deepspeed_notice)
+    for message in _LIBRARY_DEPRECATIONS:
+        warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+
 
 def print_summary(stage: str, summary: StageSummary) -> None:
     """``purecover STAGE: done`` and the summary's fields, one per line."""
@@ -44,6 +65,7 @@ def recipe_main(prog: str, description: str | None, run: Callable[..., Any],
         parser.add_argument(f"--{flag}", action="store_true", help=help_text)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_library_notices()
     try:
         recipe = load_validated_recipe(args.recipe, args.overrides)
         result = run(recipe, not args.quiet, **{f.replace("-", "_"): getattr(args, f.replace("-", "_"))

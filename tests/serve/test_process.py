@@ -90,6 +90,10 @@ def test_killed_under_load_restarted_then_sigterm_answers_in_flight_and_exits_0(
     # 1. Under load from 4 clients, SIGKILL.
     proc = _start(processes, selector_dir, port, log)
     _wait_ready(proc, url, log)
+    # it said what it was doing while the model loaded, and how long that took
+    started = _tail(log)
+    assert "purecover serve: loading" in started and "selector loaded in" in started
+    assert started.index("loading") < started.index("selector loaded in") < started.index("on http://")
     stop = threading.Event()
     answers: list[tuple[int, dict, float]] = []  # (input index, body, time)
     failures: list[str] = []
