@@ -44,6 +44,7 @@ from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import apply_umask, atomic_write_json
 from .data import SelectorCollator, SelectorDataset, read_labelled_questions, training_splits
+from .log_lines import use_log_lines
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
 from .selector_arguments import SelectorTrainingArguments, loss_settings
@@ -256,6 +257,7 @@ def train_student(run: StageRun) -> TrainSummary:
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
         processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker(), UmaskCallback()],
     )
+    use_log_lines(trainer, show_progress=not args.disable_tqdm)
     is_main = trainer.accelerator.is_main_process
     resume = cfg.training.get("resume_from_checkpoint")
     if resume is None:

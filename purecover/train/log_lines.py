@@ -1,0 +1,96 @@
+"""Training progress as one readable log line per ``logging_steps``, instead of the Trainer's printed dicts.
+
+transformers prints each log as a Python dict (``{'loss': '2.504', 'grad_norm': ...}``), through its progress
+bar or, without one, with ``print``. `TrainingLogLines` replaces that printing (the bar itself stays when
+progress is shown) with a line on the ``purecover.train`` logger, e.g.::
+
+    train step 20/150 (13%): loss 2.504 (L_CL 0.909, L_LM 1.595), grad norm 3.68, lr 4.68e-04, epoch 0.25;
+    1.9 s/step, about 4m08s left
+
+and an evaluation line (``eval loss ...``) for the calibration split's logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+__all__ = ["QuietProgressCallback", "TrainingLogLines", "format_log_line", "use_log_lines"]
+
+log = logging.getLogger("purecover.train")
+
+_NAMES = {"l_cl": "L_CL", "l_lm": "L_LM"}
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def format_log_line(logs: dict[str, Any], step: int, max_steps: int, seconds_per_step: float | None) -> str | None:
+    """One line for a Trainer log (None for logs that carry nothing to show, such as the final summary)."""
+    def num(key: str, fmt: str = ".3f") -> str:
+        return format(float(logs[key]), fmt)
+
+    total = f"/{max_steps} ({100 * step / max_steps:.0f}%)" if max_steps > 0 else ""
+    if "eval_loss" in logs:
+        parts = [f"eval loss {num('eval_loss')}"]
+        parts += [f"{_NAMES.get(k[5:], k[5:])} {num(k)}" for k in ("eval_l_cl", "eval_l_lm") if k in logs]
+        return f"eval at step {step}{total}: " + ", ".join(parts)
+    if "loss" not in logs:
+        return None
+    losses = [f"{_NAMES[k]} {num(k)}" for k in ("l_cl", "l_lm") if k in logs]
+    line = f"train step {step}{total}: loss {num('loss')}" + (f" ({', '.join(losses)})" if losses else "")
+    if "grad_norm" in logs:
+        line += f", grad norm {num('grad_norm', '.3g')}"
+    if "learning_rate" in logs:
+        line += f", lr {num('learning_rate', '.3g')}"
+    if "epoch" in logs:
+        line += f", epoch {num('epoch', '.2f')}"
+    if seconds_per_step is not None:
+        line += f"; {seconds_per_step:.2g} s/step"
+        if max_steps > step:
+            line += f", about {_duration(seconds_per_step * (max_steps - step))} left"
+    return line
+
+
+class TrainingLogLines(TrainerCallback):
+    """Logs `format_log_line` of every Trainer log on the main process; speed from the steps of this run."""
+
+    def __init__(self) -> None:
+        self._start: tuple[float, int] | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._start = (time.perf_counter(), int(state.global_step))
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if not logs or not state.is_world_process_zero:
+            return
+        speed = None
+        if self._start is not None and state.global_step > self._start[1]:
+            speed = (time.perf_counter() - self._start[0]) / (state.global_step - self._start[1])
+        line = format_log_line(logs, int(state.global_step), int(state.max_steps or 0), speed)
+        if line:
+            log.info("%s", line)
+
+
+class QuietProgressCallback(ProgressCallback):
+    """The Trainer's progress bar without its printed log dicts (`TrainingLogLines` logs them)."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        return None
+
+
+def use_log_lines(trainer: Any, show_progress: bool) -> None:
+    """Replace `trainer`'s dict printing by `TrainingLogLines` (and a quiet bar when `show_progress`)."""
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if show_progress:
+        trainer.add_callback(QuietProgressCallback)
+    trainer.add_callback(TrainingLogLines())

@@ -1,0 +1,39 @@
+"""Training logs are readable lines on the purecover.train logger, not the Trainer's printed dicts."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+from purecover.train.log_lines import format_log_line
+from purecover.train.run import run_train_stage
+from tests.train.helpers import labelled_run
+from tests.train.test_idempotent import recipe_for
+
+
+def test_a_log_becomes_one_line_with_speed_and_time_left():
+    line = format_log_line({"loss": 2.5039, "grad_norm": 3.679, "learning_rate": 4.679e-4, "l_cl": 0.9091,
+                            "l_lm": 1.595, "epoch": 0.2532}, 20, 150, 1.9)
+    assert line == ("train step 20/150 (13%): loss 2.504 (L_CL 0.909, L_LM 1.595), grad norm 3.68, lr 0.000468, "
+                    "epoch 0.25; 1.9 s/step, about 4m07s left")
+    assert format_log_line({"eval_loss": 1.25, "eval_l_cl": 0.5}, 50, 150, None) == \
+        "eval at step 50/150 (33%): eval loss 1.250, L_CL 0.500"
+    assert format_log_line({"train_runtime": 12.0, "train_loss": 2.0}, 150, 150, 1.0) is None  # the final summary
+
+
+def test_a_real_training_run_logs_lines_and_prints_no_dicts(tmp_path, capsys, caplog):
+    """With and without the progress bar: a line per logged step, no dict on stdout or stderr."""
+    tiny, run = labelled_run(tmp_path)
+    with caplog.at_level(logging.INFO, logger="purecover.train"):
+        for show in (False, True):
+            copy = tmp_path / f"progress-{show}"
+            copy.mkdir()
+            for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
+                if (run / name).exists():
+                    shutil.copy(run / name, copy / name)
+            run_train_stage(recipe_for(run, tiny, f"run_dir={copy}"), show_progress=show)
+    out = capsys.readouterr()
+    assert "{'loss'" not in out.out + out.err and "'grad_norm'" not in out.out + out.err
+    lines = [r.getMessage() for r in caplog.records if r.name == "purecover.train"]
+    steps = [m for m in lines if m.startswith("train step ")]
+    assert len(steps) == 8 and steps[0].startswith("train step 1/4 (25%): loss ") and "s/step" in steps[1]
