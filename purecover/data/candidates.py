@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..config import Recipe
 from ..records import (
@@ -40,6 +39,7 @@ from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
 from ..utils.memory import peak_rss_mb
+from ..utils.progress import tqdm
 from .corpus import Corpus, CorpusLike, Doc, content_doc_id, corpus_from_examples, question_docs
 from .corpus_store import open_corpus_store
 from .errors import InvalidRecord

@@ -293,7 +293,8 @@ def _write_store(path: Path, tmp: Path, skip_invalid: bool, drop: dict[int, tupl
     map for a second pass (a repeated id without `skip_invalid` raises `DataFormatError`).
     """
     import pyarrow as pa
-    from tqdm.auto import tqdm
+
+    from ..utils.progress import tqdm
 
     invalid: list[InvalidRecord] = []
     schema = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])

@@ -17,11 +17,10 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from ..models.generation import GenerationBackend
 from ..records import GenerationRecord, validate_line
 from ..utils.io import ResumableJsonl, read_jsonl
+from ..utils.progress import tqdm
 
 log = logging.getLogger(__name__)
 

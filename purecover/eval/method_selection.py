@@ -14,12 +14,11 @@ from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tqdm.auto import tqdm
-
 from ..config import Recipe
 from ..records import CandidateRecord, LabelRecord, LineRecordError, SelectionRecord, validate_line
 from ..rundir import RunDir
 from ..utils.io import read_jsonl
+from ..utils.progress import tqdm
 from .baselines import BaselineSelector, StoredSelection, make_baseline
 from .external import read_external_selections
 from .methods import EMBEDDING_METHODS, EXTERNAL, NO_RETRIEVAL, MethodSpec

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
-from tqdm.auto import tqdm
+
+from ..utils.progress import tqdm
 
 log = logging.getLogger(__name__)
 

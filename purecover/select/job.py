@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from ..config import Recipe
 from ..data.candidates import evaluation_recipe, read_candidate_records, run_data_stage
 from ..data.doc_ids import candidate_doc_id
@@ -49,6 +47,7 @@ from ..rundir import FILES, RunDir
 from ..stages import StageRun
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, read_jsonl
+from ..utils.progress import tqdm
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 from typing_extensions import TypedDict
 
 from ..config import Recipe
@@ -53,6 +52,7 @@ from ..records import (
 from ..rundir import RunDir
 from ..stages import StageRun
 from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl
+from ..utils.progress import tqdm
 from .calibration import calibration_keys, load_bias
 from .capture import SegmentSpec, capture_segment_attention
 from .defaults import resolve_params

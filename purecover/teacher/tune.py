@@ -280,7 +280,7 @@ def tune(recipe: Recipe, grid: dict[str, list[GridValue]] | None = None, tune_fr
                          "false): relabel with calibration, or keep calibrate=false in the grid")
     rows: list[TuneRow] = []
     cache: dict[tuple[Any, ...], tuple[list[Any], list[Any]]] = {}
-    from tqdm.auto import tqdm
+    from ..utils.progress import tqdm
 
     for point in tqdm(points, desc="tune", unit="setting", disable=not show_progress):
         params = resolve_params(recipe.teacher, **point)

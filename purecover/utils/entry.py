@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -26,8 +27,16 @@ def _not_a_deepspeed_notice(record: logging.LogRecord) -> bool:
 
 
 def quiet_library_notices() -> None:
-    """Drop the notices above for this process (command-line entries call it first)."""
+    """Drop the notices above for this process (command-line entries call it first). Written to a log file
+    rather than a terminal, the libraries' own progress bars (transformers' "Loading weights", the Hub's
+    downloads) are switched off as well: purecover's stages log their progress as lines there
+    (`purecover.utils.progress`)."""
     import warnings
+
+    from .progress import _use_bars
+
+    if not _use_bars():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub and transformers
 
     deepspeed = logging.getLogger("DeepSpeed")  # the logger DeepSpeed creates on import (same object)
     if _not_a_deepspeed_notice not in deepspeed.filters:

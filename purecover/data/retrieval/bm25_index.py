@@ -67,10 +67,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import numpy as np
 from bm25s.scoring import _score_idf_lucene, _score_tfc_lucene
 from bm25s.tokenization import Tokenizer
-from tqdm.auto import tqdm
 
 from ...records import BM25BuildStats
 from ...utils.memory import peak_rss_mb
+from ...utils.progress import tqdm
 from ..corpus import CorpusLike
 from .base import Hit
 

@@ -323,7 +323,7 @@ def iter_encoded_shards(corpus: CorpusLike, model: Any, indices: Sequence[int], 
     `encode_passage_texts` (one ``model.encode`` call). `show_progress`: a tqdm bar over the
     passages of `indices` (throughput, ETA), advanced after each encoder batch.
     """
-    from tqdm.auto import tqdm
+    from ...utils.progress import tqdm
 
     n = len(corpus)
     total = sum(min(i * shard_size + shard_size, n) - i * shard_size for i in indices)

@@ -194,7 +194,7 @@ def _build(blocks: Blocks, n: int, dim: int, factory: str, *, train_size: int, s
     # itself (not behind a transform); the codes are computed and stored on the CPU.
     direct = faiss.downcast_index(index)
     assigner = _to_gpu(faiss, direct.quantizer) if gpus and isinstance(direct, faiss.IndexIVF) else None
-    from tqdm.auto import tqdm
+    from ...utils.progress import tqdm
 
     with tqdm(total=n, unit="passage", unit_scale=True, desc=f"FAISS {factory}", disable=not show_progress,
               dynamic_ncols=True) as bar:
