@@ -340,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="recipe YAML (omit to start from the built-in defaults)")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a recipe key (repeatable), e.g. --set data.k1=50")
-        p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress (bars on a terminal, log lines in a log file)")
         p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_LEVEL_HELP)
         if name == "pipeline":
             p.add_argument("--from", dest="start", default=None, metavar="STAGE",
