@@ -188,3 +188,36 @@ def test_command_line_entries_drop_library_notices():
     assert "Setting accelerator to CPU" in outputs["loud"] and "past_key_values" in outputs["loud"]
     assert "Setting accelerator to CPU" not in outputs["quiet"] and "past_key_values" not in outputs["quiet"]
     assert "something else is deprecated" in outputs["quiet"]
+
+
+def test_the_help_examples_parse_and_the_quick_ones_run_as_written(tmp_path, monkeypatch, capsys):
+    """Every example of `purecover --help` is a valid command line naming files that exist or that the demo
+    writes; the ones that take seconds run as written in a clone-like folder (the others run in their own
+    tests: the pipeline, tune, evaluate and serve on the demo)."""
+    import shlex
+    import shutil
+
+    from purecover.cli import _EPILOG, build_parser
+
+    repo = Path(__file__).resolve().parents[1]
+    text = _EPILOG.split("examples:\n", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ")
+    examples = [shlex.split(line) for line in text.splitlines() if line.strip()]
+    assert len(examples) >= 14 and all(argv[0] == "purecover" for argv in examples)
+    parser = build_parser()
+    for argv in examples:
+        parser.parse_args(argv[1:])  # exits (SystemExit) on an invalid command line
+        for word in argv:
+            if word.startswith("configs/"):
+                assert (repo / word).is_file(), word
+            if word.startswith("runs/") and argv[1] in ("label-report", "serve"):
+                assert word.startswith("runs/demo"), f"{word}: the demo writes runs/demo (demo_cpu.yaml)"
+    shutil.copytree(repo / "configs", tmp_path / "configs")
+    monkeypatch.chdir(tmp_path)
+    quick = [a for a in examples if a[1] in ("config", "prompts") or (a[1] == "data" and "demo_cpu.yaml" in a[2])
+             or "--dry-run" in a]
+    assert len(quick) >= 5
+    for argv in quick:
+        assert main(argv[1:]) == 0, shlex.join(argv)
+    capsys.readouterr()
+    assert (tmp_path / "runs" / "demo" / "candidates.jsonl").is_file()
+    assert (tmp_path / "runs" / "k10" / "candidates.jsonl").is_file()
