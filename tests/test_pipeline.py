@@ -79,6 +79,31 @@ def test_second_run_skips_everything(finished):
     assert "questions 8" in summary_table(rows)  # figures come from the manifests
 
 
+def test_the_command_builds_training_arguments_only_when_train_has_work(finished, demo_model, tmp_path, capsys):
+    """`purecover pipeline` on a complete run neither imports the trainer nor builds TrainingArguments (a rerun
+    takes a second or two); when train has work, TrainingArguments' own cross-field checks still refuse the recipe
+    before the data stage runs."""
+    import subprocess
+    import sys
+
+    recipe, _ = finished
+    sets = [f"{k}={v}" for k, v in (("run_dir", recipe.run_path), ("teacher.model", demo_model),
+                                    ("student.model", demo_model), ("eval.generator", demo_model),
+                                    ("data.limit", 8), ("student.training.max_steps", 3),
+                                    ("student.training.save_steps", 2), ("eval.budgets", "[1,3]"),
+                                    ("eval.max_new_tokens", 2), ("student.eval_fraction", 0.4))]
+    argv = ["pipeline", str(DEMO), *[a for kv in sets for a in ("--set", kv)]]
+    code = ("import sys; from purecover.cli import main; rc = main(sys.argv[1:]); "
+            "print('TRAINER_IMPORTED' if 'purecover.train.run' in sys.modules else 'NO_TRAINER'); sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("NO_TRAINER") and "| train | skip |" in done.stdout
+    fresh = ["pipeline", str(DEMO), "--set", f"run_dir={tmp_path / 'fresh'}", "--set", f"teacher.model={demo_model}",
+             "--set", "student.training.fp16=true", "--set", "student.training.bf16=true"]
+    assert main(fresh) == 2
+    assert "fp16 and bf16" in capsys.readouterr().err and not (tmp_path / "fresh" / "candidates.jsonl").exists()
+
+
 def test_changed_eval_section_reruns_only_evaluate_from_the_cache(finished):
     recipe, _ = finished
     changed = dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, table_budget=1))
