@@ -49,8 +49,8 @@ docs-ref: setup
 	$(BIN)/python docs/generate.py
 
 # The whole pipeline on the bundled demo set with tiny offline-built models (no network, under a minute on 2 cores).
-# One torch thread unless OMP_NUM_THREADS says otherwise: 27 s against 24 s with torch's default on 2 idle cores,
-# 44 s against 63 s when the cores are busy with something else (benchmarks/demo_timing.py).
+# One torch thread unless OMP_NUM_THREADS says otherwise: 25 s against 19 s with torch's default on 2 idle cores,
+# but 39 s against 51 s when the cores are busy with something else (benchmarks/demo_timing.py); a rerun: 2 s.
 demo: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
