@@ -179,13 +179,17 @@ def test_command_line_entries_drop_library_notices():
               "import deepspeed.accelerator\n"
               "deepspeed.accelerator.get_accelerator()\n"
               "warnings.warn('`past_key_values` is deprecated and will be removed', FutureWarning)\n"
-              "warnings.warn('something else is deprecated', FutureWarning)\n")
+              "warnings.warn('something else is deprecated', FutureWarning)\n"
+              "from transformers.utils import generic, logging as tl\n"
+              "tl.get_logger('transformers.utils.generic').warning_once("
+              "'`past_key_values`/`cache_params` are deprecated. Use `cache` instead.')\n")
     outputs = {}
     for mode in ("loud", "quiet"):
         done = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, timeout=300,
                               check=True, env={k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"})
         outputs[mode] = done.stdout + done.stderr
     assert "Setting accelerator to CPU" in outputs["loud"] and "past_key_values" in outputs["loud"]
+    assert "cache_params` are deprecated" in outputs["loud"]
     assert "Setting accelerator to CPU" not in outputs["quiet"] and "past_key_values" not in outputs["quiet"]
     assert "something else is deprecated" in outputs["quiet"]
 

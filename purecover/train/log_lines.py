@@ -89,8 +89,10 @@ class QuietProgressCallback(ProgressCallback):
 
 def use_log_lines(trainer: Any, show_progress: bool) -> None:
     """Replace `trainer`'s dict printing by `TrainingLogLines` (and a quiet bar when `show_progress`)."""
+    from ..utils.progress import _use_bars
+
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    if show_progress:
+    if show_progress and _use_bars():  # a bar on a terminal; in a log file the lines alone
         trainer.add_callback(QuietProgressCallback)
     trainer.add_callback(TrainingLogLines())

@@ -22,8 +22,16 @@ _DEEPSPEED_NOTICES = ("Setting accelerator to CPU", "Setting ds_accelerator to")
 _LIBRARY_DEPRECATIONS = (r"`past_key_values` is deprecated", r"`is_gradient_checkpointing` is deprecated")
 
 
+_TRANSFORMERS_NOTICES = {"transformers.utils.generic": "`past_key_values`/`cache_params` are deprecated"}
+
+
 def _not_a_deepspeed_notice(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith(_DEEPSPEED_NOTICES)
+
+
+def _not_a_transformers_notice(record: logging.LogRecord) -> bool:
+    notice = _TRANSFORMERS_NOTICES.get(record.name)
+    return notice is None or not str(record.msg).startswith(notice)
 
 
 def quiet_library_notices() -> None:
@@ -41,6 +49,10 @@ def quiet_library_notices() -> None:
     deepspeed = logging.getLogger("DeepSpeed")  # the logger DeepSpeed creates on import (same object)
     if _not_a_deepspeed_notice not in deepspeed.filters:
         deepspeed.addFilter(_not_a_deepspeed_notice)
+    for name in _TRANSFORMERS_NOTICES:  # the module's logger (the same object when transformers creates it)
+        module_logger = logging.getLogger(name)
+        if _not_a_transformers_notice not in module_logger.filters:
+            module_logger.addFilter(_not_a_transformers_notice)
     for message in _LIBRARY_DEPRECATIONS:
         warnings.filterwarnings("ignore", message=message, category=FutureWarning)
 
