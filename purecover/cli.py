@@ -140,18 +140,22 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from .pipeline import plan_pipeline, resolve_resources, run_pipeline, summary_table
+    from .pipeline import (
+        check_stages_with_work,
+        plan_pipeline,
+        resolve_resources,
+        run_pipeline,
+        summary_table,
+    )
 
-    # Keys, types and ranges first, without torch; the train stage's TrainingArguments (seconds to build) only
-    # when that stage has work to do, still before any stage runs: a rerun whose stages are all complete
-    # stays fast, and no recipe error can come after an expensive stage.
+    # Keys, types and ranges here, without torch; the stages' slow checks (the train stage's TrainingArguments)
+    # run on the plan, only for stages with work, still before any stage runs: a rerun whose stages are all
+    # complete stays fast, and no recipe error can come after an expensive stage.
     recipe = load_validated_recipe(args.recipe, args.overrides, build_training=False)
-    if any(p.stage == "train" and p.action not in ("skip", "not needed")
-           for p in plan_pipeline(recipe, args.start)):
-        recipe = _recipe(args)
     if args.dry_run:  # a real run makes its plan once, under the run directory's lock
         resources = resolve_resources(recipe)
         plans = plan_pipeline(recipe, args.start)
+        check_stages_with_work(recipe, plans)
         print(f"purecover pipeline (dry run): {args.recipe or 'built-in defaults'} -> run_dir {recipe.run_dir}")
         print("\nresources:")
         width = max(len(r.key) for r in resources)

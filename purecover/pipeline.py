@@ -422,6 +422,14 @@ def headline(stage: str, summary: StageSummary) -> str:
     return "; ".join(parts)
 
 
+def check_stages_with_work(recipe: Recipe, plans: list[StagePlan]) -> None:
+    """Each planned stage's slow recipe check (`Stage.check`), for the stages with work only, before any runs."""
+    for plan in plans:
+        hook = get_stage(plan.stage).check
+        if hook and plan.action not in ("skip", "not needed", "blocked"):
+            load_hook(hook)(recipe)
+
+
 @locked_stage("pipeline")
 def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool = True,
                  echo: Callable[[str], None] = print) -> list[StageRow]:
@@ -434,6 +442,7 @@ def run_pipeline(recipe: Recipe, start: str | None = None, show_progress: bool =
     blocked = [p for p in plans if p.action == "blocked"]
     if blocked:
         raise RuntimeError(f"stage {blocked[0].stage} is blocked: {blocked[0].reason}")
+    check_stages_with_work(recipe, plans)
     rows: list[StageRow] = []
     for plan in plans:
         echo(f"[pipeline] {plan.stage}: {plan.action} ({plan.reason})")

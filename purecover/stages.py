@@ -59,7 +59,9 @@ class Stage:
     stage in a launcher (accelerate) or None to run it in-process; `command(parser)` adds the stage's own
     command-line options and returns the handler ``(args, default) -> exit code`` of its subcommand;
     `foreign(run_dir, config_hash)` says why outputs found without a manifest belong to another configuration
-    (None when that cannot be told: they are resumed).
+    (None when that cannot be told: they are resumed); `check(recipe)` is a slow recipe check (raises
+    ConfigError) that `purecover pipeline` runs, before any stage, only when this stage has work in the plan
+    (the train stage builds its TrainingArguments: seconds of imports a rerun of a complete run need not pay).
     """
 
     name: str
@@ -85,6 +87,7 @@ class Stage:
     launcher: str | None = None
     command: str | None = None
     foreign: str | None = None
+    check: str | None = None
     test_set: bool = False  # `purecover <stage> --test-set` runs it on eval.path's test set (run_dir/test)
 
 
@@ -223,7 +226,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "[--set ...] yourself.",
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
         scratch=("checkpoints",), needed="purecover.stages:student_needed", launcher="purecover.pipeline:launch_command",
-        foreign="purecover.train.run:foreign_student",
+        foreign="purecover.train.run:foreign_student", check="purecover.train.run:check_training_arguments",
         summary="purecover.records:TrainSummary",
         headline=("train_questions", "calib_questions", "test_questions", "train_loss", "tau3", "test_subset_f1"),
         module="purecover.train",
