@@ -256,6 +256,11 @@ class TeacherConfig:
     selection: Literal["greedy", "avg", "max"] = Field(
         "greedy", description="greedy: the coverage optimisation; avg / max: the paper's 'w/o optimisation' "
         "ablations, the top-budget documents by mean or max weighted attention.")
+    objective: Literal["paper", "released_code"] = Field(
+        "paper", description="The greedy's objective. paper: Eq. 8 of the paper (step-weighted coverage gain minus "
+        "λ times the noise); released_code: the authors' released code ((1 − λ) × unweighted coverage gain − λ × "
+        "noise relative to the best document of the strongest step; at most 2 × steps picks; e unused): "
+        "docs/paper/released-code.md.")
     prompt_file: StrictStr | None = Field(
         None, description="UTF-8 file holding the whole user message of the reasoning prompt, with {documents} "
         "(once) and {question} (and optionally {max_steps}); null: our wording of the paper's instructions "

@@ -463,6 +463,8 @@ class EstimationSettings(_Written):
     """The resolved estimation parameters (`purecover.teacher.defaults.EstimationParams`): what turned the
     raw scores into e, W and a selection."""
 
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"objective"})
+
     e_source: str = Field(description="Signal of the step weights e: attention or similarity.")
     w_source: str = Field(description="Signal of the coverage W: attention or similarity.")
     normalize: Literal["absolute", "zscore"] = Field(description="The score scale.")
@@ -476,6 +478,9 @@ class EstimationSettings(_Written):
     calibrate: bool = Field(description="Whether the position bias was subtracted from W's attention.")
     beta: float = Field(description="Weight of the LANCER ratings (0 without LANCER).")
     selection: str = Field(description="greedy, or the avg | max ranking ablations.")
+    objective: Literal["released_code"] | None = Field(default=None, description="released_code when the greedy "
+                                                       "used the authors' released objective "
+                                                       "(teacher.objective); absent for the paper's.")
 
 
 class TeacherSettings(_Written):

@@ -135,6 +135,7 @@ HASH_EXCLUDE: tuple[str, ...] = (
 # Keys added after runs already existed: left out of the hash while they hold their default, so a run
 # made before they existed keeps its hash (and resumes) until the user sets one of them.
 HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
+    "teacher.objective",
     "data.index_path",
     "data.faiss_index",
     "data.faiss_search_params",

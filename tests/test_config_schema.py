@@ -22,19 +22,20 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # configuration hashes of existing run directories must not move. A new recipe key changes them on
 # purpose (it is part of the hashed form): then record the new values here.
 # teacher.layers=all: the default before full_attention (the teacher section of a run made then). Recorded again
-# when teacher.reply_prefix was added (the stage hashes below do not move: it is left out of them at its default).
+# when teacher.reply_prefix and teacher.objective were added (the stage hashes below do not move: they are
+# left out of them at their defaults).
 PINNED = {
-    ("teacher.layers=all",): ("48be7933fade6da8", {"data": "1b54006de7c346ba", "teacher": "b03fc2d30141231a",
+    ("teacher.layers=all",): ("aad57e790791f19f", {"data": "1b54006de7c346ba", "teacher": "cc3d7c74226240a7",
                                                    "student": "110d67815e42b488", "eval": "473eeea4bd9d1e81"}),
     # the defaults since teacher.layers: full_attention (the default moved: the teacher section moves with it)
-    (): ("b07eb1632fab5194", {"data": "1b54006de7c346ba", "teacher": "1a2ef1833bb37820",
+    (): ("2c4c83d4f5dd0cda", {"data": "1b54006de7c346ba", "teacher": "fe2e559ee7e916f8",
                               "student": "110d67815e42b488", "eval": "473eeea4bd9d1e81"}),
     # integers given for floats are stored as floats, as before
     ("teacher.layers=all", "teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("25b3994db1c576d2", {"teacher": "1ecc57ac192bb3ae", "student": "b55c7f9f1c96b90c"}),
+        ("98030534abdc6085", {"teacher": "e6eb201a3282a47e", "student": "b55c7f9f1c96b90c"}),
     ("teacher.layers=all", "student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}",
      "teacher.calibration_lengths=64", "seed=7", "run_dir=runs/x"):
-        ("2f150896395dd07a", {"seed": "5f83350f79a392f2", "teacher": "ec2ac5a34d5e6cfa",
+        ("211c77dd6b6d3ad1", {"seed": "5f83350f79a392f2", "teacher": "3e23eb5e74b26e6c",
                               "student": "8fef910db1f34614"}),
 }
 

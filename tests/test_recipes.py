@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "configs" / "recipes"
 FILES = sorted(RECIPES.rglob("*.yaml"))
 ALL = [p for p in FILES if not p.name.startswith("_")]  # `_name.yaml` files are bases only, not recipes to run
-PAPER = [p for p in ALL if p.is_relative_to(RECIPES / "paper")]
+PAPER = [p for p in ALL if p.is_relative_to(RECIPES / "paper") and not p.is_relative_to(RECIPES / "paper" / "released_code")]
+RELEASED = RECIPES / "paper" / "released_code" / "hotpotqa.yaml"
 SNAPSHOT = REPO / "tests" / "fixtures" / "resolved_recipes.json"
 ABLATION_MAX_LINES = 15
 
@@ -210,3 +211,14 @@ def test_paper_recipes_launch_training_with_deepspeed_zero2_on_8_gpus(path):
     if load_recipe(path).eval.path:
         assert re.search(r"^#.*purecover label \$R --test-set", text, re.M)
         assert not re.search(r"^#\s+cp \$(RUN|MAIN)/bias\.json \$RUN/eval/", text, re.M)
+
+
+def test_the_released_code_recipe_is_the_paper_recipe_with_the_code_s_labelling_rule():
+    """configs/recipes/paper/released_code/hotpotqa.yaml: the HotpotQA paper recipe, changed only in the teacher keys
+    the authors' released code sets differently (run_reranker.py: --lbd 0.3, --tau 1e-5, rerank_topk 20)."""
+    own = raw(RELEASED)
+    assert own.pop("base") == "../hotpotqa.yaml" and own.pop("run_dir") == "runs/paper/released_code/hotpotqa"
+    assert flatten(own) == {"teacher.objective": "released_code", "teacher.budget": 20, "teacher.min_select": 0,
+                            "teacher.tau_stop": 0.0, "teacher.tau2": 1e-5, "teacher.lam": 0.3}
+    assert load_recipe(RELEASED).teacher.objective == "released_code"
+    assert load_recipe(RECIPES / "paper" / "hotpotqa.yaml").teacher.objective == "paper"

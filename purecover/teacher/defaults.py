@@ -98,10 +98,15 @@ class EstimationParams:
     calibrate: bool
     beta: float
     selection: str
+    objective: str = "paper"
 
     def to_record(self) -> EstimationSettings:
-        """The parameters as labels, the label stage's summary and tune.json record them."""
-        return EstimationSettings(**asdict(self))
+        """The parameters as labels, the label stage's summary and tune.json record them (``objective`` only
+        when it is not the paper's, so records of the paper form read as every earlier version wrote them)."""
+        values = asdict(self)
+        if values["objective"] == "paper":
+            del values["objective"]
+        return EstimationSettings(**values)
 
 
 def sources(estimator: str) -> tuple[str, str]:
@@ -140,4 +145,5 @@ def resolve_params(cfg: TeacherConfig, **changes: Any) -> EstimationParams:
         budget=int(values["budget"]), tau_stop=float(values["tau_stop"]), min_select=int(values["min_select"]),
         cot_weighting=bool(values["cot_weighting"]),
         calibrate=bool(values["calibrate"]) and w_src == "attention",
-        beta=float(values["beta"]) if cfg.lancer.enabled else 0.0, selection=cfg.selection)
+        beta=float(values["beta"]) if cfg.lancer.enabled else 0.0, selection=cfg.selection,
+        objective=cfg.objective)

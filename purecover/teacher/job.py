@@ -314,7 +314,7 @@ class _Labeler:
                 status="fallback" if codes else "ok",
                 reason=reason,
                 fallback_reasons=codes,
-                stop=stop_reason(gains, len(rec.docs), params),
+                stop=stop_reason(gains, len(rec.docs), params, n_steps=len(e)),
                 teacher=self.meta,
                 **optional,
             ))

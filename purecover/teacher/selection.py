@@ -12,7 +12,7 @@ import numpy as np
 
 from .defaults import EstimationParams
 from .lancer_rank import fuse_requirements
-from .solvers import GreedyResult, greedy_select, score_select
+from .solvers import GreedyResult, greedy_select, released_code_greedy, score_select
 
 __all__ = ["STOP_REASONS", "fuse", "solve", "stop_reason"]
 
@@ -40,18 +40,22 @@ def solve(pairs: Sequence[tuple[np.ndarray, np.ndarray]], params: EstimationPara
         WW[i, : W.shape[0], : W.shape[1]] = W
         doc_mask[i, : W.shape[0]] = True
         step_mask[i, : e.shape[0]] = True
+    if params.selection == "greedy" and params.objective == "released_code":
+        return released_code_greedy(WW, params.lam, params.budget, tau_stop=params.tau_stop,
+                                    min_select=params.min_select, doc_mask=doc_mask, step_mask=step_mask)
     if params.selection == "greedy":
         return greedy_select(E, WW, params.lam, params.budget, tau_stop=params.tau_stop,
                              min_select=params.min_select, doc_mask=doc_mask, step_mask=step_mask)
     return score_select(E, WW, params.lam, params.budget, params.selection, doc_mask=doc_mask, step_mask=step_mask)
 
 
-def stop_reason(gains: Sequence[float], n_docs: int, params: EstimationParams) -> str:
+def stop_reason(gains: Sequence[float], n_docs: int, params: EstimationParams, n_steps: int | None = None) -> str:
     """Why one question's selection ended (`STOP_REASONS`), from its pick gains in order.
 
     The greedy's own picks are the leading gains above τ_stop (later ones were forced by
-    min_select): none → "first_step"; the budget → "budget"; every document → "candidates";
-    otherwise the best gain fell to τ_stop → "threshold". avg/max rankings → "ranking".
+    min_select): none → "first_step"; the budget → "budget" (for ``objective: released_code`` also its cap of
+    2 × `n_steps` picks); every document → "candidates"; otherwise the best gain fell to τ_stop → "threshold".
+    avg/max rankings → "ranking".
     """
     if params.selection != "greedy":
         return "ranking"
@@ -60,9 +64,12 @@ def stop_reason(gains: Sequence[float], n_docs: int, params: EstimationParams) -
         if not g > params.tau_stop:
             break
         own += 1
+    budget = params.budget
+    if params.objective == "released_code" and n_steps is not None:
+        budget = min(budget, 2 * n_steps)
     if own == 0:
         return "first_step"
-    if own >= params.budget:
+    if own >= budget:
         return "budget"
     if own >= n_docs:
         return "candidates"

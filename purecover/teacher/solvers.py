@@ -29,7 +29,8 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["ExactResult", "GreedyResult", "exact_select", "greedy_select", "objective", "score_select"]
+__all__ = ["ExactResult", "GreedyResult", "exact_select", "greedy_select", "objective", "released_code_greedy",
+           "released_code_noise", "score_select"]
 
 _EXACT_TIE_TOL = 1e-12  # objectives closer than this count as equal in `exact_select`
 
@@ -269,6 +270,101 @@ def greedy_select(
         active = take
 
     obj = (e.sum(axis=1) - eu.sum(axis=1)) - noise_sum
+    if not batched:
+        return GreedyResult(selected[0], gains[0], n_selected[0], fallback[0], obj[0], batched=False)
+    return GreedyResult(selected, gains, n_selected, fallback, obj, batched=True)
+
+
+# --------------------------------------------------------------------------------------------
+# the greedy of the authors' released code (teacher.objective: released_code)
+
+
+def released_code_noise(W: np.ndarray) -> np.ndarray:
+    """Per-document noise of the released code, W (..., K1, N) -> (..., K1), in [0, 1]:
+    noise_k = 1 − max_i W_{k,i} / max_{k'} W_{k', i*(k)}, with i*(k) = argmax_i W_{k,i} (first maximum), i.e.
+    how far document k falls short of the best document on its own strongest step. A 0/0 (that step has no
+    support from any document) counts as pure noise, 1; no steps at all: 1."""
+    if W.shape[-1] == 0:
+        return np.ones(W.shape[:-1], dtype=W.dtype)
+    own = W.max(axis=-1)  # (..., K1)
+    strongest = W.argmax(axis=-1)  # (..., K1)
+    column_best = W.max(axis=-2)  # (..., N)
+    best_on_it = np.take_along_axis(column_best, strongest, axis=-1)  # (..., K1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(best_on_it > 0, own / np.where(best_on_it > 0, best_on_it, 1), 0)
+    return (1 - ratio).astype(W.dtype, copy=False)
+
+
+def released_code_greedy(
+    W: np.ndarray,
+    lam: float,
+    budget: int,
+    tau_stop: float = 0.0,
+    min_select: int = 0,
+    doc_mask: np.ndarray | None = None,
+    step_mask: np.ndarray | None = None,
+) -> GreedyResult:
+    """The greedy of the authors' released code, vectorised over questions (docs/paper/released-code.md).
+
+    Each iteration scores every unselected real document k with
+    gain_k = (1 − λ) Δg_k − λ noise_k, where Δg_k = Σ_i u_i W_{k,i} is the soft-coverage gain with the steps
+    unweighted (u_i = Π_{k∈S} (1 − W_{k,i}); the step weights e play no part) and noise_k is
+    `released_code_noise`; it picks the best (ties: smallest k) and stops when that gain is ≤ `tau_stop`
+    (the code: 0), after 2 × (number of steps) picks, or after `budget` picks (the code: 20). `min_select`
+    (the code has none: 0) forces picks beyond a low gain as in `greedy_select`, flagged `fallback`, within
+    the same caps. `objective` is (1 − λ) g(S) − λ Σ_{k∈S} noise_k with g(S) = Σ_i (1 − u_i).
+
+    Args mirror `greedy_select` without e: W (B, K1, N) or (K1, N); masks as there.
+    """
+    _check_budget_lam(budget, lam)
+    W = np.asarray(W)
+    e = np.ones(W.shape[:-2] + W.shape[-1:], dtype=_float_dtype(W))
+    e, W, doc_mask, batched = _prepare_batch(e, W, doc_mask, step_mask)  # e: 1 on real steps, 0 on padding
+    B, K1, _ = W.shape
+    dtype = W.dtype
+    lam_t = dtype.type(lam)
+
+    noise = released_code_noise(W)  # padding steps are 0 columns: never a real document's strongest step
+    n_steps = e.sum(axis=1).astype(np.int64)
+    no_steps = n_steps == 0
+    noise[no_steps] = 1  # (B, K1)
+    penalty = lam_t * noise
+    if doc_mask is not None:
+        penalty[~doc_mask] = np.inf
+    n_real = K1 if doc_mask is None else doc_mask.sum(axis=1)
+    cap = np.minimum(np.minimum(budget, 2 * n_steps), n_real)  # picks allowed per question
+    need = np.minimum(max(min_select, 0), cap)
+
+    selected = np.full((B, budget), -1, dtype=np.int64)
+    gains = np.full((B, budget), np.nan, dtype=dtype)
+    n_selected = np.zeros(B, dtype=np.int64)
+    fallback = np.zeros(B, dtype=bool)
+    noise_sum = np.zeros(B, dtype=dtype)
+    u = e.copy()  # uncovered share of each real step
+    active = np.ones(B, dtype=bool)
+    rows_all = np.arange(B)
+    one = dtype.type(1)
+
+    for t in range(min(budget, K1)):
+        g = (one - lam_t) * np.matmul(W, u[:, :, None])[..., 0] - penalty
+        k = g.argmax(axis=1)
+        best = g[rows_all, k]
+        above = best > tau_stop
+        take = active & (n_selected < cap) & np.isfinite(best) & (above | (n_selected < need))
+        if not take.any():
+            break
+        rows = rows_all if take.all() else np.flatnonzero(take)
+        kr = k[rows]
+        selected[rows, t] = kr
+        gains[rows, t] = best[rows]
+        fallback[rows] |= ~above[rows]
+        penalty[rows, kr] = np.inf
+        noise_sum[rows] += noise[rows, kr]
+        u[rows] *= one - W[rows, kr, :]
+        n_selected[rows] += 1
+        active = take
+
+    obj = (one - lam_t) * (e.sum(axis=1) - u.sum(axis=1)) - lam_t * noise_sum
     if not batched:
         return GreedyResult(selected[0], gains[0], n_selected[0], fallback[0], obj[0], batched=False)
     return GreedyResult(selected, gains, n_selected, fallback, obj, batched=True)

@@ -214,7 +214,7 @@ def evaluate_setting(questions: Sequence[TuneQuestion], params: EstimationParams
         sums["f1"] += f
         sums["size"] += n
         sums["fallback"] += bool(result.fallback[i]) or q.parse_fallback
-        sums["first_step"] += stop_reason(gains, len(q.doc_ids), params) == "first_step"
+        sums["first_step"] += stop_reason(gains, len(q.doc_ids), params, n_steps=len(pairs[i][0])) == "first_step"
         sums["top_s_precision"] += prf(q.doc_ids[:n], q.gold)[0]
     m = len(questions)
     return SplitFigures(precision=round(sums["precision"] / m, 4), recall=round(sums["recall"] / m, 4),
