@@ -1,0 +1,170 @@
+"""The paper text's labelling rule against the authors' released code's, switch by switch, measured.
+
+    python benchmarks/released_code.py [--datasets hotpotqa,2wiki,musique] [--work build/real_models]
+                                       [--out benchmarks/results/released_code.json]
+
+Labels of `real_models.py`'s label runs are re-solved from their stored scores (`purecover.teacher.tune`'s
+machinery, so a row computed for a run's own setting reproduces its labels): the oracle proxy (oracle steps +
+all-MiniLM-L6-v2 cosines) on the HotpotQA, 2Wiki and MuSiQue samples, and on HotpotQA also the real models'
+attention (SmolLM2-135M through its chosen layers, Gemma-3-270M through its full-attention layers; test split
+only, as real_models labels them). A run directory that is missing is labelled first (`real_models.label_source`).
+Variants, each over the run's own recipe (docs/paper/released-code.md):
+
+  paper            the run's own setting (Eq. 8): the reference
+  objective        teacher.objective: released_code alone (its 2 x steps cap included; budget and λ as the run)
+  stopping         the code's stopping alone: budget 20, min_select 0, paper objective
+  lam              λ 0.3 alone (the code's --lbd)
+  temperature      the code's W temperature alone: absolute scale, τ2 1e-5 (attention sources only)
+  released_code    all of them: the released-code recipe's teacher settings
+
+Figures on the test split (questions with gold passages; no setting is chosen here): label P/R/F1 against the
+gold passages, mean |S|, the share of questions whose set equals the paper form's. And on 1,000 synthetic
+coverage matrices (20 documents x 2-5 steps, column softmax as the code's calibration makes them, e a softmax
+too) at λ 0.1 / 0.3 / 0.5: how often the two greedy rules pick the same set, and their mean sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from real_models import label_source, log, read_jsonl, recipe_for, splits_of
+from rows import ROWS_ONLY_HELP, Rows, machine_info, now, rewrite, with_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = {"hotpotqa": ("oracle_proxy", "smollm2_attention_layers", "gemma_attention"),
+           "2wiki": ("oracle_proxy",), "musique": ("oracle_proxy",)}
+RELEASED = ["teacher.objective=released_code"]
+VARIANTS: dict[str, tuple[list[str], dict[str, Any]]] = {
+    "paper": ([], {}),
+    "objective": (RELEASED, {}),
+    "stopping": ([], {"budget": 20, "min_select": 0}),
+    "lam": ([], {"lam": 0.3}),
+    "temperature": ([], {"normalize": "absolute", "tau2": 1e-5}),
+    "released_code": (RELEASED, {"budget": 20, "min_select": 0, "tau_stop": 0.0, "lam": 0.3,
+                                 "normalize": "absolute", "tau2": 1e-5}),
+}
+
+
+def variant_figures(dataset: str, source: str, work: Path, test: list[str]) -> dict[str, Any]:
+    from real_models import SOURCES as RM_SOURCES
+
+    from purecover.teacher.defaults import resolve_params
+    from purecover.teacher.selection import solve
+    from purecover.teacher.tune import _bias_for, _estimates, evaluate_setting
+    from purecover.teacher.tune import load_questions as tune_questions
+
+    run = label_source(dataset, source, work, test, own_steps=0)
+    questions = {q.qid: q for q in tune_questions(run / "labels.jsonl", run / "candidates.jsonl")}
+    tq = [questions[q] for q in test if q in questions and questions[q].gold]
+    out: dict[str, Any] = {"questions": len(tq)}
+    reference: list[list[int]] | None = None
+    for name, (overrides, changes) in VARIANTS.items():
+        recipe = recipe_for(dataset, run, [*RM_SOURCES[source]["overrides"], *overrides])
+        base = resolve_params(recipe.teacher)
+        if name == "temperature" and base.w_source != "attention":
+            continue
+        if name == "released_code" and base.w_source != "attention":  # the code's τ is an attention temperature
+            changes = {k: v for k, v in changes.items() if k not in ("normalize", "tau2")}
+        params = resolve_params(recipe.teacher, **changes)
+        bias = _bias_for(recipe, run / "labels.jsonl") if params.w_source == "attention" else None
+        pairs = _estimates(tq, params, bias)
+        fig = dict(evaluate_setting(tq, params, pairs=pairs))
+        result = solve(pairs, params)
+        sets = [sorted(result.order(b)) for b in range(len(tq))]
+        if reference is None:
+            reference = sets
+        fig["same_set_as_paper"] = round(float(np.mean([a == b for a, b in zip(sets, reference)])), 4)
+        fig["settings"] = {"objective": params.objective, "budget": params.budget, "min_select": params.min_select,
+                           "lam": params.lam, "normalize": params.normalize, "tau_w": params.tau_w}
+        out[name] = fig
+        log(f"{dataset} {source} {name}: F1 {fig['f1']} P {fig['precision']} |S| {fig['mean_size']} "
+            f"same set {fig['same_set_as_paper']}")
+    return out
+
+
+def synthetic(n: int = 1000, seed: int = 0) -> dict[str, Any]:
+    from purecover.teacher.solvers import greedy_select, released_code_greedy
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(n):
+        steps = int(rng.integers(2, 6))
+        logits = rng.normal(size=(20, steps)) * rng.uniform(0.5, 4)
+        W = np.exp(logits) / np.exp(logits).sum(axis=0, keepdims=True)
+        z = rng.normal(size=steps)
+        cases.append((np.exp(z) / np.exp(z).sum(), W))
+    out = {}
+    for lam in (0.1, 0.3, 0.5):
+        same, paper_size, code_size = 0, [], []
+        for e, W in cases:
+            a = greedy_select(e, W, lam, 5, min_select=1).order()
+            b = released_code_greedy(W, lam, 20).order()
+            same += sorted(a) == sorted(b)
+            paper_size.append(len(a))
+            code_size.append(len(b))
+        out[str(lam)] = {"same_set": round(same / n, 4), "paper_mean_size": round(float(np.mean(paper_size)), 3),
+                         "released_mean_size": round(float(np.mean(code_size)), 3)}
+        log(f"synthetic λ {lam}: same set {out[str(lam)]['same_set']}, |S| paper "
+            f"{out[str(lam)]['paper_mean_size']} vs released {out[str(lam)]['released_mean_size']}")
+    return {"matrices": n, "seed": seed, "by_lambda": out}
+
+
+def rows(result: dict) -> list[dict]:
+    table = Rows(result)
+    for dataset, by_source in result["datasets"].items():
+        for source, figs in by_source.items():
+            if "error" in figs:
+                continue
+            for name in VARIANTS:
+                if name not in figs:
+                    continue
+                f = figs[name]
+                table.add(f"released_code.label_f1.{source}.{name}", f["f1"], "F1", variant=dataset,
+                          note=f"P {f['precision']}, |S| {f['mean_size']}, same set as paper {f['same_set_as_paper']}, "
+                               f"{figs['questions']} test questions")
+    for lam, f in result["synthetic"]["by_lambda"].items():
+        table.add("released_code.synthetic_same_set", f["same_set"], "share", variant=f"λ {lam}",
+                  note=f"|S| paper {f['paper_mean_size']} vs released {f['released_mean_size']}; "
+                       f"{result['synthetic']['matrices']} matrices")
+    return table.rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", default="hotpotqa,2wiki,musique")
+    parser.add_argument("--work", default="build/real_models")
+    parser.add_argument("--out", default="benchmarks/results/released_code.json")
+    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
+    args = parser.parse_args()
+    if args.rows_only:
+        return rewrite(args.out, rows)
+    from purecover.data.candidates import run_data_stage
+
+    work = Path(args.work)
+    datasets: dict[str, Any] = {}
+    for dataset in args.datasets.split(","):
+        probe = recipe_for(dataset, work / dataset / "split-probe")
+        run_data_stage(probe, show_progress=False)
+        split = splits_of([c["qid"] for c in read_jsonl(probe.run_path / "candidates.jsonl")])
+        test = sorted(q for q, s in split.items() if s == "test")
+        datasets[dataset] = {}
+        for source in SOURCES[dataset]:
+            try:
+                datasets[dataset][source] = variant_figures(dataset, source, work, test)
+            except ValueError as exc:  # e.g. labels made with an earlier bias file: say so, measure the rest
+                log(f"{dataset} {source}: not measured: {exc}")
+                datasets[dataset][source] = {"error": str(exc)}
+    result = {"date": now(), "machine": machine_info(), "command": " ".join(sys.argv), "datasets": datasets,
+              "synthetic": synthetic()}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(with_rows(result, rows), indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
