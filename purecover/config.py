@@ -332,6 +332,11 @@ class StudentConfig:
         "are ordered by descending score.")
     max_passage_tokens: StrictInt = Field(
         192, ge=8, description="Each passage body is cut to this many tokens in the selector prompt.")
+    target: Literal["set", "top_k"] = Field(
+        "set", description="What the student learns to reply: set, the teacher's label (the paper); top_k, the "
+        "target_k picks with the highest gains padded with unselected candidates in retrieval order (the authors' "
+        "released code: docs/paper/released-code.md).")
+    target_k: StrictInt = Field(5, ge=1, description="The size of a top_k target (the released code: 5).")
     candidate_shuffles: StrictInt = Field(
         1, ge=0, le=16, description="Copies of each training question whose candidates are shown in a seeded random "
         "order, the label indices moved with their passages (0: retrieval order only; calibration and test splits "

@@ -136,6 +136,8 @@ HASH_EXCLUDE: tuple[str, ...] = (
 # made before they existed keeps its hash (and resumes) until the user sets one of them.
 HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "teacher.objective",
+    "student.target",
+    "student.target_k",
     "data.index_path",
     "data.faiss_index",
     "data.faiss_search_params",

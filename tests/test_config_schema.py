@@ -22,21 +22,21 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # configuration hashes of existing run directories must not move. A new recipe key changes them on
 # purpose (it is part of the hashed form): then record the new values here.
 # teacher.layers=all: the default before full_attention (the teacher section of a run made then). Recorded again
-# when teacher.reply_prefix and teacher.objective were added (the stage hashes below do not move: they are
+# when teacher.reply_prefix, teacher.objective and student.target(_k) were added (the stage hashes below do not move: they are
 # left out of them at their defaults).
 PINNED = {
-    ("teacher.layers=all",): ("aad57e790791f19f", {"data": "1b54006de7c346ba", "teacher": "cc3d7c74226240a7",
-                                                   "student": "110d67815e42b488", "eval": "473eeea4bd9d1e81"}),
+    ("teacher.layers=all",): ("3f1a9b50d01aefac", {"data": "1b54006de7c346ba", "teacher": "cc3d7c74226240a7",
+                                                   "student": "fe194437592915e8", "eval": "473eeea4bd9d1e81"}),
     # the defaults since teacher.layers: full_attention (the default moved: the teacher section moves with it)
-    (): ("2c4c83d4f5dd0cda", {"data": "1b54006de7c346ba", "teacher": "fe2e559ee7e916f8",
-                              "student": "110d67815e42b488", "eval": "473eeea4bd9d1e81"}),
+    (): ("8a66e0c2be61e57b", {"data": "1b54006de7c346ba", "teacher": "fe2e559ee7e916f8",
+                              "student": "fe194437592915e8", "eval": "473eeea4bd9d1e81"}),
     # integers given for floats are stored as floats, as before
     ("teacher.layers=all", "teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("98030534abdc6085", {"teacher": "e6eb201a3282a47e", "student": "b55c7f9f1c96b90c"}),
+        ("dfc03cf0fbbfb250", {"teacher": "e6eb201a3282a47e", "student": "9dd29a3619917aae"}),
     ("teacher.layers=all", "student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}",
      "teacher.calibration_lengths=64", "seed=7", "run_dir=runs/x"):
-        ("211c77dd6b6d3ad1", {"seed": "5f83350f79a392f2", "teacher": "3e23eb5e74b26e6c",
-                              "student": "8fef910db1f34614"}),
+        ("098b58d2009337e0", {"seed": "5f83350f79a392f2", "teacher": "3e23eb5e74b26e6c",
+                              "student": "a50303e1c271a63d"}),
 }
 
 # The stage configuration hashes of the defaults, as run directories recorded them before eval.prompt_file,

@@ -220,6 +220,7 @@ def test_the_released_code_recipe_is_the_paper_recipe_with_the_code_s_labelling_
     assert own.pop("base") == "../hotpotqa.yaml" and own.pop("run_dir") == "runs/paper/released_code/hotpotqa"
     assert flatten(own) == {"teacher.objective": "released_code", "teacher.budget": 20, "teacher.min_select": 0,
                             "teacher.tau_stop": 0.0, "teacher.tau2": 1e-5, "teacher.lam": 0.3,
+                            "student.target": "top_k", "student.target_k": 5, "student.lm_weight": 0.01,
                             "student.candidate_shuffles": 1, "student.k_max": 5, "student.min_select": 5}
     assert load_recipe(RELEASED).teacher.objective == "released_code"
     assert load_recipe(RECIPES / "paper" / "hotpotqa.yaml").teacher.objective == "paper"

@@ -34,9 +34,9 @@ from ..models.selector_prompt import SelectorWording, build_selector_prompt
 from ..records import CandidateDoc, LabelRecord, LineRecordError, validate_line
 from ..utils.io import read_jsonl
 
-__all__ = ["ExampleCounts", "LabelledQuestion", "SelectorBatch", "SelectorCollator", "SelectorDataset",
+__all__ = ["TARGETS", "ExampleCounts", "LabelledQuestion", "SelectorBatch", "SelectorCollator", "SelectorDataset",
            "SelectorExample", "candidate_order", "load_training_examples", "read_labelled_questions", "render_examples",
-           "shuffled_views", "split_examples", "training_splits"]
+           "shuffled_views", "split_examples", "top_k_target", "training_splits"]
 
 
 @dataclass
@@ -117,10 +117,32 @@ class ExampleCounts:
     skipped_error: int
 
 
-def read_labelled_questions(candidates_path: str | Path, labels_path: str | Path
-                            ) -> tuple[list[LabelledQuestion], ExampleCounts]:
+TARGETS = ("set", "top_k")
+
+
+def top_k_target(selected: Sequence[int], gains: Sequence[float | None], n_docs: int, k: int) -> tuple[int, ...]:
+    """The released code's student target (``student.target: top_k``): the `k` picks with the highest gains (ties:
+    the earlier pick), padded to `k` with unselected candidates in retrieval order; at most `n_docs`.
+
+    The code pads with the unselected documents' own scores, which the labels do not keep: retrieval order is
+    this project's choice (docs/paper/released-code.md)."""
+    scored = [(-(g if g is not None else float("-inf")), i, doc) for i, (doc, g) in enumerate(zip(selected, gains))]
+    chosen = [doc for _, _, doc in sorted(scored)][:k]
+    for doc in range(n_docs):
+        if len(chosen) >= min(k, n_docs):
+            break
+        if doc not in chosen:
+            chosen.append(doc)
+    return tuple(chosen)
+
+
+def read_labelled_questions(candidates_path: str | Path, labels_path: str | Path, target: str = "set",
+                            target_k: int = 5) -> tuple[list[LabelledQuestion], ExampleCounts]:
     """Join the two files (order of labels.jsonl), checking each label against its candidates; returns the
-    usable questions in retrieval order and the counts."""
+    usable questions in retrieval order and the counts. `target`: ``set``, the label's subset in pick order (the
+    paper), or ``top_k``, `top_k_target` of it with `target_k` (the released code)."""
+    if target not in TARGETS:
+        raise ValueError(f"target {target!r}; expected one of {', '.join(TARGETS)}")
     candidates_path, labels_path = Path(candidates_path), Path(labels_path)
     for p, stage in ((candidates_path, "data"), (labels_path, "label")):
         if not p.is_file():
@@ -156,6 +178,8 @@ def read_labelled_questions(candidates_path: str | Path, labels_path: str | Path
         if ids and [docs[k].doc_id for k in selected] != ids:
             raise bad("selected_doc_ids", f"do not match the candidates of {qid!r} (labels made from another "
                                           "candidates file?)")
+        if target == "top_k":
+            selected = list(top_k_target(selected, list(label.gains), len(docs), target_k))
         questions.append(LabelledQuestion(qid, cands[qid].question, tuple(docs), tuple(selected)))
         used += 1
     counts = ExampleCounts(labels=n_labels, used=used, skipped_error=skipped_error)

@@ -248,7 +248,7 @@ def train_student(run: StageRun) -> TrainSummary:
     k1 = max(len(rec.docs) for rec in read_candidate_records(candidates)) if candidates.is_file() else recipe.data.k1
     scheme = IdentifierScheme(cfg.identifiers).check(tokenizer, k1)
     wording = SelectorWording.from_config(cfg)  # ours, or student.prompt_file's parts over ours
-    questions, counts = read_labelled_questions(candidates, labels)
+    questions, counts = read_labelled_questions(candidates, labels, target=cfg.target, target_k=cfg.target_k)
     # training: student.candidate_shuffles seeded orders per question (labels permuted with their passages);
     # calibration and test in retrieval order
     train, calib, test = training_splits(questions, tokenizer, scheme, cfg.max_passage_tokens, wording,

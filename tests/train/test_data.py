@@ -107,3 +107,22 @@ def test_split_is_deterministic_and_collator_shapes(tmp_path, tok):
     batch = SelectorCollator()(ex[:3])
     assert [p.tolist() for p in batch["prompts"]] == [e.input_ids for e in ex[:3]]
     assert batch["selected"] == [[0], [1], [2]] and batch["n_docs"] == [4, 4, 4]
+
+
+def test_top_k_target_orders_by_gain_and_pads_in_retrieval_order(tmp_path):
+    """student.target: top_k (the released code): the k picks with the highest gains, then unselected candidates in
+    retrieval order up to k; student.target: set keeps the label as picked."""
+    from purecover.train.data import read_labelled_questions, top_k_target
+
+    assert top_k_target([4, 1, 7], [0.2, 0.9, 0.5], n_docs=10, k=5) == (1, 7, 4, 0, 2)
+    assert top_k_target([4, 1, 7], [0.2, 0.9, 0.5], n_docs=10, k=2) == (1, 7)
+    assert top_k_target([3, 2], [0.4, 0.4], n_docs=3, k=5) == (3, 2, 0)  # ties: the earlier pick; capped at n_docs
+    assert top_k_target([], [], n_docs=4, k=2) == (0, 1)
+    cands = [{"qid": "a", "question": "Q?", "answers": ["A"], "docs": docs(6)}]
+    line = {**label("a", [4, 1]), "gains": [0.1, 0.7]}
+    paths = write(tmp_path, cands, [line])
+    as_set, _ = read_labelled_questions(*paths)
+    top, _ = read_labelled_questions(*paths, target="top_k", target_k=3)
+    assert as_set[0].selected == (4, 1) and top[0].selected == (1, 4, 0)
+    with pytest.raises(ValueError, match="target 'all'"):
+        read_labelled_questions(*paths, target="all")

@@ -128,3 +128,29 @@ def test_kill_before_the_completion_marker_resumes_to_the_same_result(trained, t
     assert sorted(p.name for p in (killed / CHECKPOINTS).glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     meta = json.loads((killed / CHECKPOINTS / FINAL / STUDENT_META).read_text())
     assert meta["summary"]["global_step"] == 4 and meta["config_hash"]
+
+
+def test_the_student_target_keys_reach_the_training_examples(trained, monkeypatch, tmp_path):
+    """student.target / target_k are what the train stage reads its labels with (the released code's top_k)."""
+    import shutil
+
+    tiny, run, _ = trained
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(candidates, labels, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    copy = tmp_path / "topk"
+    copy.mkdir()
+    for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
+        if (run / name).exists():
+            shutil.copy(run / name, copy / name)
+    monkeypatch.setattr(train_run, "read_labelled_questions", capture)
+    with pytest.raises(Stop):
+        run_train_stage(recipe_for(run, tiny, f"run_dir={copy}", "student.target=top_k", "student.target_k=3"),
+                        show_progress=False)
+    assert seen == {"target": "top_k", "target_k": 3}
