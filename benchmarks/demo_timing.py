@@ -116,8 +116,10 @@ def main() -> int:
     runs = [run_demo(t, int(b), log_dir) for b in args.busy.split(",") for t in args.threads.split(",")]
     result = {"date": now(), "machine": machine_info(), "command": " ".join(sys.argv),
               "chosen_threads": args.chosen_threads, "runs": runs}
+    from purecover.utils.io import atomic_write_json
+
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(with_rows(result, rows), indent=1) + "\n", encoding="utf-8")
+    atomic_write_json(args.out, with_rows(result, rows))
     return 0
 
 

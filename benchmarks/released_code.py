@@ -26,7 +26,6 @@ too) at λ 0.1 / 0.3 / 0.5: how often the two greedy rules pick the same set, an
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -161,8 +160,10 @@ def main() -> int:
                 datasets[dataset][source] = {"error": str(exc)}
     result = {"date": now(), "machine": machine_info(), "command": " ".join(sys.argv), "datasets": datasets,
               "synthetic": synthetic()}
+    from purecover.utils.io import atomic_write_json
+
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(with_rows(result, rows), indent=1) + "\n", encoding="utf-8")
+    atomic_write_json(args.out, with_rows(result, rows))
     return 0
 
 

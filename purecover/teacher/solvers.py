@@ -195,6 +195,45 @@ class GreedyResult:
         return [self.order(b) for b in range(self.selected.shape[0])]
 
 
+def _greedy_picks(W: np.ndarray, u: np.ndarray, scale: float, penalty: np.ndarray, noise: np.ndarray, budget: int,
+                  cap: np.ndarray, need: np.ndarray, tau_stop: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy loop both objectives share, over a batch: gain_k = scale · Σ_i u_i W_{k,i} − penalty_k for every
+    unpicked document (penalty +inf: never picked), the best (first maximum: smallest k) taken while its gain is
+    above `tau_stop`, or while fewer than `need` picks were made (flagged fallback), at most `cap` per question.
+    `u` (B, N) is updated in place (u ← u ⊙ (1 − W_{k*,:})), `penalty` too.
+    Returns (selected, gains, n_selected, fallback, noise_sum of the picks, u)."""
+    B, K1, _ = W.shape
+    dtype = W.dtype
+    selected = np.full((B, budget), -1, dtype=np.int64)
+    gains = np.full((B, budget), np.nan, dtype=dtype)
+    n_selected = np.zeros(B, dtype=np.int64)
+    fallback = np.zeros(B, dtype=bool)
+    noise_sum = np.zeros(B, dtype=dtype)
+    active = np.ones(B, dtype=bool)
+    rows_all = np.arange(B)
+    one, scale_t = dtype.type(1), dtype.type(scale)
+    for t in range(min(budget, K1)):
+        g = scale_t * np.matmul(W, u[:, :, None])[..., 0] - penalty  # (B, K1)
+        k = g.argmax(axis=1)  # first maximum = smallest index
+        best = g[rows_all, k]
+        above = best > tau_stop
+        take = active & (n_selected < cap) & np.isfinite(best) & (above | (n_selected < need))
+        if not take.any():
+            break
+        rows = rows_all if take.all() else np.flatnonzero(take)
+        kr = k[rows]
+        selected[rows, t] = kr
+        gains[rows, t] = best[rows]
+        fallback[rows] |= ~above[rows]
+        penalty[rows, kr] = np.inf
+        noise_sum[rows] += noise[rows, kr]
+        u[rows] *= one - W[rows, kr, :]
+        n_selected[rows] += 1
+        active = take
+    return selected, gains, n_selected, fallback, noise_sum, u
+
+
 def greedy_select(
     e: np.ndarray,
     W: np.ndarray,
@@ -238,36 +277,8 @@ def greedy_select(
         penalty[~doc_mask] = np.inf  # padding documents: gain −inf, never selected
     n_real = K1 if doc_mask is None else doc_mask.sum(axis=1)
     need = np.minimum(np.minimum(max(min_select, 0), budget), n_real)  # picks forced by min_select
-
-    selected = np.full((B, budget), -1, dtype=np.int64)
-    gains = np.full((B, budget), np.nan, dtype=dtype)
-    n_selected = np.zeros(B, dtype=np.int64)
-    fallback = np.zeros(B, dtype=bool)
-    noise_sum = np.zeros(B, dtype=dtype)
-    eu = e.copy()  # e ⊙ u, u = product of (1 − W_{k,:}) over the picks
-    active = np.ones(B, dtype=bool)
-    rows_all = np.arange(B)
-    one = dtype.type(1)
-
-    for t in range(min(budget, K1)):
-        g = np.matmul(W, eu[:, :, None])[..., 0]  # (B, K1) coverage gains
-        g -= penalty
-        k = g.argmax(axis=1)  # first maximum = smallest index
-        best = g[rows_all, k]
-        above = best > tau_stop
-        take = active & np.isfinite(best) & (above | (n_selected < need))
-        if not take.any():
-            break
-        rows = rows_all if take.all() else np.flatnonzero(take)
-        kr = k[rows]
-        selected[rows, t] = kr
-        gains[rows, t] = best[rows]
-        fallback[rows] |= ~above[rows]
-        penalty[rows, kr] = np.inf
-        noise_sum[rows] += noise[rows, kr]
-        eu[rows] *= one - W[rows, kr, :]
-        n_selected[rows] += 1
-        active = take
+    selected, gains, n_selected, fallback, noise_sum, eu = _greedy_picks(
+        W, e.copy(), 1.0, penalty, noise, budget, np.full(B, budget), need, tau_stop)  # eu: e ⊙ u
 
     obj = (e.sum(axis=1) - eu.sum(axis=1)) - noise_sum
     if not batched:
@@ -320,7 +331,7 @@ def released_code_greedy(
     W = np.asarray(W)
     e = np.ones(W.shape[:-2] + W.shape[-1:], dtype=_float_dtype(W))
     e, W, doc_mask, batched = _prepare_batch(e, W, doc_mask, step_mask)  # e: 1 on real steps, 0 on padding
-    B, K1, _ = W.shape
+    K1 = W.shape[1]
     dtype = W.dtype
     lam_t = dtype.type(lam)
 
@@ -335,34 +346,9 @@ def released_code_greedy(
     cap = np.minimum(np.minimum(budget, 2 * n_steps), n_real)  # picks allowed per question
     need = np.minimum(max(min_select, 0), cap)
 
-    selected = np.full((B, budget), -1, dtype=np.int64)
-    gains = np.full((B, budget), np.nan, dtype=dtype)
-    n_selected = np.zeros(B, dtype=np.int64)
-    fallback = np.zeros(B, dtype=bool)
-    noise_sum = np.zeros(B, dtype=dtype)
-    u = e.copy()  # uncovered share of each real step
-    active = np.ones(B, dtype=bool)
-    rows_all = np.arange(B)
+    selected, gains, n_selected, fallback, noise_sum, u = _greedy_picks(
+        W, e.copy(), 1.0 - lam, penalty, noise, budget, cap, need, tau_stop)  # u: uncovered share of each step
     one = dtype.type(1)
-
-    for t in range(min(budget, K1)):
-        g = (one - lam_t) * np.matmul(W, u[:, :, None])[..., 0] - penalty
-        k = g.argmax(axis=1)
-        best = g[rows_all, k]
-        above = best > tau_stop
-        take = active & (n_selected < cap) & np.isfinite(best) & (above | (n_selected < need))
-        if not take.any():
-            break
-        rows = rows_all if take.all() else np.flatnonzero(take)
-        kr = k[rows]
-        selected[rows, t] = kr
-        gains[rows, t] = best[rows]
-        fallback[rows] |= ~above[rows]
-        penalty[rows, kr] = np.inf
-        noise_sum[rows] += noise[rows, kr]
-        u[rows] *= one - W[rows, kr, :]
-        n_selected[rows] += 1
-        active = take
 
     obj = (one - lam_t) * (e.sum(axis=1) - u.sum(axis=1)) - lam_t * noise_sum
     if not batched:

@@ -19,18 +19,13 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from ..utils.progress import duration_text, use_bars
+
 __all__ = ["QuietProgressCallback", "TrainingLogLines", "format_log_line", "use_log_lines"]
 
 log = logging.getLogger("purecover.train")
 
 _NAMES = {"l_cl": "L_CL", "l_lm": "L_LM"}
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def format_log_line(logs: dict[str, Any], step: int, max_steps: int, seconds_per_step: float | None) -> str | None:
@@ -56,7 +51,7 @@ def format_log_line(logs: dict[str, Any], step: int, max_steps: int, seconds_per
     if seconds_per_step is not None:
         line += f"; {seconds_per_step:.2g} s/step"
         if max_steps > step:
-            line += f", about {_duration(seconds_per_step * (max_steps - step))} left"
+            line += f", about {duration_text(seconds_per_step * (max_steps - step))} left"
     return line
 
 
@@ -89,10 +84,8 @@ class QuietProgressCallback(ProgressCallback):
 
 def use_log_lines(trainer: Any, show_progress: bool) -> None:
     """Replace `trainer`'s dict printing by `TrainingLogLines` (and a quiet bar when `show_progress`)."""
-    from ..utils.progress import _use_bars
-
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    if show_progress and _use_bars():  # a bar on a terminal; in a log file the lines alone
+    if show_progress and use_bars():  # a bar on a terminal; in a log file the lines alone
         trainer.add_callback(QuietProgressCallback)
     trainer.add_callback(TrainingLogLines())

@@ -41,9 +41,9 @@ def quiet_library_notices() -> None:
     (`purecover.utils.progress`)."""
     import warnings
 
-    from .progress import _use_bars
+    from .progress import use_bars
 
-    if not _use_bars():
+    if not use_bars():
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub and transformers
 
     deepspeed = logging.getLogger("DeepSpeed")  # the logger DeepSpeed creates on import (same object)

@@ -17,13 +17,14 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["LOG_EVERY_S", "LogProgress", "tqdm"]
+__all__ = ["LOG_EVERY_S", "LogProgress", "duration_text", "tqdm", "use_bars"]
 
 log = logging.getLogger("purecover.progress")
 LOG_EVERY_S = 30.0
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """`seconds` as ``4m07s`` (``1h02m`` from an hour on)."""
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
@@ -82,11 +83,11 @@ class LogProgress:
         share = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         line = f"{self.desc}: {_count(self.n, self.unit_scale)}{total} {self.unit}{share}"
         if final:
-            line += f" in {_duration(elapsed)} ({_count(rate, self.unit_scale)} {self.unit}/s)"
+            line += f" in {duration_text(elapsed)} ({_count(rate, self.unit_scale)} {self.unit}/s)"
         else:
             line += f", {_count(rate, self.unit_scale) if rate >= 1 else f'{rate:.2g}'} {self.unit}/s"
             if self.total and rate > 0 and self.total > self.n:
-                line += f", about {_duration((self.total - self.n) / rate)} left"
+                line += f", about {duration_text((self.total - self.n) / rate)} left"
         return line + (f"; {self.postfix}" if self.postfix else "")
 
     def update(self, n: float = 1) -> None:
@@ -109,7 +110,8 @@ class LogProgress:
             log.info("%s", self._line(final=True))
 
 
-def _use_bars() -> bool:
+def use_bars() -> bool:
+    """Whether progress shows as bars here (a terminal, or PURECOVER_PROGRESS=bar) rather than log lines."""
     forced = os.environ.get("PURECOVER_PROGRESS", "").strip().lower()
     if forced in ("bar", "log"):
         return forced == "bar"
@@ -118,7 +120,7 @@ def _use_bars() -> bool:
 
 def tqdm(iterable: Iterable[Any] | None = None, **kwargs: Any) -> Any:
     """tqdm's bar on a terminal, `LogProgress` elsewhere (module docstring); takes tqdm's arguments."""
-    if _use_bars():
+    if use_bars():
         from tqdm.auto import tqdm as bar
 
         return bar(iterable, **kwargs)

@@ -100,3 +100,14 @@ def candidates(selector_run) -> list[dict]:
     from purecover.utils.io import read_jsonl
 
     return [rec for _, rec in read_jsonl(selector_run.run_path / "candidates.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(sample_dir):
+    """The real Qwen2 tokenizer of the sample data (skipped without it)."""
+    from transformers import AutoTokenizer
+
+    path = sample_dir / "qwen2_tokenizer"
+    if not path.is_dir():
+        pytest.skip(f"Qwen2 tokenizer not found at {path}")
+    return AutoTokenizer.from_pretrained(path)

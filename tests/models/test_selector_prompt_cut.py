@@ -13,16 +13,6 @@ from purecover.models.selector_prompt import build_selector_prompt, head_token_i
 
 
 @pytest.fixture(scope="module")
-def tokenizer(sample_dir):
-    from transformers import AutoTokenizer
-
-    path = sample_dir / "qwen2_tokenizer"
-    if not path.is_dir():
-        pytest.skip(f"Qwen2 tokenizer not found at {path}")
-    return AutoTokenizer.from_pretrained(path)
-
-
-@pytest.fixture(scope="module")
 def texts(sample_file) -> list[str]:
     """Real passages of the HotpotQA sample, single and run together into long texts (up to ~60k characters)."""
     records = json.loads(sample_file("hotpotqa").read_text(encoding="utf-8"))[:40]

@@ -3,8 +3,6 @@ before that rule was shared: exported selectors were trained on this rendering."
 
 from __future__ import annotations
 
-import pytest
-
 from purecover.data.passage import doc_passage_text
 from purecover.models.identifiers import IdentifierScheme
 from purecover.models.selector_prompt import build_selector_prompt
@@ -21,15 +19,6 @@ def _former_body(d: dict) -> str:
     title, text = (d.get("title") or "").strip(), (d.get("text") or "").strip()
     return f"{title}\n{text}" if title else text
 
-
-@pytest.fixture(scope="module")
-def tokenizer(sample_dir):
-    from transformers import AutoTokenizer
-
-    path = sample_dir / "qwen2_tokenizer"
-    if not path.is_dir():
-        pytest.skip(f"Qwen2 tokenizer not found at {path}")
-    return AutoTokenizer.from_pretrained(path)
 
 
 def test_passage_lines_unchanged(tokenizer):
