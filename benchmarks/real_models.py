@@ -370,8 +370,10 @@ def coverage_purity(ranked: list[str], gold: set[str], k: int) -> tuple[float, f
     return (hit / len(gold) if gold else 0.0), (hit / len(top) if top else 0.0)
 
 
-def student_part(dataset: str, source: str, seed: int, work: Path, settings: Sequence[str]) -> dict[str, Any]:
-    """Train the pretrained student on `source`'s labels; score it on the test split in every order."""
+def student_part(dataset: str, source: str, seed: int, work: Path, settings: Sequence[str], tag: str = ""
+                 ) -> dict[str, Any]:
+    """Train the pretrained student on `source`'s labels; score it on the test split in every order. `tag` names a
+    student run of other settings beside the plain one (run directory ``student-{source}{tag}-seed{seed}``)."""
     import torch
 
     from purecover.models.identifiers import IdentifierScheme
@@ -381,7 +383,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     from purecover.train.run import STUDENT_META, first_position_logits, run_train_stage
 
     labelled = work / dataset / f"teacher-{source}"
-    run = work / dataset / f"student-{source}-seed{seed}"
+    run = work / dataset / f"student-{source}{tag}-seed{seed}"
     run.mkdir(parents=True, exist_ok=True)
     for name in ("candidates.jsonl", "labels.jsonl"):
         if not (run / name).is_file() or (run / name).read_bytes() != (labelled / name).read_bytes():

@@ -2,6 +2,7 @@
 
     python benchmarks/released_code.py [--datasets hotpotqa,2wiki,musique] [--work build/real_models]
                                        [--out benchmarks/results/released_code.json]
+    python benchmarks/released_code.py --student 0,1,2     # the students; merged into --out, seed by seed
 
 Labels of `real_models.py`'s label runs are re-solved from their stored scores (`purecover.teacher.tune`'s
 machinery, so a row computed for a run's own setting reproduces its labels): the oracle proxy (oracle steps +
@@ -21,6 +22,14 @@ Figures on the test split (questions with gold passages; no setting is chosen he
 gold passages, mean |S|, the share of questions whose set equals the paper form's. And on 1,000 synthetic
 coverage matrices (20 documents x 2-5 steps, column softmax as the code's calibration makes them, e a softmax
 too) at λ 0.1 / 0.3 / 0.5: how often the two greedy rules pick the same set, and their mean sizes.
+
+``--student SEEDS`` (HotpotQA; about 25 min a seed on 2 cores): the LoRA student of `real_models.py`
+(SmolLM2-135M-Instruct, same training settings) trained on the released-code form end to end, the oracle proxy
+labelled with the released recipe's teacher settings and trained with its student settings (`STUDENT_RELEASED`:
+top-5 target by gain, reply in that order, 0.01 · SFT + BPR on 5 negatives sampled from the last 10, exactly 5
+at inference), scored like `real_models.py`'s students on the test split; the paper-form students of the same
+seeds are read from ``benchmarks/results/real_models.json`` (same sample, split and model). Each seed is merged
+into --out as it finishes, so seeds can be run in separate sessions.
 """
 
 from __future__ import annotations
@@ -47,6 +56,46 @@ VARIANTS: dict[str, tuple[list[str], dict[str, Any]]] = {
     "released_code": (RELEASED, {"budget": 20, "min_select": 0, "tau_stop": 0.0, "lam": 0.3,
                                  "normalize": "absolute", "tau2": 1e-5}),
 }
+
+
+STUDENT_SOURCE = "oracle_proxy_released_code"
+STUDENT_RELEASED = ["student.target=top_k", "student.target_k=5", "student.lm_weight=0.01",
+                    "student.reply_order=target", "student.negatives=sampled", "student.negative_sample=5",
+                    "student.negative_pool=10", "student.candidate_shuffles=1", "student.k_max=5",
+                    "student.min_select=5"]
+STUDENT_TAG = "-loss"  # the run directory of these settings (an earlier one trained the paper loss on top-5)
+
+
+def register_student_source() -> None:
+    """The oracle proxy labelled with the released recipe's teacher settings, as a `real_models.py` source."""
+    from real_models import SOURCES as RM_SOURCES
+
+    teacher = dict(VARIANTS["released_code"][1])
+    teacher.pop("normalize")
+    teacher.pop("tau2")  # the code's τ is an attention temperature: the oracle proxy keeps its own
+    RM_SOURCES[STUDENT_SOURCE] = {
+        "overrides": [*RM_SOURCES["oracle_proxy"]["overrides"], *RELEASED,
+                      *(f"teacher.{k}={v}" for k, v in teacher.items())],
+        "what": "oracle steps + MiniLM cosines, labelled with the released code's greedy"}
+
+
+def student_figures(seeds: list[int], work: Path, test: list[str]) -> dict[str, Any]:
+    from real_models import label_source, student_part
+
+    register_student_source()
+    label_source("hotpotqa", STUDENT_SOURCE, work, test, own_steps=0)
+    return {str(seed): student_part("hotpotqa", STUDENT_SOURCE, seed, work, STUDENT_RELEASED, tag=STUDENT_TAG)
+            for seed in seeds}
+
+
+def paper_students(path: Path = ROOT / "benchmarks" / "results" / "real_models.json") -> dict[str, Any]:
+    """The paper-form students of `real_models.py` (oracle proxy, HotpotQA), by seed; {} without the file."""
+    if not path.is_file():
+        return {}
+    import json
+
+    data = json.loads(path.read_text())
+    return data.get("datasets", {}).get("hotpotqa", {}).get("student", {}).get("oracle_proxy", {})
 
 
 def variant_figures(dataset: str, source: str, work: Path, test: list[str]) -> dict[str, Any]:
@@ -126,6 +175,17 @@ def rows(result: dict) -> list[dict]:
                 table.add(f"released_code.label_f1.{source}.{name}", f["f1"], "F1", variant=dataset,
                           note=f"P {f['precision']}, |S| {f['mean_size']}, same set as paper {f['same_set_as_paper']}, "
                                f"{figs['questions']} test questions")
+    for form, by_seed in (("released_code", result.get("student", {})), ("paper", paper_students())):
+        seeds = sorted(by_seed, key=int)
+        f1 = [by_seed[s]["orders"]["retrieval"]["f1"] for s in seeds]
+        if not f1 or (form == "paper" and not result.get("student")):
+            continue
+        top5 = by_seed[seeds[0]]["orders"]["retrieval"]["retrieval_top5_f1"]
+        shuffled = [by_seed[s]["orders"]["shuffled"]["f1"] for s in seeds]
+        table.add(f"released_code.student_test_f1.{form}", round(float(np.mean(f1)), 4), "F1", variant="hotpotqa",
+                  note=f"seeds {','.join(seeds)}: worst {min(f1)}, shuffled order mean "
+                       f"{round(float(np.mean(shuffled)), 4)}; retrieval top-5 {top5}; |S| "
+                       f"{by_seed[seeds[0]]['orders']['retrieval']['mean_size']}")
     for lam, f in result["synthetic"]["by_lambda"].items():
         table.add("released_code.synthetic_same_set", f["same_set"], "share", variant=f"λ {lam}",
                   note=f"|S| paper {f['paper_mean_size']} vs released {f['released_mean_size']}; "
@@ -138,13 +198,34 @@ def main() -> int:
     parser.add_argument("--datasets", default="hotpotqa,2wiki,musique")
     parser.add_argument("--work", default="build/real_models")
     parser.add_argument("--out", default="benchmarks/results/released_code.json")
+    parser.add_argument("--student", default=None, metavar="SEEDS",
+                        help="train and score the released-code students of these seeds (comma-separated) and merge "
+                             "them into --out; the label part is not rerun")
     parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args()
     if args.rows_only:
         return rewrite(args.out, rows)
     from purecover.data.candidates import run_data_stage
+    from purecover.utils.io import atomic_write_json
 
     work = Path(args.work)
+    if args.student is not None:
+        import json
+
+        out = Path(args.out)
+        if not out.is_file():
+            raise SystemExit(f"{out} does not exist: run the label part first (without --student)")
+        probe = recipe_for("hotpotqa", work / "hotpotqa" / "split-probe")
+        run_data_stage(probe, show_progress=False)
+        split = splits_of([c["qid"] for c in read_jsonl(probe.run_path / "candidates.jsonl")])
+        test = sorted(q for q, s in split.items() if s == "test")
+        for seed in (int(s) for s in args.student.split(",")):
+            figs = student_figures([seed], work, test)
+            result = json.loads(out.read_text())  # reread: another part may have written meanwhile
+            result.setdefault("student", {}).update(figs)
+            result.setdefault("student_commands", []).append(" ".join(sys.argv))
+            atomic_write_json(out, with_rows(result, rows))
+        return 0
     datasets: dict[str, Any] = {}
     for dataset in args.datasets.split(","):
         probe = recipe_for(dataset, work / dataset / "split-probe")
@@ -160,8 +241,13 @@ def main() -> int:
                 datasets[dataset][source] = {"error": str(exc)}
     result = {"date": now(), "machine": machine_info(), "command": " ".join(sys.argv), "datasets": datasets,
               "synthetic": synthetic()}
-    from purecover.utils.io import atomic_write_json
+    if Path(args.out).is_file():  # keep the students measured so far
+        import json
 
+        old = json.loads(Path(args.out).read_text())
+        for key in ("student", "student_commands"):
+            if key in old:
+                result[key] = old[key]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, with_rows(result, rows))
     return 0

@@ -351,6 +351,18 @@ class StudentConfig:
         "against L_CL does not grow with |S|), or sequence_sum, the reply's total NLL −log p(reply), the paper's "
         "formula.")
     cl_weight: StrictFloat = Field(1.0, ge=0, description="Weight of L_CL (0: the L_LM-only ablation).")
+    reply_order: Literal["best", "target"] = Field(
+        "best", description="The reply L_LM trains on: best, the ordering of the label with the lowest NLL (the "
+        "paper's permutation-invariant loss), or target, the target in its own order (top_k: by descending gain; "
+        "the authors' released code).")
+    negatives: Literal["all", "sampled"] = Field(
+        "all", description="L_CL's negatives per question: all, every candidate outside the target (the paper), or "
+        "sampled, negative_sample drawn afresh each step from the negative_pool last candidates (the target "
+        "first, the rest in retrieval order; the released code's BPR).")
+    negative_sample: StrictInt = Field(5, ge=1, description="Negatives drawn per question and step when "
+                                       "negatives is sampled (the released code: 5).")
+    negative_pool: StrictInt = Field(10, ge=1, description="How many last candidates the sampled negatives come "
+                                     "from (the released code: the bottom 10).")
     freeze_embeddings: StrictBool = Field(
         False, description="Full fine-tuning (lora.enabled false) without updating the token embedding and the "
         "output projection, tied or not.")

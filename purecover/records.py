@@ -1392,12 +1392,16 @@ class StudentLosses(_Written):
     """The loss settings a student was trained with (the recipe's ``student`` section).
 
     ``cl_weight`` and ``lm_reduction`` are absent in checkpoints of early versions, which trained with their
-    defaults (1.0, token_mean)."""
+    defaults (1.0, token_mean); the ``reply_order`` and ``negatives`` settings likewise (best, all)."""
 
     lm_weight: float = Field(description="Weight of L_LM.")
     cl_weight: float = Field(default=1.0, description="Weight of L_CL.")
     m_exact: int = Field(ge=1, description="Subsets up to this size are scored in every ordering.")
     lm_reduction: str = Field(default="token_mean", description="L_LM per question: token_mean or sequence_sum.")
+    reply_order: str = Field(default="best", description="The reply L_LM trained on: best or target.")
+    negatives: str = Field(default="all", description="L_CL's negatives: all or sampled.")
+    negative_sample: int = Field(default=5, ge=1, description="Negatives drawn per question and step (sampled).")
+    negative_pool: int = Field(default=10, ge=1, description="The last candidates they were drawn from (sampled).")
 
 
 class StudentMeta(_Written):

@@ -42,3 +42,21 @@ def test_rows_cover_each_measured_variant_and_skip_errors():
                                            "released_code.label_f1.oracle_proxy.objective",
                                            "released_code.label_f1.oracle_proxy.released_code",
                                            "released_code.synthetic_same_set"]
+
+
+def test_student_rows_give_the_mean_and_worst_seed_of_both_forms():
+    def student(f1, shuffled):
+        return {"orders": {"retrieval": {"f1": f1, "retrieval_top5_f1": 0.5, "mean_size": 5.0},
+                           "shuffled": {"f1": shuffled}}}
+
+    result = {"machine": None, "datasets": {}, "synthetic": {"matrices": 1, "by_lambda": {}},
+              "student": {"0": student(0.2, 0.3), "1": student(0.4, 0.1)}}
+    rows = {r["figure"]: r for r in released_code.rows(result)}
+    released = rows["released_code.student_test_f1.released_code"]
+    assert released["value"] == 0.3 and "worst 0.2" in released["note"] and "shuffled order mean 0.2" in released["note"]
+    paper = released_code.paper_students()  # the paper-form students real_models.py measured
+    assert paper, "benchmarks/results/real_models.json has the oracle-proxy students"
+    want = round(float(np.mean([paper[s]["orders"]["retrieval"]["f1"] for s in paper])), 4)
+    assert rows["released_code.student_test_f1.paper"]["value"] == want
+    assert "released_code.student_test_f1.paper" not in {r["figure"] for r in released_code.rows(
+        {**result, "student": {}})}

@@ -215,12 +215,15 @@ def test_paper_recipes_launch_training_with_deepspeed_zero2_on_8_gpus(path):
 
 def test_the_released_code_recipe_is_the_paper_recipe_with_the_code_s_labelling_rule():
     """configs/recipes/paper/released_code/hotpotqa.yaml: the HotpotQA paper recipe, changed only in the teacher keys
-    the authors' released code sets differently (run_reranker.py: --lbd 0.3, --tau 1e-5, rerank_topk 20)."""
+    the authors' released code sets differently (run_reranker.py: --lbd 0.3, --tau 1e-5, rerank_topk 20;
+    distillation.py: top-5 target in gain order, 0.01 · SFT + BPR on 5 of the bottom 10, --topk 5)."""
     own = raw(RELEASED)
     assert own.pop("base") == "../hotpotqa.yaml" and own.pop("run_dir") == "runs/paper/released_code/hotpotqa"
     assert flatten(own) == {"teacher.objective": "released_code", "teacher.budget": 20, "teacher.min_select": 0,
                             "teacher.tau_stop": 0.0, "teacher.tau2": 1e-5, "teacher.lam": 0.3,
                             "student.target": "top_k", "student.target_k": 5, "student.lm_weight": 0.01,
+                            "student.reply_order": "target", "student.negatives": "sampled",
+                            "student.negative_sample": 5, "student.negative_pool": 10,
                             "student.candidate_shuffles": 1, "student.k_max": 5, "student.min_select": 5}
     assert load_recipe(RELEASED).teacher.objective == "released_code"
     assert load_recipe(RECIPES / "paper" / "hotpotqa.yaml").teacher.objective == "paper"

@@ -264,10 +264,11 @@ class SelectorBatch(TypedDict):
     selected: list[list[int]]  # the teacher's subset of each question, in pick order, as shown positions
     n_docs: list[int]  # the candidate count of each question
     qids: list[str]
+    orders: list[list[int] | None]  # per question the retrieval position of each shown passage (None: retrieval order)
 
 
 class SelectorCollator:
-    """Batch of examples → a `SelectorBatch` (``prompts``, ``selected``, ``n_docs``, ``qids``).
+    """Batch of examples → a `SelectorBatch` (``prompts``, ``selected``, ``n_docs``, ``qids``, ``orders``).
 
     Prompts stay unpadded: the loss scores orderings per prompt and pads the training batch itself.
     """
@@ -278,4 +279,5 @@ class SelectorCollator:
             selected=[list(f.selected) for f in features],
             n_docs=[f.n_docs for f in features],
             qids=[f.qid for f in features],
+            orders=[None if f.order is None else list(f.order) for f in features],
         )

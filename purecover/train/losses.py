@@ -6,6 +6,11 @@
     L_CL = −(1/|P|) Σ_{(i,j) ∈ S × rejected} log σ(s_i − s_j),   0 when P is empty
     L    = L_CL + λ_LM · L_LM
 
+The authors' released code trains differently (docs/paper/released-code.md), and two switches reproduce it:
+``reply_order="target"`` replies in the order the target is given (a top-k target: by descending gain) instead
+of the best ordering, and `rejected` narrows L_CL's negatives to a few per question (BPR over sampled
+negatives; `negative_pool` and `sample_negatives` draw them).
+
 s_k is the logit of passage k's identifier at the first reply position.
 
 How the minimum is computed without |S|! full passes. The gradient of a minimum is the
@@ -26,8 +31,10 @@ positions so the vocabulary projection never covers the prompt).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +45,10 @@ import torch.nn.functional as F
 from .prefix_tree import score_tree
 from .reply_attention import reply_attention_applies, reply_attention_for
 
-__all__ = ["LM_REDUCTIONS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss", "has_active_dropout",
-           "score_orderings", "selector_loss"]
+__all__ = ["LM_REDUCTIONS", "REPLY_ORDERS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss",
+           "has_active_dropout", "negative_pool", "sample_negatives", "score_orderings", "selector_loss"]
+
+REPLY_ORDERS = ("best", "target")
 
 
 @dataclass(frozen=True)
@@ -135,13 +144,23 @@ def _eval_prompt(model: Any, prompt_ids: torch.Tensor) -> tuple[Any, torch.Tenso
     return out.past_key_values, out.logits[0, -1].float()
 
 
-def contrastive_loss(scores: torch.Tensor, selected: Sequence[int]) -> torch.Tensor:
-    """−mean log σ(s_i − s_j) over selected i × rejected j; 0 (with grad) when either side is empty."""
+def contrastive_loss(scores: torch.Tensor, selected: Sequence[int], rejected: Sequence[int] | None = None
+                     ) -> torch.Tensor:
+    """−mean log σ(s_i − s_j) over selected i × rejected j; 0 (with grad) when either side is empty.
+
+    scores: (K,) identifier logits. `rejected`: the negatives to pair with (positions, none of them selected);
+    None: every unselected position."""
     k = scores.shape[0]
     mask = torch.zeros(k, dtype=torch.bool, device=scores.device)
     if selected:
         mask[list(selected)] = True
-    pos, neg = scores[mask], scores[~mask]
+    if rejected is None:
+        pos, neg = scores[mask], scores[~mask]
+    else:
+        both = sorted(set(rejected) & set(selected))
+        if both:
+            raise ValueError(f"positions {both} are both selected and rejected")
+        pos, neg = scores[mask], scores[list(rejected)]
     if pos.numel() == 0 or neg.numel() == 0:
         return scores.sum() * 0.0
     return -F.logsigmoid(pos[:, None] - neg[None, :]).mean()
@@ -165,6 +184,30 @@ def _choose_order(model: Any, cache: Any, t_len: int, first: torch.Tensor, selec
     return orders[int(torch.argmin(nll))]
 
 
+def negative_pool(selected: Sequence[int], n_docs: int, order: Sequence[int] | None, pool: int) -> list[int]:
+    """The released code's negative pool: the `pool` last candidates of the ranking "target first, then the
+    others in retrieval order", as shown positions, never a selected one.
+
+    `order[i]`: the retrieval position (in candidates.jsonl) of shown passage i; None: shown in retrieval order.
+    The code ranks the others by their own greedy scores, which the labels do not keep: retrieval order is this
+    project's reading (docs/paper/released-code.md)."""
+    chosen = set(selected)
+    rank = (lambda i: i) if order is None else (lambda i: order[i])
+    others = sorted((i for i in range(n_docs) if i not in chosen), key=rank)
+    return others[-pool:] if pool > 0 else []
+
+
+def sample_negatives(pool: Sequence[int], k: int, seed: int, key: str) -> list[int]:
+    """`k` positions drawn uniformly without replacement from `pool` (all of it when it holds <= k), in pool
+    order; a pure function of (pool, k, seed, key), so a resumed run draws what the uninterrupted one drew."""
+    if len(pool) <= k:
+        return list(pool)
+    digest = hashlib.sha256(f"negatives:{seed}:{key}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    picked = sorted(rng.sample(range(len(pool)), k))
+    return [pool[i] for i in picked]
+
+
 LM_REDUCTIONS = ("token_mean", "sequence_sum")
 
 
@@ -175,7 +218,8 @@ def _check_reduction(lm_reduction: str) -> None:
 
 def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                         n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int, cl_weight: float,
-                        lm_reduction: str = "token_mean") -> LossOutput | None:
+                        lm_reduction: str = "token_mean", reply_order: str = "best",
+                        rejected: Sequence[Sequence[int] | None] | None = None) -> LossOutput | None:
     """Each prompt is encoded once, with gradient; orderings are scored on its cache (read detached, not
     modified) and the best reply continues from the cache itself (with `reply_attention.reply_attention` where it
     applies: sdpa or eager attention without soft-capping or sinks). With active dropout (`has_active_dropout`) the
@@ -185,17 +229,21 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
     l_lm, l_cl, firsts, orders = [], [], [], []
     stochastic = has_active_dropout(model)
     fast_reply = reply_attention_applies(model)
-    for p, sel, n in zip(prompts, selected, n_docs):
+    negatives = list(rejected) if rejected is not None else [None] * len(prompts)
+    for p, sel, n, neg in zip(prompts, selected, n_docs, negatives):
         out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
         if out.past_key_values is None:
             return None
         first = out.logits[0, -1].float()
         t_len = p.shape[0]
-        if stochastic and len(sel) > 1:
-            score_cache, score_first = _eval_prompt(model, p)
+        if reply_order == "target":
+            order = list(sel)
         else:
-            score_cache, score_first = out.past_key_values, first.detach()
-        order = _choose_order(model, score_cache, t_len, score_first, sel, n, fmt, m_exact)
+            if stochastic and len(sel) > 1:
+                score_cache, score_first = _eval_prompt(model, p)
+            else:
+                score_cache, score_first = out.past_key_values, first.detach()
+            order = _choose_order(model, score_cache, t_len, score_first, sel, n, fmt, m_exact)
         target = torch.tensor(fmt.target(order), device=p.device)
         logits = first[None]
         if target.shape[0] > 1:
@@ -206,7 +254,7 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
             logits = torch.cat([logits, rest])
         l_lm.append(F.cross_entropy(logits, target, reduction="mean" if lm_reduction == "token_mean" else "sum"))
         scores = first[torch.tensor(fmt.identifier_ids[:n], device=p.device)]
-        l_cl.append(contrastive_loss(scores, sel))
+        l_cl.append(contrastive_loss(scores, sel, neg))
         firsts.append(scores.detach())
         orders.append(order)
     lm, cl = torch.stack(l_lm).mean(), torch.stack(l_cl).mean()
@@ -217,7 +265,8 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
 def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                   n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
                   pad_id: int = 0, share_prompt: bool | None = None, lm_reduction: str = "token_mean",
-                  cl_weight: float = 1.0) -> LossOutput:
+                  cl_weight: float = 1.0, reply_order: str = "best",
+                  rejected: Sequence[Sequence[int] | None] | None = None) -> LossOutput:
     """L = cl_weight · L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
 
     `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
@@ -227,23 +276,33 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     dropout they give the same loss and gradients (up to float rounding), with dropout the training
     forward draws its own dropout masks. `lm_reduction`: ``token_mean`` (each question's L_LM is the
     mean token NLL of its reply) or ``sequence_sum`` (the reply's total NLL); L_LM is then the mean over
-    the batch's questions.
+    the batch's questions. `reply_order`: ``best`` (the ordering above) or ``target``, each subset's reply in the
+    order it is given, nothing scored (the released code). `rejected`: per question the negatives of L_CL (None, or
+    a None entry: every unselected position).
     """
     _check_reduction(lm_reduction)
+    if reply_order not in REPLY_ORDERS:
+        raise ValueError(f"reply_order {reply_order!r}; expected one of {', '.join(REPLY_ORDERS)}")
+    if rejected is not None and len(rejected) != len(prompts):
+        raise ValueError(f"{len(rejected)} negative lists for a batch of {len(prompts)}")
     if share_prompt is None:
         share_prompt = not getattr(model, "is_gradient_checkpointing", False)
     if share_prompt:
-        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, cl_weight, lm_reduction)
+        out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, cl_weight, lm_reduction,
+                                  reply_order, rejected)
         if out is not None:
             if not math.isfinite(float(out.loss.detach())):
                 raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_LM={float(out.l_lm)})")
             return out
-    was_training = model.training
-    model.eval()  # orderings are chosen without dropout noise
-    try:
-        orders = [best_ordering(model, p, s, n, fmt, m_exact)[0] for p, s, n in zip(prompts, selected, n_docs)]
-    finally:
-        model.train(was_training)
+    if reply_order == "target":
+        orders = [list(s) for s in selected]
+    else:
+        was_training = model.training
+        model.eval()  # orderings are chosen without dropout noise
+        try:
+            orders = [best_ordering(model, p, s, n, fmt, m_exact)[0] for p, s, n in zip(prompts, selected, n_docs)]
+        finally:
+            model.train(was_training)
     targets = [fmt.target(o) for o in orders]
     t_prompt = max(p.shape[0] for p in prompts)
     l_max = max(len(t) for t in targets)
@@ -267,7 +326,8 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     l_lm = (per_question / counts if lm_reduction == "token_mean" else per_question).mean()
     ident = torch.tensor(fmt.identifier_ids, device=device)
     first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]
-    l_cl = torch.stack([contrastive_loss(s, sel) for s, sel in zip(first_logits, selected)]).mean()
+    negatives = list(rejected) if rejected is not None else [None] * b
+    l_cl = torch.stack([contrastive_loss(s, sel, neg) for s, sel, neg in zip(first_logits, selected, negatives)]).mean()
     loss = cl_weight * l_cl + lm_weight * l_lm
     if not math.isfinite(float(loss.detach())):
         raise FloatingPointError(f"non-finite selector loss (L_CL={float(l_cl)}, L_LM={float(l_lm)})")

@@ -27,6 +27,7 @@ from ..records import (
     ModelCardFront,
     RecordError,
     SelectorConfig,
+    StudentLosses,
     StudentMeta,
     TrainSummary,
     load_json_record,
@@ -148,6 +149,7 @@ class ModelCardValues:
     recipe_yaml: str
     lm_weight: str
     lm_reduction: str
+    loss_form: str
     m_exact: str
     training_log: str
     tau3: str
@@ -164,6 +166,19 @@ _TEACHER_KEYS = ("model", "backend", "steps", "estimator", "layers", "calibrate"
                  "tau2", "lam", "budget", "tau_stop", "min_select", "selection", "lancer")
 _CARD_TAGS = ["purecover", "reranking", "rag", "retrieval-augmented-generation", "document-selection"]
 _LM_REDUCTIONS = {"token_mean": "the mean token NLL of the reply", "sequence_sum": "the total NLL of the reply, −log p"}
+
+
+def _loss_form(losses: StudentLosses | None) -> str:
+    """The released-code switches a student was trained with, as a clause of the loss line ('' for the paper's)."""
+    if losses is None:
+        return ""
+    parts = []
+    if losses.reply_order == "target":
+        parts.append("the reply is the target in its own order (no minimum over orderings)")
+    if losses.negatives == "sampled":
+        parts.append(f"L_CL pairs each target passage with {losses.negative_sample} negatives drawn each step from "
+                     f"the last {losses.negative_pool} candidates")
+    return "; released-code form: " + ", ".join(parts) if parts else ""
 
 
 def _project_url() -> str | None:
@@ -375,6 +390,7 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
         recipe_yaml=recipe_yaml,
         lm_weight=str(None if losses is None else losses.lm_weight),
         lm_reduction=_LM_REDUCTIONS.get(reduction, reduction),
+        loss_form=_loss_form(losses),
         m_exact=str(None if losses is None else losses.m_exact),
         training_log="\n".join(training_log),
         tau3=f"{selector_config.tau3:.6g}",

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LOSS_FIELDS", "LossSettings", "SelectorTrainingArguments", "loss_settings"]
 
-LOSS_FIELDS = ("lm_weight", "cl_weight", "m_exact", "lm_reduction")  # also keys of the recipe's `student` section
+LOSS_FIELDS = ("lm_weight", "cl_weight", "m_exact", "lm_reduction", "reply_order", "negatives", "negative_sample",
+               "negative_pool")  # also keys of the recipe's `student` section
 
 
 @dataclass
@@ -37,6 +38,18 @@ class SelectorTrainingArguments(TrainingArguments):
         "help": "L_LM per question: token_mean, the mean token NLL of the reply, or sequence_sum, its total NLL "
                 "(student.lm_reduction).",
         "choices": ["token_mean", "sequence_sum"]})
+    reply_order: str = field(default="best", metadata={
+        "help": "The reply L_LM trains on: best, the label's ordering with the lowest NLL (the paper), or target, the "
+                "target in its own order (the released code: by descending gain) (student.reply_order).",
+        "choices": ["best", "target"]})
+    negatives: str = field(default="all", metadata={
+        "help": "L_CL's negatives per question: all, every unselected candidate (the paper), or sampled, "
+                "negative_sample drawn from the negative_pool last (the released code's BPR) (student.negatives).",
+        "choices": ["all", "sampled"]})
+    negative_sample: int = field(default=5, metadata={"help": "Negatives drawn per question and step when "
+                                                              "negatives is sampled (student.negative_sample)."})
+    negative_pool: int = field(default=10, metadata={"help": "The sampled negatives come from this many last "
+                                                             "candidates (student.negative_pool)."})
 
 
 class LossSettings(TypedDict):
@@ -46,9 +59,15 @@ class LossSettings(TypedDict):
     cl_weight: float
     m_exact: int
     lm_reduction: str
+    reply_order: str
+    negatives: str
+    negative_sample: int
+    negative_pool: int
 
 
 def loss_settings(student: StudentConfig) -> LossSettings:
     """The `LOSS_FIELDS` of a recipe's `student` section, as SelectorTrainingArguments keyword arguments."""
     return LossSettings(lm_weight=student.lm_weight, cl_weight=student.cl_weight, m_exact=student.m_exact,
-                        lm_reduction=student.lm_reduction)
+                        lm_reduction=student.lm_reduction, reply_order=student.reply_order,
+                        negatives=student.negatives, negative_sample=student.negative_sample,
+                        negative_pool=student.negative_pool)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import Trainer
 
-from .losses import ReplyFormat, selector_loss
+from .losses import ReplyFormat, negative_pool, sample_negatives, selector_loss
 from .selector_arguments import SelectorTrainingArguments
 
 if TYPE_CHECKING:
@@ -43,8 +43,9 @@ def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
 class SelectorTrainer(Trainer):
     """Trainer with L = cl_weight · L_CL + lm_weight · L_LM; batches come from `SelectorCollator`.
 
-    The loss settings (lm_weight, cl_weight, m_exact, lm_reduction) are read from `args`, which must be
-    `SelectorTrainingArguments`.
+    The loss settings (lm_weight, cl_weight, m_exact, lm_reduction, reply_order and the negatives) are read from
+    `args`, which must be `SelectorTrainingArguments`. With ``negatives: sampled`` each question's negatives are
+    drawn afresh at every optimizer step (`rejected`), seeded by (args.seed, qid, order shown, step).
     """
 
     args: SelectorTrainingArguments
@@ -59,12 +60,28 @@ class SelectorTrainer(Trainer):
         self.pad_id = pad_id
         self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
 
+    def rejected(self, inputs: SelectorBatch) -> list[list[int]] | None:
+        """Per question the negatives of L_CL at this step: None (every unselected candidate) unless
+        ``negatives: sampled``, then `sample_negatives` of `negative_pool`."""
+        args = self.args
+        if args.negatives == "all":
+            return None
+        step = self.state.global_step
+        out = []
+        orders = inputs.get("orders") or [None] * len(inputs["qids"])
+        for qid, sel, n, order in zip(inputs["qids"], inputs["selected"], inputs["n_docs"], orders):
+            pool = negative_pool(sel, n, order, args.negative_pool)
+            shown = "retrieval" if order is None else ",".join(map(str, order))
+            out.append(sample_negatives(pool, args.negative_sample, args.seed, f"{qid}:{shown}:{step}"))
+        return out
+
     def compute_loss(self, model: Any, inputs: SelectorBatch, return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
         args = self.args
         out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
                             lm_weight=args.lm_weight, cl_weight=args.cl_weight, m_exact=args.m_exact, pad_id=self.pad_id,
-                            lm_reduction=args.lm_reduction)
+                            lm_reduction=args.lm_reduction, reply_order=args.reply_order,
+                            rejected=self.rejected(inputs))
         split = "train" if model.training else "eval"
         self._extra[split]["l_cl"].append(float(out.l_cl))
         self._extra[split]["l_lm"].append(float(out.l_lm))

@@ -133,3 +133,26 @@ def test_the_recipe_key_reaches_the_labels_solver_and_their_record():
         assert solve([(e, W)], paper).order(0) == greedy_select(e, W, 0.3, paper.budget).order()
     assert released.to_record().objective == "released_code" and paper.to_record().objective is None
     assert "objective" not in paper.to_record().to_json_dict()
+
+
+@pytest.mark.parametrize(("reply", "steps", "status"), [
+    ("[Answer]: Paris", 1, "fallback"),                       # answer only: the original has no step column
+    ("Step 1: Doc A names the city.\nStep 2: It is in France.\nAnswer: Paris", 2, "ok"),  # unbracketed markers
+    ("The city is Paris. It lies in France.", 2, "fallback"),  # no markers at all
+    ("", 1, "fallback"),                                      # empty reply
+])
+def test_replies_the_original_cannot_split_still_get_a_label(reply, steps, status):
+    """The code splits replies on "[Step N]:" alone, so an answer-only or unbracketed reply leaves it a coverage
+    matrix with no step column, and its greedy fails on it. Here the reply parser's fallbacks give at least one step
+    and the released-code greedy a label of at most 2 x steps picks, from a real estimate."""
+    from purecover.teacher.estimation import estimate_from_embeddings
+    from purecover.teacher.parsing import parse_reply
+
+    parsed = parse_reply(reply, "Which city is the capital of France?", max_steps=5)
+    assert len(parsed.steps) == steps and parsed.status == status
+    rng = np.random.default_rng(len(reply))
+    est = estimate_from_embeddings(rng.normal(size=(steps, 16)), rng.normal(size=(6, 16)), rng.normal(size=16),
+                                   tau=0.1)
+    assert est.W.shape == (6, steps)
+    picks = released_code_greedy(est.W, lam=0.3, budget=20).order()
+    assert 1 <= len(picks) <= 2 * steps and len(set(picks)) == len(picks)

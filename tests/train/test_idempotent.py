@@ -154,3 +154,48 @@ def test_the_student_target_keys_reach_the_training_examples(trained, monkeypatc
         run_train_stage(recipe_for(run, tiny, f"run_dir={copy}", "student.target=top_k", "student.target_k=3"),
                         show_progress=False)
     assert seen == {"target": "top_k", "target_k": 3}
+
+
+def test_the_released_code_loss_trains_with_fresh_negatives_each_step(trained, monkeypatch, tmp_path):
+    """student.reply_order target + negatives sampled: the trainer hands the loss the target in its own order and,
+    each step, negative_sample candidates from the negative_pool last unselected ones; the settings reach the
+    student's metadata and its model card."""
+    import shutil
+
+    import purecover.train.trainer as trainer_module
+    from purecover.records import StudentLosses
+    from purecover.train.model_card import _loss_form
+
+    tiny, run, _ = trained
+    calls = []
+    real_loss = trainer_module.selector_loss
+
+    def recording(model, prompts, selected, n_docs, fmt, **kwargs):
+        calls.append((model.training, [list(s) for s in selected], list(n_docs), kwargs["reply_order"],
+                      kwargs["rejected"]))
+        return real_loss(model, prompts, selected, n_docs, fmt, **kwargs)
+
+    copy = tmp_path / "released"
+    copy.mkdir()
+    for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
+        if (run / name).exists():
+            shutil.copy(run / name, copy / name)
+    monkeypatch.setattr(trainer_module, "selector_loss", recording)
+    run_train_stage(recipe_for(run, tiny, f"run_dir={copy}", "student.target=top_k", "student.target_k=3",
+                               "student.reply_order=target", "student.negatives=sampled",
+                               "student.negative_sample=2", "student.negative_pool=3",
+                               "student.training.per_device_train_batch_size=1"), show_progress=False)
+    train_calls = [c for c in calls if c[0]]
+    assert len(train_calls) == 4
+    for _, selected, n_docs, order, rejected in train_calls:
+        assert order == "target"
+        for sel, n, neg in zip(selected, n_docs, rejected):
+            assert len(sel) == 3 and len(neg) == 2 and not set(neg) & set(sel) and set(neg) <= set(range(n))
+    assert len({tuple(c[4][0]) for c in train_calls}) > 1 or len({tuple(c[1][0]) for c in train_calls}) > 1
+    meta = json.loads((copy / CHECKPOINTS / FINAL / STUDENT_META).read_text())
+    assert meta["losses"] == {"lm_weight": 1.0, "cl_weight": 1.0, "m_exact": 5, "lm_reduction": "token_mean",
+                              "reply_order": "target", "negatives": "sampled", "negative_sample": 2,
+                              "negative_pool": 3}
+    card = _loss_form(StudentLosses(**meta["losses"]))  # the clause the model card's loss line ends with
+    assert "released-code form: the reply is the target in its own order" in card
+    assert "2 negatives drawn each step from the last 3 candidates" in card

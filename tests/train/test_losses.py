@@ -13,6 +13,8 @@ from purecover.train.losses import (
     best_ordering,
     contrastive_loss,
     has_active_dropout,
+    negative_pool,
+    sample_negatives,
     score_orderings,
     selector_loss,
 )
@@ -203,3 +205,90 @@ def test_cl_weight_scales_the_contrastive_term(share_prompt):
         out = selector_loss(m, prompts, selected, [8, 8], FMT, share_prompt=share_prompt, cl_weight=w)
         assert float(out.l_cl) == pytest.approx(float(base.l_cl), rel=1e-5)
         assert float(out.loss.detach()) == pytest.approx(w * float(base.l_cl) + float(base.l_lm), rel=1e-5)
+
+
+def released_reference(m, prompt, target, rejected, n_docs, lm_weight):
+    """The released code's loss, read from its formula: lm_weight · mean token NLL of the target in its own order
+    + mean over (target i, negative j) of −log σ(s_i − s_j), one plain forward."""
+    reply = FMT.target(list(target))
+    ids = torch.cat([prompt, torch.tensor(reply[:-1], dtype=torch.long)])[None]
+    logits = m(input_ids=ids).logits[0].float()
+    t = prompt.shape[0]
+    sft = torch.nn.functional.cross_entropy(logits[t - 1 : t - 1 + len(reply)], torch.tensor(reply))
+    s = logits[t - 1, list(FMT.identifier_ids[:n_docs])]
+    bpr = torch.stack([-torch.nn.functional.logsigmoid(s[i] - s[j]) for i in target for j in rejected]).mean()
+    return bpr + lm_weight * sft
+
+
+@pytest.mark.parametrize("share_prompt", [True, False])
+def test_released_code_loss_equals_its_formula(share_prompt):
+    """reply_order target + given negatives: the loss and gradients of 0.01 · SFT(target as ordered) + BPR."""
+    torch.manual_seed(3)
+    prompt = torch.randint(30, VOCAB, (40,))
+    target, rejected = [6, 1, 3], [0, 8, 4]
+    m_fast, m_ref = model(), model()
+    out = selector_loss(m_fast, [prompt], [target], [9], FMT, lm_weight=0.01, share_prompt=share_prompt,
+                        reply_order="target", rejected=[rejected])
+    out.loss.backward()
+    ref = released_reference(m_ref, prompt, target, rejected, 9, 0.01)
+    ref.backward()
+    assert out.orders == [target]
+    assert torch.allclose(out.loss, ref, atol=1e-5), (float(out.loss), float(ref))
+    for (name, p), q in zip(m_fast.named_parameters(), m_ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_target_order_is_kept_where_the_best_ordering_differs():
+    """The paper's loss reorders the label; reply_order target trains on the order given."""
+    torch.manual_seed(4)
+    m = model()
+    for _ in range(20):
+        prompt = torch.randint(30, VOCAB, (30,))
+        target = [5, 2, 7]
+        best = selector_loss(m, [prompt], [target], [9], FMT).orders[0]
+        if best != target:
+            break
+    else:
+        pytest.fail("no prompt whose best ordering differs from the given one")
+    kept = selector_loss(m, [prompt], [target], [9], FMT, reply_order="target")
+    assert kept.orders == [target] and best != target
+    assert float(kept.l_lm) > float(selector_loss(m, [prompt], [target], [9], FMT).l_lm)
+
+
+def test_contrastive_loss_with_given_negatives():
+    s = torch.tensor([2.0, -1.0, 0.5, 3.0, -2.0])
+    got = contrastive_loss(s, [0, 3], [1, 4])
+    want = -torch.nn.functional.logsigmoid(torch.tensor([3.0, 4.0, 4.0, 5.0])).mean()
+    assert torch.allclose(got, want)
+    assert float(contrastive_loss(s, [0], [])) == 0.0
+    with pytest.raises(ValueError, match=r"\[0\] are both selected and rejected"):
+        contrastive_loss(s, [0, 3], [0, 1])
+    with pytest.raises(ValueError, match="reply_order 'gain'"):
+        selector_loss(model(), [torch.arange(30, 50)], [[1]], [9], FMT, reply_order="gain")
+
+
+def test_negative_pool_is_the_tail_of_target_then_retrieval_order():
+    # shown in retrieval order: the unselected, last 10 of them
+    pool = negative_pool([0, 4, 2, 7, 11], 20, None, 10)
+    assert pool == [9, 10, 12, 13, 14, 15, 16, 17, 18, 19]
+    # shown shuffled: order[i] is the retrieval position of shown passage i; the pool holds the shown positions of
+    # the 10 unselected passages retrieved last
+    order = list(reversed(range(20)))  # shown i = retrieved 19 - i
+    pool = negative_pool([19, 15, 17, 12, 8], 20, order, 10)  # retrieved 0, 4, 2, 7, 11 selected
+    assert sorted(19 - i for i in pool) == [9, 10, 12, 13, 14, 15, 16, 17, 18, 19]
+    assert not set(pool) & {19, 15, 17, 12, 8}
+    assert negative_pool([0, 1], 4, None, 10) == [2, 3]  # fewer candidates than the pool
+
+
+def test_sampled_negatives_are_seeded_uniform_and_fresh_per_step():
+    pool = list(range(10, 20))
+    a = sample_negatives(pool, 5, seed=0, key="q1:retrieval:3")
+    assert a == sample_negatives(pool, 5, seed=0, key="q1:retrieval:3")  # a resume draws the same
+    assert len(a) == len(set(a)) == 5 and set(a) <= set(pool) and a == sorted(a, key=pool.index)
+    draws = {tuple(sample_negatives(pool, 5, 0, f"q1:retrieval:{step}")) for step in range(40)}
+    assert len(draws) > 20  # a fresh draw each step
+    counts = torch.zeros(20)
+    for step in range(2000):
+        counts[sample_negatives(pool, 5, 0, f"q:{step}")] += 1
+    assert counts[:10].sum() == 0 and (counts[10:] - 1000).abs().max() < 100  # each pool member about half the time
+    assert sample_negatives([3, 4], 5, 0, "q") == [3, 4]

@@ -14,8 +14,10 @@ from purecover.train.selector_arguments import LOSS_FIELDS, SelectorTrainingArgu
 from purecover.train.trainer import SelectorTrainer
 
 LOSS_OVERRIDES = ["student.lm_weight=0.25", "student.cl_weight=2.0", "student.m_exact=3",
-                  "student.lm_reduction=sequence_sum"]
-LOSS_VALUES = {"lm_weight": 0.25, "cl_weight": 2.0, "m_exact": 3, "lm_reduction": "sequence_sum"}
+                  "student.lm_reduction=sequence_sum", "student.reply_order=target", "student.negatives=sampled",
+                  "student.negative_sample=3", "student.negative_pool=7"]
+LOSS_VALUES = {"lm_weight": 0.25, "cl_weight": 2.0, "m_exact": 3, "lm_reduction": "sequence_sum",
+               "reply_order": "target", "negatives": "sampled", "negative_sample": 3, "negative_pool": 7}
 
 
 def test_fields_default_to_the_recipe_defaults_and_say_what_they_are():
@@ -25,6 +27,8 @@ def test_fields_default_to_the_recipe_defaults_and_say_what_they_are():
         assert fields[name].default == getattr(student, name)
         assert fields[name].metadata["help"]
     assert fields["lm_reduction"].metadata["choices"] == ["token_mean", "sequence_sum"]
+    assert fields["reply_order"].metadata["choices"] == ["best", "target"]
+    assert fields["negatives"].metadata["choices"] == ["all", "sampled"]
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
