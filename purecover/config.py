@@ -261,6 +261,10 @@ class TeacherConfig:
         "λ times the noise); released_code: the authors' released code ((1 − λ) × unweighted coverage gain − λ × "
         "noise relative to the best document of the strongest step; at most 2 × steps picks; e unused): "
         "docs/paper/released-code.md.")
+    attention_layout: Literal["chat", "plain"] = Field(
+        "chat", description="The text the attention is captured over (the calibration's too). chat: the reasoning "
+        "prompt the steps answer, with its chat template; plain: the authors' released code's separate pass, "
+        "[Doc i] lines, Query: and Answer: with no template or instructions (docs/paper/released-code.md).")
     prompt_file: StrictStr | None = Field(
         None, description="UTF-8 file holding the whole user message of the reasoning prompt, with {documents} "
         "(once) and {question} (and optionally {max_steps}); null: our wording of the paper's instructions "

@@ -136,6 +136,7 @@ HASH_EXCLUDE: tuple[str, ...] = (
 # made before they existed keeps its hash (and resumes) until the user sets one of them.
 HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "teacher.objective",
+    "teacher.attention_layout",
     "student.target",
     "student.target_k",
     "student.reply_order",

@@ -47,7 +47,7 @@ from ..utils.provenance import package_versions
 from .prompts import (
     ReasoningPrompt,
     TeacherSequence,
-    build_reasoning_prompt,
+    build_attention_prompt,
     build_teacher_sequence,
     document_body,
     template_key,
@@ -338,7 +338,7 @@ def calibration_sequence(tokenizer: Any, doc_tokens: Sequence[int],
     """The calibration's teacher sequence: the dummy question, K1 = len(doc_tokens) dummy documents (document k
     cut to `doc_tokens[k]` tokens) and the fixed dummy reasoning trace, with its token spans."""
     docs = [dummy_document(tokenizer, int(n)) for n in doc_tokens]
-    text, doc_chars = build_reasoning_prompt(tokenizer, DUMMY_QUESTION, docs, prompt)
+    text, doc_chars = build_attention_prompt(tokenizer, DUMMY_QUESTION, docs, prompt)
     return build_teacher_sequence(tokenizer, text, doc_chars, list(DUMMY_STEPS), DUMMY_ANSWER)
 
 

@@ -69,7 +69,7 @@ from .layers import (
 )
 from .loading import TeacherResources
 from .parsing import ParsedReply, parse_reply
-from .prompts import ReasoningPrompt, build_reasoning_prompt, build_teacher_sequence
+from .prompts import ReasoningPrompt, build_attention_prompt, build_reasoning_prompt, build_teacher_sequence
 from .selection import fuse, solve, stop_reason
 from .shards import LABELS_FILE, SHARD_DIR, batches, distributed, merge_label_shards, shard_path
 
@@ -212,7 +212,7 @@ class _Labeler:
         tok, model = self.tokenizer(), self.model()
         seqs, specs = [], []
         for rec, p in zip(batch, parsed):
-            prompt, doc_chars = build_reasoning_prompt(tok, rec.question, rec.docs, self.prompt)
+            prompt, doc_chars = build_attention_prompt(tok, rec.question, rec.docs, self.prompt)
             seq = build_teacher_sequence(tok, prompt, doc_chars, p.steps, p.answer)
             distance = sequence_distance(seq.step_spans, seq.doc_spans)
             if self.plan is not None and distance is not None:

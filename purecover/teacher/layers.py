@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import CandidateDoc, LayersRead
-from .prompts import ReasoningPrompt, build_reasoning_prompt, char_span_to_tokens
+from .prompts import ReasoningPrompt, build_attention_prompt, char_span_to_tokens
 
 __all__ = [
     "FULL_ATTENTION",
@@ -268,7 +268,7 @@ def reply_distance(tokenizer: Any, question: str, docs: Sequence[CandidateDoc],
                    prompt: ReasoningPrompt | None = None) -> int | None:
     """Tokens from the first document's first token to where the reply starts, in the reasoning prompt of
     (`question`, `docs`); a lower bound of the distance to the first reasoning step. None without a document."""
-    text, doc_chars = build_reasoning_prompt(tokenizer, question, docs, prompt)
+    text, doc_chars = build_attention_prompt(tokenizer, question, docs, prompt)
     spans = [s for s in doc_chars if s[1] > s[0]]
     if not spans:
         return None

@@ -13,6 +13,11 @@ so every span is known by construction and mapped to tokens through the tokenize
 
 Spans (docs/concepts/method.md#segment-attention): a document span covers its title and text (not the ``[k]`` label); a
 step span the text after ``[Step n]: ``; the answer span the text after ``[Answer]: ``.
+
+The capture's layout (``teacher.attention_layout``, `build_attention_prompt`): ``chat``, the reasoning prompt the
+reply was generated from (ours), or ``plain``, the text the authors' released code runs its separate attention
+pass over: no chat template, system message or instructions, the documents as ``[Doc 0]`` + body lines, then
+``Query:`` + question and ``Answer:``, the reply right after (docs/paper/released-code.md).
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ from ..prompts import PROMPTS, check_template_text, load_prompt
 from ..records import CandidateDoc, PromptWording
 
 __all__ = [
+    "ATTENTION_LAYOUTS",
     "DEFAULT_TEMPLATE_FILE",
     "REASONING_FIELDS",
     "SYSTEM_PROMPT",
     "ReasoningPrompt",
     "TeacherSequence",
+    "build_attention_prompt",
+    "build_plain_prompt",
     "build_reasoning_prompt",
     "build_teacher_sequence",
     "canonical_reply",
@@ -52,6 +60,9 @@ DEFAULT_TEMPLATE_FILE = PROMPTS["reasoning"].file  # in purecover/prompts/
 # Placeholders of a reasoning template: required ones, and the optional one.
 REASONING_FIELDS: dict[str, tuple[str, ...]] = {"required": PROMPTS["reasoning"].parts[""].required,
                                                 "optional": PROMPTS["reasoning"].parts[""].optional}
+
+
+ATTENTION_LAYOUTS = ("chat", "plain")
 
 
 def check_reasoning_template(text: str, source: str) -> str:
@@ -73,15 +84,20 @@ def _default_template() -> str:
 
 @dataclass(frozen=True)
 class ReasoningPrompt:
-    """The reasoning prompt's wording: user-message `template`, `system` message (None: none), its `source`."""
+    """The reasoning prompt's wording: user-message `template`, `system` message (None: none), its `source`; and
+    the layout the attention is captured over (`attention_layout`: chat, this prompt; plain, `build_plain_prompt`)."""
 
     template: str
     system: str | None = SYSTEM_PROMPT
     source: str = DEFAULT_TEMPLATE_FILE
     max_steps: int = 5
+    attention_layout: str = "chat"
 
     def __post_init__(self) -> None:
         check_reasoning_template(self.template, self.source)
+        if self.attention_layout not in ATTENTION_LAYOUTS:
+            raise ValueError(f"attention_layout {self.attention_layout!r}; expected one of "
+                             f"{', '.join(ATTENTION_LAYOUTS)}")
 
     @classmethod
     def default(cls, max_steps: int = 5) -> ReasoningPrompt:
@@ -90,12 +106,14 @@ class ReasoningPrompt:
 
     @classmethod
     def from_config(cls, cfg: Any) -> ReasoningPrompt:
-        """From ``teacher.prompt_file`` (null: ours), ``teacher.system_prompt`` (null: ours, "": none), ``max_steps``."""
+        """From ``teacher.prompt_file`` (null: ours), ``teacher.system_prompt`` (null: ours, "": none), ``max_steps``
+        and ``attention_layout``."""
         path = getattr(cfg, "prompt_file", None)
         template = load_reasoning_template(path) if path else _default_template()
         system = getattr(cfg, "system_prompt", None)
         system = SYSTEM_PROMPT if system is None else (system or None)
-        return cls(template, system, str(path) if path else DEFAULT_TEMPLATE_FILE, int(getattr(cfg, "max_steps", 5)))
+        return cls(template, system, str(path) if path else DEFAULT_TEMPLATE_FILE, int(getattr(cfg, "max_steps", 5)),
+                   str(getattr(cfg, "attention_layout", "chat")))
 
     @property
     def sha256(self) -> str:
@@ -138,6 +156,8 @@ def template_key(tokenizer: Any = None, prompt: ReasoningPrompt | None = None) -
     h.update(b"system:" + (b"\0none" if prompt.system is None else prompt.system.encode()) + b"\0")
     h.update(b"template:" + prompt.template.encode() + b"\0")
     h.update(f"max_steps:{prompt.max_steps}\0layout-v2\0".encode())
+    if prompt.attention_layout != "chat":  # the chat layout's keys stay those of bias files written before
+        h.update(f"attention-layout:{prompt.attention_layout}\0".encode())
     template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
     if not template and tokenizer is not None and bos_prefix(tokenizer):  # the plain layout starts with BOS
         template = f"plain+bos:{bos_prefix(tokenizer)}"
@@ -161,6 +181,29 @@ def build_reasoning_prompt(tokenizer: Any, question: str, docs: Sequence[Candida
     user, spans = prompt.user_message(question, docs)
     chat = render_chat(tokenizer, prompt.system, user)
     return chat.text, [chat.shift(s) for s in spans]
+
+
+def build_plain_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc]) -> tuple[str, list[tuple[int, int]]]:
+    """The released code's attention text up to the reply, and each document body's character span in it:
+    the tokenizer's BOS (`bos_prefix`), then ``[Doc 0]`` + body + newline per document, ``\nQuery:`` + question,
+    ``\nAnswer:``."""
+    text, spans = bos_prefix(tokenizer), []
+    for k, d in enumerate(docs):
+        text += f"[Doc {k}]"
+        body = document_body(d)
+        spans.append((len(text), len(text) + len(body)))
+        text += body + "\n"
+    return text + "\nQuery:" + question.strip() + "\nAnswer:", spans
+
+
+def build_attention_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc],
+                           prompt: ReasoningPrompt | None = None) -> tuple[str, list[tuple[int, int]]]:
+    """The text the attention is captured over, up to the reply, and the document spans: `build_reasoning_prompt`
+    for ``prompt.attention_layout`` chat, `build_plain_prompt` for plain."""
+    prompt = prompt or ReasoningPrompt.default()
+    if prompt.attention_layout == "plain":
+        return build_plain_prompt(tokenizer, question, docs)
+    return build_reasoning_prompt(tokenizer, question, docs, prompt)
 
 
 def canonical_reply(steps: Sequence[str], answer: str) -> tuple[str, list[tuple[int, int]], tuple[int, int]]:
