@@ -237,6 +237,14 @@ class TeacherConfig:
     embedding_tau_e: StrictFloat | None = Field(
         None, gt=0, description="Temperature of e from cosine similarities (a softmax over steps); null: the "
         "signal's default.")
+    calibration_procedure: Literal["fixed", "in_context"] = Field(
+        "fixed", description="How the position bias is measured. fixed: one pass over content-free documents and a "
+        "fixed dummy reasoning trace (the paper); in_context: per question and position, document k replaced by a "
+        "generic paragraph, the steps' attention to it, averaged over calibration_questions questions (the "
+        "authors' released code; questions x k1 capture passes, and as many teacher replies with steps: model).")
+    calibration_questions: StrictInt = Field(
+        100, ge=1, description="Questions of candidates.jsonl (the first ones) the in_context procedure averages "
+        "over (the released code: 100).")
     calibration_lengths: Literal["candidates"] | _AtLeastOne = Field(
         "candidates", description="Token lengths of calibration's content-free documents: candidates (per position, "
         "the median length in candidates.jsonl) or one token count for every position.")

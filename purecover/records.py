@@ -846,7 +846,7 @@ class BiasKeys(_Written):
 
     ``weights`` and ``doc_tokens`` are absent in files of early versions (and stay absent when written back)."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"weights", "doc_tokens", "layers_read"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"weights", "doc_tokens", "layers_read", "procedure"})
 
     model: str = Field(description="The teacher as given (display only: the weights fingerprint decides).")
     weights: str | None = Field(default=None, description="Fingerprint of the teacher's weights (sha256:... of a "
@@ -859,6 +859,9 @@ class BiasKeys(_Written):
     layers_read: list[int] | None = Field(default=None, description="The attention layers averaged (teacher.layers "
                                                                     "resolved for the teacher model); absent in "
                                                                     "files of early versions.")
+    procedure: str | None = Field(default=None, description="The in-context procedure's identity (steps source, "
+                                                            "question count, a hash of the questions); absent for "
+                                                            "the fixed procedure.")
 
 
 class BiasDocTokens(_Written):
@@ -1516,6 +1519,16 @@ class PublishMarker(_Written):
 # ---- teacher: the label stage's shard lines, the calibrate and label stages' summaries, label-report, tune
 
 
+class InContextBiasRow(_Written):
+    """One line of run_dir/bias_in_context.jsonl: one question's in-context calibration values
+    (`purecover.teacher.in_context_calibration`)."""
+
+    row: str = Field(description="The key the values were measured under and the qid, 'KEY:QID'.")
+    qid: str = Field(description="The question's id.")
+    bias: list[float | None] = Field(description="Per position k, the mean attention of the steps to the generic "
+                                                 "paragraph put at k; null where the question has no k-th document.")
+
+
 class ReplyShardRecord(_Written):
     """One line of run_dir/label_shards/replies.<r>-of-<w>.jsonl: the teacher's reply to one question."""
 
@@ -1556,10 +1569,22 @@ class LayersRead(_Written):
                                                                       "empty.")
 
 
+class InContextCounts(_Written):
+    """What an in-context calibration measured (`purecover.teacher.in_context_calibration`)."""
+
+    questions: NonNegativeInt = Field(description="Questions the bias is averaged over.")
+    sequences: NonNegativeInt = Field(description="Capture sequences run by this call (questions x positions).")
+    resumed: NonNegativeInt = Field(description="Questions taken from bias_in_context.jsonl of an earlier call.")
+    fallback: NonNegativeInt = Field(description="Sequences whose steps fell back (unparsable reply, no oracle "
+                                                 "steps).")
+    spread: Stored = Field(description="Mean over positions of the standard deviation of the values across "
+                                       "questions.")
+
+
 class CalibrateSummary(StageSummary):
     """The calibrate stage's summary (`purecover.teacher.calibrate_stage.write_bias`)."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"status", "layers"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"status", "layers", "in_context"})
 
     bias_file: str = Field(description="The bias.json written.")
     k1: int = Field(description="Positions of the bias (data.k1).")
@@ -1572,6 +1597,8 @@ class CalibrateSummary(StageSummary):
     keys: BiasKeys = Field(description="The calibration keys written to bias.json.")
     layers: LayersRead | None = Field(default=None, description="The attention layers the bias was computed from; "
                                                                 "absent in summaries of early versions.")
+    in_context: InContextCounts | None = Field(default=None, description="The in-context procedure's counts; "
+                                                                         "absent for the fixed procedure.")
 
 
 class LabelDiagnostics(_Written):

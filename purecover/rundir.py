@@ -41,6 +41,7 @@ FILES: dict[str, str] = {
     "candidates": "candidates.jsonl",
     "data_report": "data_report.json",
     "bias": "bias.json",
+    "bias_rows": "bias_in_context.jsonl",  # the in-context calibration's per-question values (resumable)
     "labels": "labels.jsonl",
     "label_shards": "label_shards",
     "checkpoints": "checkpoints",

@@ -137,6 +137,8 @@ HASH_EXCLUDE: tuple[str, ...] = (
 HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "teacher.objective",
     "teacher.attention_layout",
+    "teacher.calibration_procedure",
+    "teacher.calibration_questions",
     "student.target",
     "student.target_k",
     "student.reply_order",
@@ -194,7 +196,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "dummy reasoning trace; write the per-position attention bias to run_dir/bias.json (keys: "
                     "model and its weights, k1, template, layers, document lengths). Needed by `label` when "
                     "teacher.calibrate is true.",
-        reads=("candidates",), writes=("bias",), sections=("teacher",),
+        reads=("candidates",), writes=("bias",), sections=("teacher",), scratch=("bias_rows",),
         summary="purecover.records:CalibrateSummary",
         headline=("k1", "doc_tokens", "seconds"), on_change="rerun", inputs="purecover.stages:no_inputs",
         changed_reason="teacher (or its weights), data.k1, the reasoning prompt or the candidates' document lengths "

@@ -22,21 +22,21 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # configuration hashes of existing run directories must not move. A new recipe key changes them on
 # purpose (it is part of the hashed form): then record the new values here.
 # teacher.layers=all: the default before full_attention (the teacher section of a run made then). Recorded again
-# when teacher.reply_prefix, teacher.objective, teacher.attention_layout, student.target(_k) and the student's released-code loss keys
+# when teacher.reply_prefix, teacher.objective, teacher.attention_layout, teacher.calibration_procedure/_questions, student.target(_k) and the student's released-code loss keys
 # were added (the stage hashes below do not move: they are
 # left out of them at their defaults).
 PINNED = {
-    ("teacher.layers=all",): ("a7ee6ae7ddec6330", {"data": "1b54006de7c346ba", "teacher": "4ceac3afc105f462",
+    ("teacher.layers=all",): ("3e75dc8adde736af", {"data": "1b54006de7c346ba", "teacher": "d8360ee6ef0f683e",
                                                    "student": "e0c4720c1a898a36", "eval": "473eeea4bd9d1e81"}),
     # the defaults since teacher.layers: full_attention (the default moved: the teacher section moves with it)
-    (): ("04980a36e8f53b40", {"data": "1b54006de7c346ba", "teacher": "bc8247536cc2ef28",
+    (): ("b2f75d132e22c6de", {"data": "1b54006de7c346ba", "teacher": "132dae6dc6114ccb",
                               "student": "e0c4720c1a898a36", "eval": "473eeea4bd9d1e81"}),
     # integers given for floats are stored as floats, as before
     ("teacher.layers=all", "teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("cf92a40137611835", {"teacher": "c6d6dd078ea92927", "student": "90c5aa2780624b5d"}),
+        ("0b620e494f14c0c3", {"teacher": "66267ce4ec2d3c89", "student": "90c5aa2780624b5d"}),
     ("teacher.layers=all", "student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}",
      "teacher.calibration_lengths=64", "seed=7", "run_dir=runs/x"):
-        ("51cfa75295474f23", {"seed": "5f83350f79a392f2", "teacher": "8035f3914f546f5b",
+        ("7dac9ebc2dbaecdb", {"seed": "5f83350f79a392f2", "teacher": "08baabfcc2231342",
                               "student": "aad777b8965480f1"}),
 }
 

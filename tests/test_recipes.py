@@ -221,6 +221,8 @@ def test_the_released_code_recipe_is_the_paper_recipe_with_the_code_s_labelling_
     assert own.pop("base") == "../hotpotqa.yaml" and own.pop("run_dir") == "runs/paper/released_code/hotpotqa"
     assert flatten(own) == {"teacher.objective": "released_code", "teacher.budget": 20, "teacher.min_select": 0,
                             "teacher.tau_stop": 0.0, "teacher.tau2": 1e-5, "teacher.lam": 0.3,
+                            "teacher.attention_layout": "plain", "teacher.calibration_procedure": "in_context",
+                            "teacher.calibration_questions": 100,
                             "student.target": "top_k", "student.target_k": 5, "student.lm_weight": 0.01,
                             "student.reply_order": "target", "student.negatives": "sampled",
                             "student.negative_sample": 5, "student.negative_pool": 10,

@@ -4,18 +4,43 @@ holds the computation and the file's contract)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 
 from ..config import Recipe
-from ..records import CalibrateSummary, StageSummary
+from ..records import CalibrateSummary, CandidateRecord, InContextCounts, StageSummary
 from ..rundir import RunDir
 from ..stages import StageRun
-from .calibration import calibration_keys, calibration_sequence, compute_position_bias, save_bias
+from .calibration import (
+    PositionBias,
+    calibration_keys,
+    calibration_sequence,
+    compute_position_bias,
+    key_string,
+    save_bias,
+)
+from .in_context_calibration import (
+    StepsOf,
+    calibration_questions,
+    in_context_bias,
+    oracle_steps,
+    procedure_key,
+    row_key,
+)
 from .label_record import stored
 from .layers import load_layer_plan, reach_report, sequence_distance
 from .loading import load_teacher_model, load_teacher_tokenizer
-from .prompts import ReasoningPrompt
+from .parsing import ParsedReply, parse_reply
+from .prompts import (
+    ReasoningPrompt,
+    TeacherSequence,
+    build_attention_prompt,
+    build_reasoning_prompt,
+    build_teacher_sequence,
+)
 
 __all__ = ["run_calibrate_stage", "write_bias"]
 
@@ -37,6 +62,8 @@ def write_bias(run: StageRun) -> CalibrateSummary:
     teacher's config first (`purecover.teacher.layers`), and the calibration sequence is checked against the
     read layers' windows before the model is loaded: an explicitly listed layer that cannot see the dummy
     documents from the dummy steps is refused, ``all`` over sliding-window layers is warned about.
+    ``teacher.calibration_procedure: in_context`` measures the bias on the run's own first questions instead
+    (`purecover.teacher.in_context_calibration`; resumable through run_dir/bias_in_context.jsonl).
     """
     recipe = run.recipe
     cfg = recipe.teacher
@@ -48,19 +75,71 @@ def write_bias(run: StageRun) -> CalibrateSummary:
     plan = load_layer_plan(cfg.model, cfg.layers, trust_remote_code=cfg.trust_remote_code)
     tokenizer = load_teacher_tokenizer(cfg)
     prompt = ReasoningPrompt.from_config(cfg)
+    records = (calibration_questions(rd.path_of("candidates"), cfg.calibration_questions)
+               if cfg.calibration_procedure == "in_context" else None)
+    procedure = None if records is None else procedure_key(cfg.steps, records, recipe.data.k1)
     keys, lengths = calibration_keys(cfg.model, recipe.data.k1, tokenizer, cfg.layers, cfg.calibration_lengths,
-                                     rd.path_of("candidates"), prompt=prompt, layers_read=plan.read)
+                                     rd.path_of("candidates"), prompt=prompt, layers_read=plan.read,
+                                     procedure=procedure)
     seq = calibration_sequence(tokenizer, lengths.target, prompt)
     beyond = reach_report(plan, [("the calibration sequence", sequence_distance(seq.step_spans, seq.doc_spans))],
                           exact=True)
     model = load_teacher_model(cfg)
     t0 = time.perf_counter()
-    bias = compute_position_bias(model, tokenizer, lengths.target, list(plan.read),
-                                 max_chunk_bytes=cfg.capture_chunk_mb << 20, prompt=prompt)
+    counts = None
+    if records is None:
+        bias = compute_position_bias(model, tokenizer, lengths.target, list(plan.read),
+                                     max_chunk_bytes=cfg.capture_chunk_mb << 20, prompt=prompt)
+    else:
+        def build(record: CandidateRecord, reply: ParsedReply) -> TeacherSequence:
+            text, spans = build_attention_prompt(tokenizer, record.question, record.docs, prompt)
+            return build_teacher_sequence(tokenizer, text, spans, reply.steps, reply.answer)
+
+        generator = None if cfg.steps == "oracle" else _generator(run, model, tokenizer)
+        steps_of = oracle_steps(cfg.max_steps) if generator is None else _model_steps(run, generator, tokenizer, prompt)
+        try:
+            measured = in_context_bias(model, tokenizer, records, recipe.data.k1, lengths.target, steps_of, build,
+                                       list(plan.read), rd.path_of("bias_rows"), row_key(key_string(keys)),
+                                       batch_size=cfg.batch_size, max_chunk_bytes=cfg.capture_chunk_mb << 20,
+                                       show_progress=run.show_progress)
+        finally:
+            if generator is not None:
+                generator.close()
+        bias = PositionBias(measured.bias, list(lengths.target))
+        counts = InContextCounts(questions=measured.per_question.shape[0], sequences=measured.captured,
+                                 resumed=measured.resumed, fallback=measured.fallback,
+                                 spread=stored(float(np.nanmean(np.nanstd(measured.per_question, axis=0)))))
     path = rd.path_of("bias")
     save_bias(path, bias, keys, lengths, prompt)
+    optional = {"in_context": counts} if counts is not None else {}
     return CalibrateSummary(
         bias_file=str(path), k1=recipe.data.k1, seconds=round(time.perf_counter() - t0, 2),
         bias_mean=stored(bias.bias.mean()), bias_first_last=[stored(bias.bias[0]), stored(bias.bias[-1])],
         doc_tokens=lengths.summary(), doc_tokens_measured={"min": min(bias.doc_tokens), "max": max(bias.doc_tokens)},
-        doc_tokens_source=lengths.source, keys=keys, layers=plan.record(beyond))
+        doc_tokens_source=lengths.source, keys=keys, layers=plan.record(beyond), **optional)
+
+
+def _generator(run: StageRun, model: Any, tokenizer: Any) -> Any:
+    """The label stage's generation backend (``teacher.backend``) for the in-context calibration's replies."""
+    from ..models.generation import make_generator
+
+    cfg = run.recipe.teacher
+    if cfg.backend == "hf":
+        return make_generator("hf", model=model, tokenizer=tokenizer, batch_size=cfg.batch_size)
+    return make_generator("vllm", model_name=cfg.model, tensor_parallel_size=cfg.tensor_parallel_size,
+                          dtype=cfg.dtype, trust_remote_code=cfg.trust_remote_code, seed=run.recipe.seed,
+                          tokenizer=tokenizer)
+
+
+def _model_steps(run: StageRun, generator: Any, tokenizer: Any, prompt: ReasoningPrompt) -> StepsOf:
+    """Steps from a new teacher reply to each record (``teacher.steps: model``): the label stage's prompt, reply
+    prefix, max_new_tokens and reply parser."""
+    cfg = run.recipe.teacher
+
+    def steps_of(records: Sequence[CandidateRecord]) -> list[ParsedReply]:
+        prompts = [build_reasoning_prompt(tokenizer, r.question, r.docs, prompt)[0] + cfg.reply_prefix
+                   for r in records]
+        outs = generator.generate(prompts, cfg.max_new_tokens)
+        return [parse_reply(cfg.reply_prefix + out, r.question, cfg.max_steps) for r, out in zip(records, outs)]
+
+    return steps_of

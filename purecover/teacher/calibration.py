@@ -64,6 +64,7 @@ __all__ = [
     "calibration_lengths",
     "calibration_sequence",
     "compute_position_bias",
+    "cut_to_tokens",
     "document_bodies",
     "document_token_lengths",
     "dummy_document",
@@ -274,15 +275,19 @@ def weights_fingerprint(model_name: str) -> str:
 
 def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int],
               doc_tokens: Sequence[int], weights: str | None = None,
-              prompt: ReasoningPrompt | None = None, layers_read: Sequence[int] | None = None) -> BiasKeys:
+              prompt: ReasoningPrompt | None = None, layers_read: Sequence[int] | None = None,
+              procedure: str | None = None) -> BiasKeys:
     """The identity of a calibration: what must match for a bias vector to be valid.
 
     `weights` defaults to `weights_fingerprint(model_name)`; ``model`` is kept for display.
     ``template`` hashes the reasoning prompt's wording (`prompt`, default ours) and the chat template.
     `layers` is ``teacher.layers`` as given; `layers_read` the layer indices it resolves to on the teacher
-    (`purecover.teacher.layers.LayerPlan.read`), recorded when given.
+    (`purecover.teacher.layers.LayerPlan.read`), recorded when given; `procedure` the in-context procedure's
+    identity (`purecover.teacher.in_context_calibration.procedure_for`), None for the fixed one.
     """
-    optional = {"layers_read": [int(i) for i in layers_read]} if layers_read is not None else {}
+    optional: dict[str, Any] = {"layers_read": [int(i) for i in layers_read]} if layers_read is not None else {}
+    if procedure is not None:
+        optional["procedure"] = procedure
     return BiasKeys(model=model_name,
                     weights=weights if weights is not None else weights_fingerprint(model_name),
                     k1=int(k1), template=template_key(tokenizer, prompt),
@@ -292,37 +297,41 @@ def bias_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[i
 
 def calibration_keys(model_name: str, k1: int, tokenizer: Any, layers: str | Sequence[int], setting: str | int,
                      candidates_path: str | Path, prompt: ReasoningPrompt | None = None,
-                     layers_read: Sequence[int] | None = None) -> tuple[BiasKeys, CalibrationLengths]:
+                     layers_read: Sequence[int] | None = None, procedure: str | None = None
+                     ) -> tuple[BiasKeys, CalibrationLengths]:
     """The bias keys of a run and its target lengths: the one helper the calibrate and label stages share
-    (both pass the resolved `layers_read`, so a bias computed from other layers is refused)."""
+    (both pass the resolved `layers_read` and the procedure, so a bias computed from other layers or another way
+    is refused)."""
     lengths = calibration_lengths(tokenizer, k1, setting, candidates_path)
     return bias_keys(model_name, k1, tokenizer, layers, lengths.target, prompt=prompt,
-                     layers_read=layers_read), lengths
+                     layers_read=layers_read, procedure=procedure), lengths
 
 
 # --------------------------------------------------------------------------- bias
 
 
-def _cut(tokenizer: Any, head: str, n_tokens: int) -> str:
-    """`head` + repeated filler, cut after its first `n_tokens` tokens."""
+def cut_to_tokens(tokenizer: Any, head: str, n_tokens: int, filler: str = FILLER_SENTENCE) -> str:
+    """`head` + `filler` repeated, cut after its first `n_tokens` tokens."""
     reps = max(2, n_tokens // 4 + 2)
     while True:
-        text = head + " ".join([FILLER_SENTENCE] * reps)
+        text = head + " ".join([filler] * reps)
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         if len(enc["input_ids"]) >= n_tokens:
             return text[: enc["offset_mapping"][n_tokens - 1][1]]
         reps *= 2
 
 
-def dummy_document(tokenizer: Any, n_tokens: int) -> CandidateDoc:
-    """A content-free document whose body (``N/A`` + newline + filler) is `n_tokens` tokens on its own.
+def dummy_document(tokenizer: Any, n_tokens: int, title: str = FILLER_TITLE, filler: str = FILLER_SENTENCE
+                   ) -> CandidateDoc:
+    """A content-free document whose body (`title` + newline + `filler` repeated; default ``N/A`` and a placeholder
+    sentence) is `n_tokens` tokens on its own.
 
     Too short for the title and some text: the filler alone, without a title.
     """
-    title, _, text = _cut(tokenizer, FILLER_TITLE + "\n", n_tokens).partition("\n")
+    head, _, text = cut_to_tokens(tokenizer, title + "\n", n_tokens, filler).partition("\n")
     if not text.strip():
-        return CandidateDoc(title="", text=_cut(tokenizer, "", n_tokens))
-    return CandidateDoc(title=title, text=text)
+        return CandidateDoc(title="", text=cut_to_tokens(tokenizer, "", n_tokens, filler))
+    return CandidateDoc(title=head, text=text)
 
 
 @dataclass
@@ -411,6 +420,10 @@ def load_bias(path: str | Path, expected: BiasKeys) -> tuple[np.ndarray, str]:
                 f"{path}: calibration key {name!r} differs: the file has {written.get(name)!r}, this run needs "
                 f"{value!r}; {_RECALIBRATE}"
             )
+    if written.get("procedure") != wanted.get("procedure"):  # a key only one side may have: compared both ways
+        raise BiasMismatchError(
+            f"{path}: calibration key 'procedure' differs: the file has {written.get('procedure')!r} (null: the "
+            f"fixed procedure), this run needs {wanted.get('procedure')!r}; {_RECALIBRATE}")
     bias = np.asarray(record.bias, dtype=np.float64)
     if bias.shape[0] != expected.k1:
         raise BiasMismatchError(f"{path}: {bias.shape[0]} bias values for k1={expected.k1}")
@@ -449,6 +462,13 @@ def bias_inputs_fingerprint(recipe: Any) -> str:
         source = "missing"
     parts = {"weights": weights_fingerprint(t.model), "prompt": ReasoningPrompt.from_config(t).record().to_json_dict(),
              "lengths": source}
+    if t.calibration_procedure != "fixed":  # the in-context bias depends on the questions it is measured on
+        from .in_context_calibration import procedure_for
+
+        try:
+            parts["procedure"] = procedure_for(t, recipe.data.k1, RunDir.of(recipe).path_of("candidates"))
+        except (OSError, ValueError):
+            parts["procedure"] = "missing"
     if t.layers == "full_attention":  # `all` and index lists resolve through num_hidden_layers alone (in `weights`)
         parts["layers"] = resolved_layers_fingerprint(t.model, t.layers, t.trust_remote_code)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -14,8 +14,9 @@ what is kept across layers is the (rows × columns) segment matrix per sequence.
 probabilities are never materialised: `scaled_dot_product_attention` of the needed rows with
 the column-indicator matrix as values yields their segment sums directly.
 
-Entry points: `capture_segment_attention` (the capture) and `reference_segment_attention`
-(the same quantity from eager ``output_attentions``, for tests and benchmarks).
+Entry points: `capture_segment_attention` (the capture), `capture_token_lists` (the same over unpadded token lists,
+left-padded into one batch) and `reference_segment_attention` (the same quantity from eager ``output_attentions``,
+for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "CAPTURE_IMPLEMENTATION",
     "SegmentSpec",
     "capture_segment_attention",
+    "capture_token_lists",
     "decoder_layers",
     "reference_segment_attention",
 ]
@@ -298,6 +300,25 @@ def capture_segment_attention(model: torch.nn.Module, input_ids: torch.Tensor, a
         mean[..., denom == 0] = math.nan
         results.append(mean)
     return results
+
+
+def capture_token_lists(model: torch.nn.Module, sequences: Sequence[Sequence[int]], specs: Sequence[SegmentSpec],
+                        pad_id: int, layers: str | Sequence[int] = "all", max_chunk_bytes: int = 256 << 20
+                        ) -> list[torch.Tensor]:
+    """`capture_segment_attention` of unpadded token-id lists, left-padded with `pad_id` into one batch on the
+    model's device. Raises ValueError when a sequence is longer than the model's positions."""
+    t_max = max(len(s) for s in sequences)
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit and t_max > limit:
+        raise ValueError(f"teacher sequence of {t_max} tokens exceeds the model's {limit} positions")
+    ids = torch.full((len(sequences), t_max), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), t_max), dtype=torch.long)
+    for i, s in enumerate(sequences):  # left padding
+        ids[i, t_max - len(s) :] = torch.tensor(list(s))
+        mask[i, t_max - len(s) :] = 1
+    device = next(model.parameters()).device
+    return capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=layers,
+                                     max_chunk_bytes=max_chunk_bytes)
 
 
 def reference_segment_attention(attentions: Sequence[torch.Tensor], attention_mask: torch.Tensor | None,

@@ -54,10 +54,11 @@ from ..stages import StageRun
 from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl
 from ..utils.progress import tqdm
 from .calibration import calibration_keys, load_bias
-from .capture import SegmentSpec, capture_segment_attention
+from .capture import SegmentSpec, capture_token_lists
 from .defaults import resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
 from .estimation import SegmentAttention, SimilarityScores, estimate
+from .in_context_calibration import procedure_for
 from .label_record import lancer_templates, stored, stored_array, teacher_meta
 from .layers import (
     LayerPlan,
@@ -219,20 +220,10 @@ class _Labeler:
                 self.plan.check_reach(distance, f"question {rec.qid}")
             seqs.append(seq)
             specs.append(SegmentSpec.of([*seq.step_spans, seq.answer_span], [*seq.doc_spans, *seq.step_spans]))
-        t_max = max(len(s.input_ids) for s in seqs)
-        limit = getattr(model.config, "max_position_embeddings", None)
-        if limit and t_max > limit:
-            raise ValueError(f"teacher sequence of {t_max} tokens exceeds the model's {limit} positions")
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-        ids = torch.full((len(seqs), t_max), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), t_max), dtype=torch.long)
-        for i, s in enumerate(seqs):  # left padding
-            ids[i, t_max - len(s.input_ids) :] = torch.tensor(s.input_ids)
-            mask[i, t_max - len(s.input_ids) :] = 1
-        device = next(model.parameters()).device
         layers = list(self.plan.read) if self.plan is not None else self.cfg.layers
-        mats = capture_segment_attention(model, ids.to(device), mask.to(device), specs, layers=layers,
-                                         max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
+        mats = capture_token_lists(model, [s.input_ids for s in seqs], specs, pad, layers=layers,
+                                   max_chunk_bytes=self.cfg.capture_chunk_mb << 20)
         return [SegmentAttention.from_matrix(stored_array(m.numpy()), len(rec.docs), len(p.steps))
                 for rec, p, m in zip(batch, parsed, mats)]
 
@@ -427,7 +418,8 @@ def write_labels(run: StageRun) -> LabelSummary:
         assert labeler.plan is not None
         keys, _ = calibration_keys(cfg.model, recipe.data.k1, labeler.tokenizer(), cfg.layers,
                                    cfg.calibration_lengths, rd.path_of("candidates"), prompt=labeler.prompt,
-                                   layers_read=labeler.plan.read)
+                                   layers_read=labeler.plan.read,
+                                   procedure=procedure_for(cfg, recipe.data.k1, rd.path_of("candidates")))
         labeler.bias, labeler.bias_key = load_bias(rd.path_of("bias"), keys)
     shard = candidates[rank::world]
     t0 = time.perf_counter()

@@ -94,13 +94,13 @@ def labels(run_dir):
 def captured_layers(monkeypatch):
     """The `layers` argument of every capture the label stage runs."""
     calls: list[object] = []
-    real = teacher_job.capture_segment_attention
+    real = teacher_job.capture_token_lists
 
     def spy(*args, **kwargs):
         calls.append(kwargs["layers"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(teacher_job, "capture_segment_attention", spy)
+    monkeypatch.setattr(teacher_job, "capture_token_lists", spy)
     return calls
 
 
