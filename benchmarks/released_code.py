@@ -44,8 +44,31 @@ from real_models import label_source, log, read_jsonl, recipe_for, splits_of
 from rows import ROWS_ONLY_HELP, Rows, machine_info, now, rewrite, with_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = {"hotpotqa": ("oracle_proxy", "smollm2_attention_layers", "gemma_attention"),
+SOURCES = {"hotpotqa": ("oracle_proxy", "smollm2_attention_layers", "gemma_attention", "smollm2_attention",
+                        "smollm2_plain", "smollm2_in_context", "smollm2_plain_in_context"),
            "2wiki": ("oracle_proxy",), "musique": ("oracle_proxy",)}
+IN_CONTEXT_QUESTIONS = 20  # the code's 100 would be 2,000 capture passes a run; 20 are 400 (see the docs page)
+# The released code's attention-side switches on SmolLM2 (all 30 layers, as the code averages; oracle steps, test
+# split): each alone over `real_models.py`'s smollm2_attention (chat layout, fixed calibration), then both.
+ATTENTION_SOURCES: dict[str, tuple[list[str], str]] = {
+    "smollm2_plain": (["teacher.attention_layout=plain"], "the plain layout's separate pass alone"),
+    "smollm2_in_context": (["teacher.calibration_procedure=in_context",
+                            f"teacher.calibration_questions={IN_CONTEXT_QUESTIONS}"],
+                           "the in-context calibration alone"),
+    "smollm2_plain_in_context": (["teacher.attention_layout=plain", "teacher.calibration_procedure=in_context",
+                                  f"teacher.calibration_questions={IN_CONTEXT_QUESTIONS}"],
+                                 "the plain layout and the in-context calibration"),
+}
+
+
+def register_attention_sources() -> None:
+    """`ATTENTION_SOURCES` as `real_models.py` sources over its smollm2_attention."""
+    from real_models import SOURCES as RM_SOURCES
+
+    base = RM_SOURCES["smollm2_attention"]
+    for name, (overrides, what) in ATTENTION_SOURCES.items():
+        RM_SOURCES[name] = {**base, "overrides": [*base["overrides"], "teacher.layers=all", *overrides],
+                            "what": f"SmolLM2-135M-Instruct's attention, all layers, oracle steps: {what}"}
 RELEASED = ["teacher.objective=released_code"]
 VARIANTS: dict[str, tuple[list[str], dict[str, Any]]] = {
     "paper": ([], {}),
@@ -106,6 +129,7 @@ def variant_figures(dataset: str, source: str, work: Path, test: list[str]) -> d
     from purecover.teacher.tune import _bias_for, _estimates, evaluate_setting
     from purecover.teacher.tune import load_questions as tune_questions
 
+    register_attention_sources()
     run = label_source(dataset, source, work, test, own_steps=0)
     questions = {q.qid: q for q in tune_questions(run / "labels.jsonl", run / "candidates.jsonl")}
     tq = [questions[q] for q in test if q in questions and questions[q].gold]
@@ -248,6 +272,10 @@ def main() -> int:
         for key in ("student", "student_commands"):
             if key in old:
                 result[key] = old[key]
+        kept = {d: figs for d, figs in old.get("datasets", {}).items() if d not in datasets}
+        if kept:  # datasets not measured this time keep their figures and the command that made them
+            result["datasets"] = {**kept, **datasets}
+            result["earlier_commands"] = [*old.get("earlier_commands", []), old.get("command")]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, with_rows(result, rows))
     return 0

@@ -229,3 +229,14 @@ def test_the_released_code_recipe_is_the_paper_recipe_with_the_code_s_labelling_
                             "student.candidate_shuffles": 1, "student.k_max": 5, "student.min_select": 5}
     assert load_recipe(RELEASED).teacher.objective == "released_code"
     assert load_recipe(RECIPES / "paper" / "hotpotqa.yaml").teacher.objective == "paper"
+
+
+@pytest.mark.parametrize("path", [p for p in ALL if rel(p).startswith("paper/") and not rel(p).endswith("_shared.yaml")],
+                         ids=rel)
+def test_every_paper_recipe_says_which_form_it_uses(path):
+    """The header names the form (the paper text's or the released code's) and it is the one the recipe runs."""
+    header = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("# Form:")]
+    assert len(header) == 1, "one '# Form:' line in the header"
+    objective = load_recipe(path).teacher.objective
+    assert f"teacher.objective: {objective}" in header[0]
+    assert ("released code's (" in header[0]) == (objective == "released_code")
