@@ -240,3 +240,10 @@ def test_every_paper_recipe_says_which_form_it_uses(path):
     objective = load_recipe(path).teacher.objective
     assert f"teacher.objective: {objective}" in header[0]
     assert ("released code's (" in header[0]) == (objective == "released_code")
+
+
+def test_the_released_code_page_shows_the_recipe_as_it_is():
+    """docs/paper/released-code.md's recipe block is the recipe file's keys and values, comments aside."""
+    page = (REPO / "docs" / "paper" / "released-code.md").read_text(encoding="utf-8")
+    block = page.split("## The recipe", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == raw(RELEASED)
