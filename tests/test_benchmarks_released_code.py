@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -60,3 +61,11 @@ def test_student_rows_give_the_mean_and_worst_seed_of_both_forms():
     assert rows["released_code.student_test_f1.paper"]["value"] == want
     assert "released_code.student_test_f1.paper" not in {r["figure"] for r in released_code.rows(
         {**result, "student": {}})}
+
+
+def test_the_student_command_needs_the_label_part_first(tmp_path, monkeypatch):
+    out = tmp_path / "released_code.json"
+    monkeypatch.setattr(sys, "argv", ["released_code.py", "--student", "0", "--out", str(out)])
+    with pytest.raises(SystemExit, match="run the label part first"):
+        released_code.main()
+    assert not out.exists()
