@@ -218,10 +218,12 @@ RECORD_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "Stage manifests and summaries": (
         "StageManifest", "OutputDescription", "StageSummary", "DataSummary", "HubSummary", "CalibrateSummary",
-        "LabelSummary", "LayersRead", "TrainSummary", "ExportSummary", "SelectSummary", "EvaluateSummary",
+        "InContextCounts", "LabelSummary", "LayersRead", "TrainSummary", "ExportSummary", "SelectSummary",
+        "EvaluateSummary",
     ),
     "Side files of a run directory": (
-        "DataReport", "InvalidRecord", "ReplyShardRecord", "LancerShardRecord", "StudentMeta", "StudentLora",
+        "DataReport", "InvalidRecord", "ReplyShardRecord", "LancerShardRecord", "InContextBiasRow", "StudentMeta",
+        "StudentLora",
         "StudentLosses", "GenerationRecord", "LockHolder", "PushRecord", "LabelReport", "LabelDiagnostics",
         "GoldComparison", "PrecisionRecall", "TuneResult", "TuneQuestionCounts", "TuneRecipeSetting", "TuneRow",
         "TuneChosen", "SplitFigures",

@@ -66,6 +66,8 @@ __all__ = [
     "HubDatasetConfig",
     "HubSummary",
     "IdentifiersRecord",
+    "InContextBiasRow",
+    "InContextCounts",
     "InvalidRecord",
     "LabelDiagnostics",
     "LabelRecord",
