@@ -1016,12 +1016,19 @@ class DataReport(_Written):
 
 
 class CorpusFileIdentity(_Written):
-    """A corpus file as ``stat`` saw it when its store was built: a change to any of these gets a new store."""
+    """A corpus file as ``stat`` saw it when its store was built: a change to any of these gets a new store.
+
+    ``ctime_ns`` (the inode's change time, which no ordinary tool sets back) catches an edit in place whose
+    mtime was restored; it is absent in stores of early versions, which are therefore built again once."""
+
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ctime_ns"})
 
     path: str = Field(description="The file's resolved path.")
     size: NonNegativeInt = Field(description="Its size in bytes.")
     mtime_ns: int = Field(description="Its modification time in nanoseconds.")
     inode: NonNegativeInt = Field(description="Its inode number.")
+    ctime_ns: int | None = Field(default=None, description="Its inode change time in nanoseconds (moves with any "
+                                                           "write, rename, chmod or mtime change).")
 
 
 class CorpusStoreMeta(_Written):

@@ -16,12 +16,13 @@ resolved path, so one store per corpus file):
   a binary search and then a comparison with the stored string, so a hash collision never gives a
   wrong answer. This replaces the dicts over every passage the in-memory `Corpus` keeps.
 * ``store.json`` (written last): the file's identity when the store was built (resolved path, size,
-  mtime in ns, inode), the passage count, the content fingerprint (SHA-256 over ids, titles and texts
+  mtime and inode change time in ns, inode), the passage count, the content fingerprint (SHA-256 over ids, titles and texts
   in order, computed once while building: the same value as `Corpus.fingerprint` of the same passages),
   the records skipped as invalid, the build's seconds and peak RSS, and the versions that built it.
 
 Opening compares the file's identity with ``store.json`` (a `stat`, no reading): a changed file gets a
-new store, built under the same name, and so a new fingerprint and new retrieval indexes. A store is
+new store (the change time catches an edit in place whose mtime was put back, as ``touch -r`` does; it also
+moves on a chmod or a rename, which then cost one rebuild), built under the same name, and so a new fingerprint and new retrieval indexes. A store is
 built in a temporary sibling directory and renamed into place when complete, under a per-key lock
 (``.corpus-<key>.lock``, `fcntl.flock`): a killed build leaves no store, a second process waits for the
 first instead of building again, and the partial directory of a killed build (marked by a
@@ -74,7 +75,8 @@ def store_key(path: Path) -> str:
 
 def _identity(path: Path) -> CorpusFileIdentity:
     st = path.stat()
-    return CorpusFileIdentity(path=str(path.resolve()), size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino)
+    return CorpusFileIdentity(path=str(path.resolve()), size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino,
+                              ctime_ns=st.st_ctime_ns)
 
 
 class _SortedHashes:

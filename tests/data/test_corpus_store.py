@@ -88,6 +88,26 @@ def test_a_changed_corpus_file_gets_a_new_store(tmp_path):
     assert [p.name for p in (tmp_path / "index").iterdir() if not p.name.endswith(".lock")] == [new.directory.name]
 
 
+def test_an_edit_in_place_with_the_mtime_put_back_gets_a_new_store(tmp_path):
+    """Same size, same inode, mtime restored (`touch -r`): the inode's change time still moves, and the store is
+    built again from the new text (issue 32, item 3.1)."""
+    path = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "title": "A", "text": "old text"}])
+    before = path.stat()
+    old = open_corpus_store(path, tmp_path / "index")
+    assert old[0].text == "old text"
+    time.sleep(0.01)
+    with path.open("r+b") as fh:  # in place: same inode, same size
+        data = fh.read()
+        fh.seek(0)
+        fh.write(data.replace(b"old text", b"new text"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_ino, after.st_mtime_ns) == (before.st_size, before.st_ino, before.st_mtime_ns)
+    new = open_corpus_store(path, tmp_path / "index")
+    assert new[0].text == "new text" and new.fingerprint != old.fingerprint
+    assert new.meta.source.ctime_ns == after.st_ctime_ns
+
+
 def test_bad_records_name_file_line_and_field_or_are_skipped_and_remembered(tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "text": "a"}, {"id": "2"}, {"id": "3", "text": "c"},
                                               {"id": "1", "text": "again"}])
