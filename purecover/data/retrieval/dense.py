@@ -354,14 +354,46 @@ class DenseRetriever:
         if self.dim is None:
             self.dim = read_manifest(self.shard_dir).dim or int(next(iter(read_shards(self.shard_dir)))[1].shape[1])
         if self.index_file is not None:
-            from .faiss_index import load_faiss_index
-
-            self.index = load_faiss_index(self.index_file, mmap=True)
+            self.index = self._load_cached_index(cache_dir)
         elif len(self.corpus) * self.dim * 4 <= HOLD_IN_MEMORY_BYTES:
             self._embeddings = np.concatenate([e.astype(np.float32) for _, e in read_shards(self.shard_dir)])
         else:
             log.info("exact numpy search reads the %d embedding shards of %s for each search call",
                      shard_count(len(self.corpus), self.shard_size), self.shard_dir)
+
+    def _cached_index_problem(self, index: Any) -> str | None:
+        """Why a loaded cached index does not fit this corpus (vector count, dimension); None when it does."""
+        n = len(self.corpus)
+        if index.ntotal != n:
+            return f"it holds {index.ntotal} vectors for the {n} passages of {self.corpus.source}"
+        if self.dim is not None and index.d != self.dim:
+            return f"it holds {index.d}-dimensional vectors, the shards {self.dim}-dimensional"
+        return None
+
+    def _load_cached_index(self, cache_dir: Path) -> Any:
+        """The cached FAISS index, checked against the corpus: a file that does not read, or holds another vector
+        count or dimension than its shards (its ``.json`` is not trusted for this), is rebuilt from the shards
+        with a warning naming it, under the key lock."""
+        from .faiss_index import build_faiss_index, load_faiss_index
+
+        assert self.index_file is not None
+        try:
+            index = load_faiss_index(self.index_file, mmap=True)
+            problem = self._cached_index_problem(index)
+        except RuntimeError as exc:  # FAISS's reader: a truncated or foreign file
+            problem = f"it does not read as a FAISS index ({str(exc).splitlines()[0][:200]})"
+        if problem is None:
+            return index
+        log.warning("FAISS index %s does not fit: %s; it is rebuilt from the embedding shards", self.index_file,
+                    problem)
+        with key_lock(cache_dir / f"dense-{self.key}.lock", f"the dense index {self.shard_dir}"):
+            build_faiss_index(self.shard_dir, self.index_factory, self.index_file, show_progress=self.show_progress)
+        index = load_faiss_index(self.index_file, mmap=True)
+        problem = self._cached_index_problem(index)
+        if problem is not None:
+            raise RuntimeError(f"FAISS index {self.index_file} rebuilt from the shards still does not fit: {problem}")
+        log.warning("FAISS index %s rebuilt", self.index_file)
+        return index
 
     # -- embeddings -------------------------------------------------------------------------------------------
 

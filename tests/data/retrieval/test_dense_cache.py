@@ -155,3 +155,24 @@ def test_a_second_process_waits_for_the_key_lock(corpus, tiny_encoder, tmp_path,
             worker.join(timeout=60)
     assert built and not built[0].from_cache
     assert "waiting for another process building the dense index" in caplog.text and str(lock) in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["ten_vectors", "truncated"])
+def test_a_cached_faiss_file_that_does_not_fit_the_corpus_is_rebuilt(corpus, tiny_encoder, tmp_path, caplog, damage):
+    """Issue 32, items 3.2 and 3.4: the index file is checked against the corpus (vector count, dimension) and a
+    file that does not read or does not fit is rebuilt with a warning naming it, not loaded."""
+    cache = tmp_path / "cache"
+    first = DenseRetriever(corpus, str(tiny_encoder), cache_dir=cache, shard_size=32, device="cpu")
+    want = first.search(_queries(corpus), 5)
+    path = first.index_file
+    if damage == "ten_vectors":
+        small = faiss.IndexFlatIP(first.dim)
+        small.add(np.eye(10, first.dim, dtype=np.float32))
+        faiss.write_index(small, str(path))  # its .json beside it still says 120 vectors
+    else:
+        path.write_bytes(path.read_bytes()[:100])
+    with caplog.at_level(logging.WARNING, logger="purecover.data.retrieval.dense"):
+        again = DenseRetriever(corpus, str(tiny_encoder), cache_dir=cache, shard_size=32, device="cpu")
+    assert again.index.ntotal == len(corpus) and again.index_file == path
+    assert str(path) in caplog.text and "rebuilt" in caplog.text
+    _same(again.search(_queries(corpus), 5), want)
