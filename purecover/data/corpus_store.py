@@ -236,7 +236,31 @@ def _usable(directory: Path, identity: CorpusFileIdentity) -> bool:
         meta = load_json_record(directory / _META, CorpusStoreMeta)
     except (OSError, RecordError):
         return False
-    return meta.format == STORE_FORMAT and meta.source == identity and (directory / _ARROW).is_file()
+    if not (meta.format == STORE_FORMAT and meta.source == identity and (directory / _ARROW).is_file()):
+        return False
+    problem = _arrow_problem(directory / _ARROW, meta.passages)
+    if problem is not None:
+        log.warning("corpus store file %s is damaged (%s): the store is built again", directory / _ARROW, problem)
+        return False
+    return True
+
+
+def _arrow_problem(path: Path, passages: int) -> str | None:
+    """Why passages.arrow does not hold `passages` rows in `BATCH_ROWS` batches (its footer and the last batch's
+    header are read, memory-mapped: no row data); None when it does."""
+    import pyarrow as pa
+
+    try:
+        reader = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+        batches = reader.num_record_batches
+        expected = -(-passages // BATCH_ROWS)
+        if batches != expected:
+            return f"{batches} record batches, {expected} expected for {passages} passages"
+        if batches and reader.get_batch(batches - 1).num_rows != passages - BATCH_ROWS * (batches - 1):
+            return f"its last batch does not end at passage {passages}"
+    except (OSError, pa.ArrowException) as exc:
+        return str(exc).splitlines()[0][:200]
+    return None
 
 
 def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: bool = False,

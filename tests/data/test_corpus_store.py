@@ -108,6 +108,24 @@ def test_an_edit_in_place_with_the_mtime_put_back_gets_a_new_store(tmp_path):
     assert new.meta.source.ctime_ns == after.st_ctime_ns
 
 
+@pytest.mark.parametrize("damage", ["truncated", "emptied"])
+def test_a_damaged_passages_file_is_named_and_the_store_built_again(tmp_path, caplog, damage):
+    """Issue 32, item 3.4: a truncated passages.arrow used to fail later with pyarrow's "Not an Arrow file"."""
+    import logging
+
+    rows = _rows(BATCH_ROWS + 50)
+    path = write_jsonl(tmp_path / "c.jsonl", rows)
+    first = open_corpus_store(path, tmp_path / "index")
+    arrow = first.directory / "passages.arrow"
+    data = arrow.read_bytes()
+    arrow.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"")
+    with caplog.at_level(logging.WARNING, logger="purecover.data.corpus_store"):
+        again = open_corpus_store(path, tmp_path / "index")
+    assert str(arrow) in caplog.text and "built again" in caplog.text
+    assert len(again) == len(first) and again[len(again) - 1] == first[len(first) - 1]
+    assert arrow.read_bytes() == data
+
+
 def test_bad_records_name_file_line_and_field_or_are_skipped_and_remembered(tmp_path):
     path = write_jsonl(tmp_path / "c.jsonl", [{"id": "1", "text": "a"}, {"id": "2"}, {"id": "3", "text": "c"},
                                               {"id": "1", "text": "again"}])
