@@ -32,14 +32,14 @@ from .in_context_calibration import (
 )
 from .label_record import stored
 from .layers import load_layer_plan, reach_report, sequence_distance
-from .loading import load_teacher_model, load_teacher_tokenizer
+from .loading import load_teacher_model, load_teacher_tokenizer, teacher_generator
 from .parsing import ParsedReply, parse_reply
 from .prompts import (
     ReasoningPrompt,
     TeacherSequence,
     build_attention_prompt,
-    build_reasoning_prompt,
     build_teacher_sequence,
+    reasoning_replies,
 )
 
 __all__ = ["run_calibrate_stage", "write_bias"]
@@ -95,8 +95,8 @@ def write_bias(run: StageRun) -> CalibrateSummary:
             text, spans = build_attention_prompt(tokenizer, record.question, record.docs, prompt)
             return build_teacher_sequence(tokenizer, text, spans, reply.steps, reply.answer)
 
-        generator = None if cfg.steps == "oracle" else _generator(run, model, tokenizer)
-        steps_of = oracle_steps(cfg.max_steps) if generator is None else _model_steps(run, generator, tokenizer, prompt)
+        generator = None if cfg.steps == "oracle" else teacher_generator(cfg, recipe.seed, tokenizer, lambda: model)
+        steps_of = oracle_steps(cfg.max_steps) if generator is None else _model_steps(cfg, generator, tokenizer, prompt)
         try:
             measured = in_context_bias(model, tokenizer, records, recipe.data.k1, lengths.target, steps_of, build,
                                        list(plan.read), rd.path_of("bias_rows"), row_key(key_string(keys)),
@@ -119,27 +119,11 @@ def write_bias(run: StageRun) -> CalibrateSummary:
         doc_tokens_source=lengths.source, keys=keys, layers=plan.record(beyond), **optional)
 
 
-def _generator(run: StageRun, model: Any, tokenizer: Any) -> Any:
-    """The label stage's generation backend (``teacher.backend``) for the in-context calibration's replies."""
-    from ..models.generation import make_generator
-
-    cfg = run.recipe.teacher
-    if cfg.backend == "hf":
-        return make_generator("hf", model=model, tokenizer=tokenizer, batch_size=cfg.batch_size)
-    return make_generator("vllm", model_name=cfg.model, tensor_parallel_size=cfg.tensor_parallel_size,
-                          dtype=cfg.dtype, trust_remote_code=cfg.trust_remote_code, seed=run.recipe.seed,
-                          tokenizer=tokenizer)
-
-
-def _model_steps(run: StageRun, generator: Any, tokenizer: Any, prompt: ReasoningPrompt) -> StepsOf:
+def _model_steps(cfg: Any, generator: Any, tokenizer: Any, prompt: ReasoningPrompt) -> StepsOf:
     """Steps from a new teacher reply to each record (``teacher.steps: model``): the label stage's prompt, reply
     prefix, max_new_tokens and reply parser."""
-    cfg = run.recipe.teacher
-
     def steps_of(records: Sequence[CandidateRecord]) -> list[ParsedReply]:
-        prompts = [build_reasoning_prompt(tokenizer, r.question, r.docs, prompt)[0] + cfg.reply_prefix
-                   for r in records]
-        outs = generator.generate(prompts, cfg.max_new_tokens)
-        return [parse_reply(cfg.reply_prefix + out, r.question, cfg.max_steps) for r, out in zip(records, outs)]
+        replies = reasoning_replies(generator, tokenizer, records, prompt, cfg.reply_prefix, cfg.max_new_tokens)
+        return [parse_reply(reply, r.question, cfg.max_steps) for r, reply in zip(records, replies)]
 
     return steps_of

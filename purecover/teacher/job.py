@@ -68,9 +68,9 @@ from .layers import (
     reply_distance,
     sequence_distance,
 )
-from .loading import TeacherResources
+from .loading import TeacherResources, teacher_generator
 from .parsing import ParsedReply, parse_reply
-from .prompts import ReasoningPrompt, build_attention_prompt, build_reasoning_prompt, build_teacher_sequence
+from .prompts import ReasoningPrompt, build_attention_prompt, build_teacher_sequence, reasoning_replies
 from .selection import fuse, solve, stop_reason
 from .shards import LABELS_FILE, SHARD_DIR, batches, distributed, merge_label_shards, shard_path
 
@@ -129,13 +129,7 @@ class _Labeler:
         return self.res.model()
 
     def _generator(self) -> Any:
-        from ..models.generation import make_generator
-
-        if self.cfg.backend == "hf":
-            return make_generator("hf", model=self.model(), tokenizer=self.tokenizer(), batch_size=self.cfg.batch_size)
-        return make_generator("vllm", model_name=self.cfg.model, tensor_parallel_size=self.cfg.tensor_parallel_size,
-                              dtype=self.cfg.dtype, trust_remote_code=self.cfg.trust_remote_code, seed=self.recipe.seed,
-                              tokenizer=self.tokenizer())
+        return teacher_generator(self.cfg, self.recipe.seed, self.tokenizer(), self.model)
 
     # ---- pass 1: generation
     def generate(self, shard: list[CandidateRecord]) -> tuple[dict[str, str], dict[str, LancerShardRecord]]:
@@ -154,13 +148,12 @@ class _Labeler:
             bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
                 if need_replies and any(r.qid not in rfile.done for r in batch):
-                    prefix = self.cfg.reply_prefix  # the reply is made to start with it: part of the reply
-                    prompts = [build_reasoning_prompt(self.tokenizer(), r.question, r.docs, self.prompt)[0] + prefix
-                               for r in batch]
-                    outs = generator.generate(prompts, self.cfg.max_new_tokens)
+                    # the reply is made to start with teacher.reply_prefix: part of the reply
+                    outs = reasoning_replies(generator, self.tokenizer(), batch, self.prompt, self.cfg.reply_prefix,
+                                             self.cfg.max_new_tokens)
                     for r, out in zip(batch, outs):
                         if r.qid not in rfile.done:
-                            rfile.write(ReplyShardRecord(qid=r.qid, reply=prefix + out).to_json_dict())
+                            rfile.write(ReplyShardRecord(qid=r.qid, reply=out).to_json_dict())
                 if need_lancer and any(r.qid not in lfile.done for r in batch):
                     self._lancer_batch(generator, batch, lfile)
                 bar.update(len(batch))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import TeacherConfig
 
-__all__ = ["TeacherResources", "load_embedder", "load_teacher_model", "load_teacher_tokenizer"]
+__all__ = ["TeacherResources", "load_embedder", "load_teacher_model", "load_teacher_tokenizer", "teacher_generator"]
 
 
 def load_teacher_tokenizer(cfg: TeacherConfig) -> Any:
@@ -23,6 +24,17 @@ def load_teacher_model(cfg: TeacherConfig) -> Any:
 
     return load_causal_lm(cfg.model, dtype=cfg.dtype, device=cfg.device, device_map=cfg.device_map,
                           trust_remote_code=cfg.trust_remote_code)
+
+
+def teacher_generator(cfg: TeacherConfig, seed: int, tokenizer: Any, model: Callable[[], Any]) -> Any:
+    """The generation backend of ``teacher.backend``: hf over the loaded model (`model()` is called only then), or
+    vLLM over ``teacher.model``."""
+    from ..models.generation import make_generator
+
+    if cfg.backend == "hf":
+        return make_generator("hf", model=model(), tokenizer=tokenizer, batch_size=cfg.batch_size)
+    return make_generator("vllm", model_name=cfg.model, tensor_parallel_size=cfg.tensor_parallel_size,
+                          dtype=cfg.dtype, trust_remote_code=cfg.trust_remote_code, seed=seed, tokenizer=tokenizer)
 
 
 def load_embedder(cfg: TeacherConfig) -> Any:

@@ -50,6 +50,7 @@ __all__ = [
     "check_reasoning_template",
     "document_body",
     "load_reasoning_template",
+    "reasoning_replies",
     "template_key",
 ]
 
@@ -204,6 +205,14 @@ def build_attention_prompt(tokenizer: Any, question: str, docs: Sequence[Candida
     if prompt.attention_layout == "plain":
         return build_plain_prompt(tokenizer, question, docs)
     return build_reasoning_prompt(tokenizer, question, docs, prompt)
+
+
+def reasoning_replies(generator: Any, tokenizer: Any, records: Sequence[Any], prompt: ReasoningPrompt,
+                      reply_prefix: str, max_new_tokens: int) -> list[str]:
+    """The teacher's reply to each record (``question``, ``docs``): the reasoning prompt + `reply_prefix` generated
+    by `generator` (``generate(prompts, max_new_tokens)``), the prefix kept as the start of the reply."""
+    prompts = [build_reasoning_prompt(tokenizer, r.question, r.docs, prompt)[0] + reply_prefix for r in records]
+    return [reply_prefix + out for out in generator.generate(prompts, max_new_tokens)]
 
 
 def canonical_reply(steps: Sequence[str], answer: str) -> tuple[str, list[tuple[int, int]], tuple[int, int]]:

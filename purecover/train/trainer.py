@@ -68,8 +68,7 @@ class SelectorTrainer(Trainer):
             return None
         step = self.state.global_step
         out = []
-        orders = inputs.get("orders") or [None] * len(inputs["qids"])
-        for qid, sel, n, order in zip(inputs["qids"], inputs["selected"], inputs["n_docs"], orders):
+        for qid, sel, n, order in zip(inputs["qids"], inputs["selected"], inputs["n_docs"], inputs["orders"]):
             pool = negative_pool(sel, n, order, args.negative_pool)
             shown = "retrieval" if order is None else ",".join(map(str, order))
             out.append(sample_negatives(pool, args.negative_sample, args.seed, f"{qid}:{shown}:{step}"))

@@ -73,3 +73,19 @@ def fresh_run(tmp_path, demo_candidates):
     run.mkdir(parents=True)
     shutil.copy(demo_candidates / "candidates.jsonl", run / "candidates.jsonl")
     return run
+
+
+@pytest.fixture
+def generation_prompts(monkeypatch) -> list[str]:
+    """Every prompt the teacher's hf generator is given (the real generation still runs)."""
+    from purecover.models import generation
+
+    seen: list[str] = []
+    original = generation.HFGenerator.generate
+
+    def spy(self, prompts, max_new_tokens):
+        seen.extend(prompts)
+        return original(self, prompts, max_new_tokens)
+
+    monkeypatch.setattr(generation.HFGenerator, "generate", spy)
+    return seen

@@ -100,19 +100,11 @@ def test_a_killed_calibration_resumes_from_its_rows(tmp_path, demo_candidates, t
     assert a == b
 
 
-def test_model_steps_write_a_new_reply_per_replaced_set(tmp_path, demo_candidates, tiny_teacher_dir, monkeypatch):
+def test_model_steps_write_a_new_reply_per_replaced_set(tmp_path, demo_candidates, tiny_teacher_dir,
+                                                        generation_prompts):
     """steps: model: every (question, position) gets its own teacher reply over the set with the generic paragraph
     at that position; unparsable replies of the random teacher are counted as fallbacks."""
-    from purecover.models import generation
-
-    seen = []
-    real = generation.HFGenerator.generate
-
-    def recording(self, prompts, max_new_tokens):
-        seen.extend(prompts)
-        return real(self, prompts, max_new_tokens)
-
-    monkeypatch.setattr(generation.HFGenerator, "generate", recording)
+    seen = generation_prompts
     run = fresh_run(tmp_path, demo_candidates)
     overrides = [o for o in IN_CONTEXT if o != "teacher.steps=oracle"] + ["teacher.steps=model", "teacher.backend=hf"]
     summary = run_calibrate_stage(make_recipe(run, tiny_teacher_dir, *overrides), show_progress=False)

@@ -273,18 +273,9 @@ def test_avg_selection_ablation_ranks_by_weighted_coverage(tmp_path, demo_candid
                         show_progress=False)
 
 
-def test_reply_prefix_starts_every_reply(tmp_path, demo_candidates, tiny_teacher_dir, monkeypatch):
+def test_reply_prefix_starts_every_reply(tmp_path, demo_candidates, tiny_teacher_dir, generation_prompts):
     """teacher.reply_prefix is appended to each generation prompt and kept as the start of the stored reply."""
-    from purecover.models import generation
-
-    seen: list[str] = []
-    original = generation.HFGenerator.generate
-
-    def spy(self, prompts, max_new_tokens):
-        seen.extend(prompts)
-        return original(self, prompts, max_new_tokens)
-
-    monkeypatch.setattr(generation.HFGenerator, "generate", spy)
+    seen = generation_prompts
     run = fresh_run(tmp_path, demo_candidates)
     recipe = make_recipe(run, tiny_teacher_dir, "teacher.reply_prefix='[Step 1]:'", "teacher.calibrate=false")
     run_label_stage(recipe, show_progress=False)

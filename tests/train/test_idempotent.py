@@ -130,10 +130,19 @@ def test_kill_before_the_completion_marker_resumes_to_the_same_result(trained, t
     assert meta["summary"]["global_step"] == 4 and meta["config_hash"]
 
 
-def test_the_student_target_keys_reach_the_training_examples(trained, monkeypatch, tmp_path):
-    """student.target / target_k are what the train stage reads its labels with (the released code's top_k)."""
+def labelled_copy(run, copy):
+    """A new run directory holding `run`'s candidates and labels (and their manifests), nothing trained."""
     import shutil
 
+    copy.mkdir()
+    for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
+        if (run / name).exists():
+            shutil.copy(run / name, copy / name)
+    return copy
+
+
+def test_the_student_target_keys_reach_the_training_examples(trained, monkeypatch, tmp_path):
+    """student.target / target_k are what the train stage reads its labels with (the released code's top_k)."""
     tiny, run, _ = trained
     seen = {}
 
@@ -144,11 +153,7 @@ def test_the_student_target_keys_reach_the_training_examples(trained, monkeypatc
         seen.update(kwargs)
         raise Stop
 
-    copy = tmp_path / "topk"
-    copy.mkdir()
-    for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
-        if (run / name).exists():
-            shutil.copy(run / name, copy / name)
+    copy = labelled_copy(run, tmp_path / "topk")
     monkeypatch.setattr(train_run, "read_labelled_questions", capture)
     with pytest.raises(Stop):
         run_train_stage(recipe_for(run, tiny, f"run_dir={copy}", "student.target=top_k", "student.target_k=3"),
@@ -160,8 +165,6 @@ def test_the_released_code_loss_trains_with_fresh_negatives_each_step(trained, m
     """student.reply_order target + negatives sampled: the trainer hands the loss the target in its own order and,
     each step, negative_sample candidates from the negative_pool last unselected ones; the settings reach the
     student's metadata and its model card."""
-    import shutil
-
     import purecover.train.trainer as trainer_module
     from purecover.records import StudentLosses
     from purecover.train.model_card import _loss_form
@@ -175,11 +178,7 @@ def test_the_released_code_loss_trains_with_fresh_negatives_each_step(trained, m
                       kwargs["rejected"]))
         return real_loss(model, prompts, selected, n_docs, fmt, **kwargs)
 
-    copy = tmp_path / "released"
-    copy.mkdir()
-    for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
-        if (run / name).exists():
-            shutil.copy(run / name, copy / name)
+    copy = labelled_copy(run, tmp_path / "released")
     monkeypatch.setattr(trainer_module, "selector_loss", recording)
     run_train_stage(recipe_for(run, tiny, f"run_dir={copy}", "student.target=top_k", "student.target_k=3",
                                "student.reply_order=target", "student.negatives=sampled",
