@@ -1,4 +1,4 @@
-"""Typed run-file records (purecover/records.py): files written as before, byte for byte, and one clear error per
+"""Typed run-file records (purecover/records/): files written as before, byte for byte, and one clear error per
 bad file or line, naming file (and line), field and problem."""
 
 from __future__ import annotations
