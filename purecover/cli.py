@@ -102,7 +102,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 def _run_registered(args: argparse.Namespace) -> int:
     """A registered stage (`purecover.stages`): validate, run (after its `before` stages), print the summary."""
-    from .stages import run_stage
+    from .contract import run_stage
 
     recipe = _recipe(args)
     if getattr(args, "test_set", False):

@@ -1,7 +1,7 @@
 """`purecover pipeline RECIPE`: the registry's stages (`purecover.stages.PIPELINE`: data → calibrate →
 label → train → export → select → evaluate) in one command.
 
-Every stage runs under one contract (`purecover.stages.execute_stage`), and the plan asks the same
+Every stage runs under one contract (`purecover.contract.execute_stage`), and the plan asks the same
 question it does (`purecover.rundir.RunDir.status`): a stage is *done* when its manifest
 (``run_dir/<stage>.run.json``) says ``complete``, was written for the same configuration (the hash of
 the recipe sections the registry names for it) and its outputs and inputs still hold what the
@@ -37,19 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import LAUNCH_FLAGS, Recipe, dump_recipe_yaml, load_recipe, recipe_to_dict
+from .contract import execute_stage, stage_directory, stage_inputs, stored_summary
 from .records import StageSummary
 from .rundir import RunDir, StageStatus
-from .stages import (
-    PIPELINE,
-    config_hash,
-    execute_stage,
-    get_stage,
-    load_hook,
-    not_needed,
-    stage_directory,
-    stage_inputs,
-    stored_summary,
-)
+from .stages import PIPELINE, config_hash, get_stage, load_hook, not_needed
 from .utils.io import atomic_write_text, open_in_place
 from .utils.rundir_lock import handover, locked_stage, run_dir_lock
 

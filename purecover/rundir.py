@@ -12,7 +12,10 @@
 * **Status**: `status` says, without running anything, whether a stage would run, resume, skip, redo
   (complete, but an output is missing or was changed: `set_aside` moves it out of the way) or is
   blocked (its outputs were made with another configuration or from inputs that have changed since).
-  `purecover.stages.execute_stage` acts on it for every stage, and the pipeline's plan shows it.
+  `purecover.contract.execute_stage` acts on it for every stage, and the pipeline's plan shows it.
+
+It reads the stage registry (`purecover.stages`: what each stage writes, its hooks) and is read by the contract
+(`purecover.contract`); it never imports the contract.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from pathlib import Path
 
 from .config import Recipe, recipe_to_dict
 from .records import OutputDescription, RecordError, StageManifest, StageSummary, load_json_record
+from .stages import get_stage, load_hook
 from .utils.io import atomic_write_json
 from .utils.provenance import write_stage_manifest
 from .utils.rundir_lock import run_dir_lock
 
-__all__ = ["FILES", "RunDir", "StageStatus", "describe_change", "describe_input", "describe_output", "file_digest"]
+__all__ = ["FILES", "RunDir", "StageStatus", "describe_change", "describe_input", "describe_output", "file_digest",
+           "test_set_directory"]
 
 log = logging.getLogger(__name__)
 
@@ -176,15 +181,11 @@ class RunDir:
 
     def outputs(self, stage: str) -> list[Path]:
         """The outputs stage `stage` declares in the registry (checked before a complete stage is skipped)."""
-        from .stages import get_stage
-
         return [self.path_of(key) for key in get_stage(stage).writes]
 
     def work_areas(self, stage: str) -> list[Path]:
         """The outputs plus the stage's resumable work areas (`Stage.scratch`): what counts as "the stage has
         written something here" when deciding between run, resume and refuse."""
-        from .stages import get_stage
-
         return self.outputs(stage) + [self.path_of(key) for key in get_stage(stage).scratch]
 
     # ------------------------------------------------------------------ lock
@@ -285,8 +286,6 @@ class RunDir:
         stage runs again) and ``blocked`` (outputs made with another configuration or from other inputs,
         which the stage would mix: refused).
         """
-        from .stages import get_stage, load_hook
-
         spec = get_stage(stage)
         present = [p for p in self.work_areas(stage) if p.is_dir() or (p.is_file() and p.stat().st_size > 0)]
         manifest = self.manifest(stage)
@@ -375,3 +374,10 @@ class StageStatus:
     action: str
     reason: str
     cause: str = ""
+
+
+def test_set_directory(recipe: Recipe) -> Path:
+    """run_dir, or with eval.path the test set's run directory (`RunDir.test_set`: run_dir/test), where
+    selections for the evaluation questions go."""
+    rd = RunDir.of(recipe)
+    return rd.test_set().path if recipe.eval.path else rd.path

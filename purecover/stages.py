@@ -1,40 +1,39 @@
-"""The stage registry: every stage of a run, declared once.
+"""The stage registry: every stage of a run, declared once (declarations only: no file is read or written here).
 
 Each `Stage` names its runner (imported lazily, so `purecover --help` stays fast and optional
 dependencies are needed only by the stages that use them), the run-directory files it reads and
 writes (keys of `purecover.rundir.FILES`), the recipe sections its config hash covers, the summary
-keys the pipeline's final table shows, and its command-line help. ``purecover`` builds one
-subcommand per entry, `purecover pipeline` runs the entries marked ``pipeline`` in order, and each
-``python -m purecover.<stage>`` entry runs its entry through `run_stage`. Every stage runs under one
-contract, `execute_stage` (hash, skip, refuse, begin, body, complete); adding a stage is one entry
-here and one body function.
+record it returns, the summary keys the pipeline's final table shows, and its command-line help.
+``purecover`` builds one subcommand per entry, `purecover pipeline` runs the entries marked
+``pipeline`` in order, and each ``python -m purecover.<stage>`` entry runs its entry through
+`purecover.contract.run_stage`. Adding a stage is one entry here and one body function.
 
-This module imports only the configuration and `purecover.rundir`; it never imports a stage.
+The layers (docs/development/architecture.md): this registry imports only the configuration and the
+records; the run directory (`purecover.rundir`: files, manifests, locks) reads it; the contract
+(`purecover.contract.execute_stage`: hash, status, skip or refuse, set aside, begin, body, complete)
+sits above both; the pipeline and the command line above the contract. It never imports a stage.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import hashlib
 import importlib
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .config import Recipe, section_fingerprint
-from .records import OutputDescription, RecordError, StageSummary, validate_record
-from .rundir import FILES, RunDir, describe_input
+from .records import StageSummary
 
-__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "HASH_OMIT_AT_VALUE", "PIPELINE", "STAGES", "Stage", "StageBlockedError", "StageOutcome",
-           "StageRun", "config_hash", "dependency_order", "execute_stage", "get_stage", "load_hook", "load_runner", "not_needed", "run_stage",
-           "stage_directory", "stage_inputs"]
+__all__ = ["HASH_EXCLUDE", "HASH_OMIT_AT_DEFAULT", "HASH_OMIT_AT_VALUE", "PIPELINE", "STAGES", "Runner", "Stage",
+           "config_hash", "dependency_order", "get_stage", "load_hook", "load_runner", "no_inputs", "not_needed",
+           "summary_type"]
 
 log = logging.getLogger(__name__)
 
-Runner = Callable[["StageRun"], StageSummary]
+Runner = Callable[[Any], StageSummary]  # called with a `purecover.contract.StageRun`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +123,7 @@ _ALL_SECTIONS = ("data", "teacher", "student", "export", "eval", "seed")
 # gradient_accumulation_steps.
 HASH_EXCLUDE: tuple[str, ...] = (
     "data.index_dir",  # where shared indexes live; their own keys say what they hold
+    "data.index_verify",  # how much of an index is read to check it: the same files either way
     "student.launch.config_file",
     "student.launch.num_machines",
     "student.launch.machine_rank",
@@ -201,7 +201,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         headline=("k1", "doc_tokens", "seconds"), on_change="rerun", inputs="purecover.stages:no_inputs",
         changed_reason="teacher (or its weights), data.k1, the reasoning prompt or the candidates' document lengths "
                        "changed: the bias is recomputed",
-        hash_extra="purecover.teacher.calibration:bias_inputs_fingerprint", needed="purecover.stages:calibration_needed",
+        hash_extra="purecover.teacher.bias_fingerprint:bias_inputs_fingerprint", needed="purecover.stages:calibration_needed",
         test_set=True,
     ),
     Stage(
@@ -266,7 +266,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         summary="purecover.records:SelectSummary",
         headline=("questions", "mean_selected", "questions_per_second"),
         hash_extra="purecover.select.job:selector_fingerprint", module="purecover.select",
-        needed="purecover.stages:student_needed", directory="purecover.stages:test_set_directory",
+        needed="purecover.stages:student_needed", directory="purecover.rundir:test_set_directory",
         inputs="purecover.select.job:selection_inputs", hashed="selector or data", command="purecover.select.byo_cli:select_command",
     ),
     Stage(
@@ -350,124 +350,6 @@ def config_hash(recipe: Recipe, name: str) -> str:
     return hashlib.sha256(f"{base}:{extra}".encode()).hexdigest()[:16]
 
 
-def stage_directory(recipe: Recipe, name: str) -> RunDir:
-    """The run directory stage `name` writes for `recipe` (its `Stage.directory` hook; default run_dir)."""
-    hook = get_stage(name).directory
-    return RunDir(load_hook(hook)(recipe)) if hook else RunDir.of(recipe)
-
-
-def test_set_directory(recipe: Recipe) -> Path:
-    """run_dir, or with eval.path the test set's run directory (`RunDir.test_set`: run_dir/test), where
-    selections for the evaluation questions go."""
-    rd = RunDir.of(recipe)
-    return rd.test_set().path if recipe.eval.path else rd.path
-
-
 def no_inputs(recipe: Recipe) -> dict[str, Path]:
     """For a stage whose `hash_extra` already covers what it reads: no input is recorded."""
     return {}
-
-
-def stage_inputs(recipe: Recipe, name: str) -> dict[str, OutputDescription | None]:
-    """What each input of stage `name` holds now (name -> `describe_input`, None when absent): its
-    `Stage.inputs` hook, else its `reads` in its run directory."""
-    stage = get_stage(name)
-    if stage.inputs:
-        paths = load_hook(stage.inputs)(recipe)
-    else:
-        rd = stage_directory(recipe, name)
-        paths = {FILES[key]: rd.path_of(key) for key in stage.reads}
-    return {key: describe_input(Path(path)) for key, path in paths.items()}
-
-
-class StageBlockedError(RuntimeError):
-    """A stage's outputs were made with another configuration or from other inputs: it refuses to mix them."""
-
-
-@dataclasses.dataclass
-class StageRun:
-    """What a stage's body is given by `execute_stage`: the recipe, the run directory it writes, the config
-    hash its manifest records, whether it resumes, and whether this process writes manifests (rank 0 of a
-    launch). Callables appended to `after_complete` run (on every rank) once the manifest is complete."""
-
-    name: str
-    recipe: Recipe
-    run_dir: RunDir
-    config_hash: str
-    action: str  # run | resume | redo | rerun (forced)
-    show_progress: bool = True
-    is_main: bool = True
-    started: _dt.datetime = dataclasses.field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc))
-    after_complete: list[Callable[[StageSummary], None]] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass(frozen=True)
-class StageOutcome:
-    """What `execute_stage` did (`action`: skip | ran | resumed | redone | rerun) and the stage's summary."""
-
-    action: str
-    summary: StageSummary
-
-
-def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, force: bool = False,
-                  with_before: bool = True, body: Runner | None = None,
-                  config_hash_value: str | None = None, directory: RunDir | None = None) -> StageOutcome:
-    """Run stage `name` under the one contract every stage follows.
-
-    Under the run directory's lock: compute the config hash; ask `RunDir.status`; refuse a blocked stage
-    (`StageBlockedError`); return the stored summary of a complete one (unless `force`: ``--from``); set
-    damaged outputs aside (``redo``); mark the stage running; run its body; mark it complete with what its
-    outputs and inputs hold. Manifests are written by rank 0 only (every rank of a launch runs the body).
-    `body`, `config_hash_value` and `directory` replace the registry's (a selection with another selector).
-    """
-    stage = get_stage(name)
-    if with_before:
-        for prior in stage.before:
-            if not_needed(recipe, prior) is None:
-                execute_stage(prior, recipe, show_progress)
-    rd = directory or stage_directory(recipe, name)
-    with rd.lock(name):
-        h = config_hash_value or config_hash(recipe, name)
-        inputs_now = stage_inputs(recipe, name)
-        status = rd.status(name, h, inputs_now)
-        if status.action == "blocked":
-            raise StageBlockedError(f"stage {name}: {status.reason}")
-        if status.action == "skip" and not force:
-            log.info("%s: complete for this configuration (%s); nothing to do", name, rd.path)
-            return StageOutcome("skip", stored_summary(rd, name))
-        main = _is_main_process()
-        if status.action == "redo" and main:
-            rd.set_aside(name)
-        action = "rerun" if status.action == "skip" else status.action
-        run = StageRun(name, recipe, rd, h, action, show_progress, main)
-        if main:
-            rd.begin(name, recipe, h, run.started, inputs=inputs_now)
-        summary = (body or load_runner(name))(run)
-        if main:
-            summary = rd.complete(name, recipe, h, summary, run.started, inputs=stage_inputs(recipe, name))
-        for hook in run.after_complete:
-            hook(summary)
-    done = {"run": "ran", "resume": "resumed", "redo": "redone", "rerun": "rerun"}[action]
-    return StageOutcome(done, summary)
-
-
-def stored_summary(rd: RunDir, name: str) -> StageSummary:
-    """The summary in stage `name`'s manifest, as the stage's own summary record when it reads as one (a
-    manifest from another version may not: then the summary as stored)."""
-    manifest = rd.manifest(name)
-    if manifest is None:
-        return StageSummary()
-    try:
-        return validate_record(summary_type(name), manifest.summary.to_json_dict(), str(rd.manifest_path(name)))
-    except RecordError:
-        return manifest.summary
-
-
-def run_stage(name: str, recipe: Recipe, show_progress: bool = True, with_before: bool = True,
-              force: bool = False) -> StageSummary:
-    """Run stage `name` (after its needed `before` stages when `with_before`); returns its summary."""
-    return execute_stage(name, recipe, show_progress, force=force, with_before=with_before).summary

@@ -4,9 +4,12 @@
 `train` and `select` import `models` and `data` but not each other; `eval` may also use the teacher's
 solvers and LANCER aggregations (its baselines); `demo` is scaffolding that no stage imports; only the
 command line (`cli`, and the `pipeline` it drives) may import every stage, and nothing imports `cli`.
-The shared infrastructure (`config`, `rundir`, `records`, `stages`, `utils`) imports no stage except `models`
-(the identifier scheme); `stages` names its runners as strings. `validate` is command-line level:
-it may import any stage, and no stage imports it.
+The shared infrastructure (`config`, `records`, `stages`, `rundir`, `contract`, `utils`) imports no stage except
+`models` (the identifier scheme); `stages` names its runners as strings. Within it the run machinery is layered
+one way: the registry (`stages`: declarations) <- the run directory (`rundir`: files, manifests, locks) <- the
+contract (`contract`: `execute_stage`) <- the pipeline and the command line. `validate` is command-line level:
+it may import any stage, and no stage imports it. No module of the package imports, even lazily inside a
+function, a module that imports it back (directly or through others).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "purecover"
-INFRA = {"config", "rundir", "records", "stages", "utils", "prompts", "__init__"}
+INFRA = {"config", "rundir", "records", "stages", "contract", "utils", "prompts", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "data": {"data"} | INFRA,
     "models": {"models", "data"} | INFRA,
@@ -36,10 +39,18 @@ ALLOWED: dict[str, set[str]] = {
 }
 # `cli`, `__main__` and `validate` (the recipe check the command line runs first) may import anything.
 
+# The run machinery's layers, bottom first: a module may import only those below it.
+LAYERS = ("stages", "rundir", "contract")
+
 
 def _unit(parts: list[str]) -> str:
     """The rule unit of module path `parts` (below purecover): its sub-package or top-level module."""
     return parts[0]
+
+
+def _is_module(parts: list[str]) -> bool:
+    """Whether `parts` (below the package) name a module or sub-package of it."""
+    return PACKAGE.joinpath(*parts).with_suffix(".py").is_file() or PACKAGE.joinpath(*parts, "__init__.py").is_file()
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -59,10 +70,9 @@ def _imports(path: Path) -> list[tuple[int, str]]:
             names = [a.name for a in node.names]
             if not target:  # from the package root: `from .. import __version__`
                 out.append((node.lineno, "__init__"))
-            elif node.module is None:
-                out.extend((node.lineno, ".".join([*target, n])) for n in names)  # from . import x
-            else:
-                out.append((node.lineno, ".".join(target)))
+            else:  # `from x import y` names module x.y when y is one (`from . import y` always does)
+                out.extend((node.lineno, ".".join([*target, n]) if node.module is None or _is_module([*target, n])
+                            else ".".join(target)) for n in names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "purecover" and alias.name != "purecover":
@@ -79,6 +89,7 @@ def _allowed(unit: str, target: str) -> bool:
 
 def _violations() -> list[str]:
     found = []
+    found += _layer_violations()
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).with_suffix("")
         unit = _unit(list(rel.parts))
@@ -90,6 +101,95 @@ def _violations() -> list[str]:
             elif not _allowed(unit, target):
                 found.append(f"purecover/{rel}.py:{line}: {unit} imports purecover.{target}")
     return found
+
+
+def _layer_violations() -> list[str]:
+    """Imports that go up the run machinery's `LAYERS` (the registry importing the run directory, ...)."""
+    found = []
+    for name in LAYERS:
+        path = PACKAGE / f"{name}.py"
+        if not path.is_file():
+            continue
+        above = LAYERS[LAYERS.index(name) + 1:]
+        for line, target in _imports(path):
+            if target.split(".")[0] in above:
+                found.append(f"purecover/{name}.py:{line}: {name} imports purecover.{target}, a layer above it")
+    return found
+
+
+def _module_graph() -> dict[str, dict[str, int]]:
+    """Module -> {imported purecover module: first line}, for every import of the package (function-level ones too).
+
+    Module names are dotted below the package (``teacher.calibration``; a package is its ``__init__``'s name,
+    ``records``; the package itself ``__init__``)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"] = path
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        edges: dict[str, int] = {}
+        for line, target in _imports(path):
+            while target not in modules and "." in target:  # `from x.y import name`: module x.y
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target != name:
+                edges.setdefault(target, line)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import cycles of `graph`: each strongly connected component of more than one module, sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_module_imports_a_module_that_imports_it_back():
+    """No import cycle among the package's modules, lazy (function-level) imports included."""
+    graph = _module_graph()
+    cycles = _cycles(graph)
+    shown = ["; ".join(f"{a} imports {b} (line {graph[a][b]})" for a in c for b in c if b in graph[a]) for c in cycles]
+    assert shown == []
+
+
+def test_the_cycle_check_finds_a_lazy_cycle(tmp_path, monkeypatch):
+    fake = tmp_path / "purecover"
+    fake.mkdir()
+    (fake / "rundir.py").write_text("def f():\n    from .stages import get_stage\n")
+    (fake / "stages.py").write_text("from .rundir import FILES\n")
+    (fake / "contract.py").write_text("from . import rundir, stages\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert _cycles(_module_graph()) == [["rundir", "stages"]]
+    assert _layer_violations() == ["purecover/stages.py:1: stages imports purecover.rundir, a layer above it"]
 
 
 def test_the_package_follows_the_import_rules():

@@ -110,7 +110,7 @@ def test_own_data_recipe_walks_the_quickstart_on_flashrag_data(stand_in_smollm2:
     the label stage refuses before loading the teacher; with them every question gets the corpus passages of its
     supporting titles as gold, oracle steps from the 2Wiki evidences, and labels with no fallback."""
     from purecover.cli import main
-    from purecover.stages import run_stage
+    from purecover.contract import run_stage
 
     def recipe_args(folder: Path) -> list[str]:
         q, c = folder / "my_questions.jsonl", folder / "my_corpus.jsonl"

@@ -1,4 +1,4 @@
-"""The stage contract, for every registry entry: one runner (`purecover.stages.execute_stage`) gives each stage
+"""The stage contract, for every registry entry: one runner (`purecover.contract.execute_stage`) gives each stage
 
 * a rerun that does nothing (outputs and manifest untouched),
 * a changed configuration refused (``refuse`` stages) or recomputed (``rerun`` stages),
@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
+from purecover.contract import StageBlockedError, execute_stage, stage_directory
 from purecover.pipeline import run_pipeline
 from purecover.rundir import RunDir
-from purecover.stages import STAGES, StageBlockedError, execute_stage, stage_directory
+from purecover.stages import STAGES
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "demo_cpu.yaml"
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from purecover import stages
+from purecover import contract, stages
 from purecover.cli import build_parser
 from purecover.config import load_recipe
+from purecover.contract import run_stage
 from purecover.pipeline import STAGES as PIPELINE_STAGES
 from purecover.records import StageSummary
 from purecover.rundir import FILES
-from purecover.stages import PIPELINE, STAGES, Stage, config_hash, get_stage, not_needed, run_stage
+from purecover.stages import PIPELINE, STAGES, Stage, config_hash, get_stage, not_needed
 
 PACKAGE = Path(stages.__file__).parent
 
@@ -39,7 +40,8 @@ def test_every_entry_is_complete(name):
 def test_no_stage_name_is_special_cased_outside_the_registry():
     """Stage differences are fields or hooks of `Stage`: no ``stage == "train"``-style test elsewhere."""
     names = set(STAGES)
-    for path in [PACKAGE / "pipeline.py", PACKAGE / "cli.py", PACKAGE / "rundir.py", PACKAGE / "stages.py"]:
+    for path in [PACKAGE / "pipeline.py", PACKAGE / "cli.py", PACKAGE / "rundir.py", PACKAGE / "stages.py",
+                 PACKAGE / "contract.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In)) for op in node.ops):
                 consts = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
@@ -110,8 +112,8 @@ def test_not_needed_and_before(monkeypatch, tmp_path):
     assert not_needed(recipe, "select") == "eval.methods has no student"
     assert not_needed(recipe, "calibrate") is None or "teacher" in not_needed(recipe, "calibrate")
     ran = []
-    monkeypatch.setattr(stages, "load_runner", lambda name: lambda run: ran.append(name) or StageSummary())
-    monkeypatch.setattr(stages, "stage_inputs", lambda recipe, name: {})
+    monkeypatch.setattr(contract, "load_runner", lambda name: lambda run: ran.append(name) or StageSummary())
+    monkeypatch.setattr(contract, "stage_inputs", lambda recipe, name: {})
     run_stage("evaluate", recipe, show_progress=False)
     assert ran == ["evaluate"]  # no student: select is not run first
     run_stage("evaluate", load_recipe(None, [f"run_dir={tmp_path / 'b'}"]), show_progress=False)
@@ -129,7 +131,8 @@ def test_launch_keys_that_do_not_change_the_result_are_outside_every_hash():
     for name in ("train", "export", "evaluate"):
         assert config_hash(launched, name) == config_hash(recipe, name), name  # the launcher and port: resumable
         assert config_hash(wider, name) != config_hash(recipe, name), name  # the world size: another batch size
-    assert all(key.startswith("student.launch.") or key == "data.index_dir" for key in stages.HASH_EXCLUDE)
+    assert all(key.startswith("student.launch.") or key in ("data.index_dir", "data.index_verify")
+               for key in stages.HASH_EXCLUDE)
 
 
 def test_where_indexes_live_is_outside_the_hash_and_new_keys_keep_old_hashes_at_their_defaults():
@@ -137,6 +140,7 @@ def test_where_indexes_live_is_outside_the_hash_and_new_keys_keep_old_hashes_at_
 
     recipe = load_recipe(None)
     assert config_hash(load_recipe(None, ["data.index_dir=/somewhere/else"]), "data") == config_hash(recipe, "data")
+    assert config_hash(load_recipe(None, ["data.index_verify=always"]), "data") == config_hash(recipe, "data")
     # At their defaults the keys added for corpus scale are left out: the hash a recipe had before they existed.
     assert config_hash(recipe, "data") == section_fingerprint(
         recipe, "data", exclude=stages.HASH_EXCLUDE + stages.HASH_OMIT_AT_DEFAULT)

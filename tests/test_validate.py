@@ -216,7 +216,7 @@ def test_stage_command_validates_before_any_work(tmp_path, capsys):
 
 
 def test_stage_main_validates_before_running(capsys, monkeypatch, tmp_path):
-    from purecover import stages
+    from purecover import contract
     from purecover.records import StageSummary
     from purecover.utils.entry import stage_main
 
@@ -227,8 +227,8 @@ def test_stage_main_validates_before_running(capsys, monkeypatch, tmp_path):
         (run.run_dir.path_of("final") / "weights").mkdir(parents=True, exist_ok=True)
         return StageSummary()
 
-    monkeypatch.setattr(stages, "load_runner", lambda name: body)
-    monkeypatch.setattr(stages, "stage_inputs", lambda recipe, name: {})
+    monkeypatch.setattr(contract, "load_runner", lambda name: body)
+    monkeypatch.setattr(contract, "stage_inputs", lambda recipe, name: {})
     run_dir = ["--set", f"run_dir={tmp_path / 'run'}"]
     code = stage_main("train", "python -m purecover.train", None, [DEMO, "--set", "data.k1=30", *run_dir])
     assert code == 2 and calls == []

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Recipe
+from ..contract import StageRun
 from ..records import (
     CandidateDoc,
     CandidateRecord,
@@ -36,7 +37,6 @@ from ..records import (
     validate_line,
 )
 from ..rundir import FILES, RunDir
-from ..stages import StageRun
 from ..utils.io import ResumableJsonl, atomic_write_json, read_jsonl
 from ..utils.memory import peak_rss_mb
 from ..utils.progress import tqdm
@@ -134,14 +134,15 @@ def make_retriever(recipe: Recipe, corpus: CorpusLike, index_dir: Path | None, s
     if cfg.retriever == "bm25":
         from .retrieval.bm25 import BM25Retriever
 
-        return BM25Retriever(corpus, index_dir=index_dir, stopwords=cfg.bm25_stopwords, show_progress=show_progress)
+        return BM25Retriever(corpus, index_dir=index_dir, stopwords=cfg.bm25_stopwords, show_progress=show_progress,
+                             verify=cfg.index_verify)
     from .retrieval.dense import DenseRetriever
 
     return DenseRetriever(corpus, cfg.dense_model, cache_dir=index_dir, query_prefix=cfg.query_prefix,
                           passage_prefix=cfg.passage_prefix, batch_size=cfg.dense_batch_size,
                           show_progress=show_progress, index_factory=cfg.faiss_index,
                           embedding_dtype=cfg.embedding_dtype, shard_size=cfg.encode_shard_size,
-                          index_path=cfg.index_path, search_params=cfg.faiss_search_params)
+                          index_path=cfg.index_path, search_params=cfg.faiss_search_params, verify=cfg.index_verify)
 
 
 def open_recipe_corpus(recipe: Recipe, examples: list[Example] | None = None, show_progress: bool = True,
@@ -154,7 +155,7 @@ def open_recipe_corpus(recipe: Recipe, examples: list[Example] | None = None, sh
     if cfg.corpus == "shared":
         return corpus_from_examples(examples or [])
     return open_corpus_store(cfg.corpus, resolve_index_dir(cfg.index_dir), skip_invalid=cfg.skip_invalid,
-                             invalid=invalid, show_progress=show_progress)
+                             invalid=invalid, show_progress=show_progress, verify=cfg.index_verify)
 
 
 def _batched(items: list[Example], n: int) -> Iterator[list[Example]]:
@@ -175,7 +176,7 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """Write ``run_dir/candidates.jsonl`` for the recipe; returns the summary also stored in data.run.json (a
     `DataSummary`; a complete stage's stored summary that another version wrote may read as a plain
     `StageSummary`)."""
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("data", recipe, show_progress)
 
@@ -192,7 +193,7 @@ def dataset_inputs(recipe: Recipe) -> dict[str, Path]:
 
 
 def write_candidates(run: StageRun) -> DataSummary:
-    """The data stage's body (`purecover.stages.execute_stage` runs it): retrieve and write candidates.jsonl."""
+    """The data stage's body (`purecover.contract.execute_stage` runs it): retrieve and write candidates.jsonl."""
     recipe, show_progress = run.recipe, run.show_progress
     cfg = recipe.data
     run_dir = recipe.run_path

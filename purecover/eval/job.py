@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import Recipe, recipe_to_dict
+from ..contract import StageRun
 from ..records import (
     BudgetResult,
     CandidateRecord,
@@ -50,7 +51,6 @@ from ..records import (
     StageSummary,
 )
 from ..rundir import FILES, RunDir
-from ..stages import StageRun
 from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, write_jsonl_atomic
 from ..utils.provenance import package_versions
 from .generation_cache import GenerationCache, prompt_key
@@ -105,7 +105,7 @@ def _dataset(question: CandidateRecord, recipe: Recipe) -> str:
 def run_evaluate_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """Evaluate every method at every budget; returns the summary also written to ``evaluate.run.json`` (an
     `EvaluateSummary`; a complete stage's stored one when it is skipped)."""
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("evaluate", recipe, show_progress)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Recipe
+from ..contract import StageRun
 from ..data.candidates import evaluation_recipe, read_candidate_records, run_data_stage
 from ..data.doc_ids import candidate_doc_id
 from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
@@ -44,7 +45,6 @@ from ..records import (
     validate_line,
 )
 from ..rundir import FILES, RunDir
-from ..stages import StageRun
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, read_jsonl
 from ..utils.progress import tqdm
@@ -214,7 +214,7 @@ def run_select_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary
     Skipped when complete for the same data/eval sections, the same selector and the same candidates. Returns
     its `SelectSummary` (a complete stage's stored one when skipped).
     """
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("select", recipe, show_progress)
 
@@ -222,7 +222,7 @@ def run_select_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary
 def selection_inputs(recipe: Recipe) -> dict[str, Path]:
     """The select stage's inputs: the evaluation questions' candidates (the selector is in its config hash, by
     its config and weights: a refreshed model card is not a new selector)."""
-    from ..stages import test_set_directory
+    from ..rundir import test_set_directory
 
     return {"candidates.jsonl": RunDir(test_set_directory(recipe)).path_of("candidates")}
 
@@ -239,13 +239,13 @@ def write_selections(run: StageRun) -> SelectSummary:
 def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
                       backend: str = "hf", config_hash: str | None = None, **backend_kwargs: Any) -> StageSummary:
     """Write run_dir/selections.jsonl for run_dir/candidates.jsonl with the selector in run_dir/selector
-    (or `selector_dir`), under the select stage's contract (`purecover.stages.execute_stage`).
+    (or `selector_dir`), under the select stage's contract (`purecover.contract.execute_stage`).
 
     `backend` is ``hf`` (dtype ``student.dtype``, device auto) or ``vllm``; `backend_kwargs` go to
     `Selector.from_pretrained`. `config_hash` defaults to the hash of the recipe's data section and
     the selector's fingerprint. Returns the summary also written to ``select.run.json``.
     """
-    from ..stages import execute_stage
+    from ..contract import execute_stage
 
     rd = RunDir.of(recipe)
     sel_dir = Path(selector_dir) if selector_dir is not None else rd.path_of("selector")

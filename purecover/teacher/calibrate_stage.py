@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from ..config import Recipe
+from ..contract import StageRun
 from ..records import CalibrateSummary, CandidateRecord, InContextCounts, StageSummary
 from ..rundir import RunDir
-from ..stages import StageRun
 from .calibration import (
     PositionBias,
     calibration_keys,
@@ -49,7 +49,7 @@ def run_calibrate_stage(recipe: Recipe, show_progress: bool = True) -> StageSumm
     """Compute the position bias for (teacher, K1, template, layers, document lengths) and write run_dir/bias.json;
     returns the summary also stored in calibrate.run.json (a `CalibrateSummary`; a complete stage's stored summary
     that another version wrote may read as a plain `StageSummary`)."""
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("calibrate", recipe, show_progress)
 

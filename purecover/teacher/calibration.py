@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import JsonValue
 
 from ..records import (
     BiasDocTokens,
@@ -376,7 +375,8 @@ def compute_position_bias(model: Any, tokenizer: Any, doc_tokens: Sequence[int],
 def save_bias(path: str | Path, bias: PositionBias, keys: BiasKeys, lengths: CalibrationLengths,
               prompt: ReasoningPrompt | None = None) -> None:
     """Write bias.json: keys, Bias(k), the dummy lengths (target, measured, their source) and the reasoning
-    prompt's wording (`ReasoningPrompt.record`, which `bias_inputs_fingerprint` hashes without a tokenizer)."""
+    prompt's wording (`ReasoningPrompt.record`, which `purecover.teacher.bias_fingerprint.bias_inputs_fingerprint` hashes
+    without a tokenizer)."""
     record = BiasFile(
         keys=keys, bias=[float(x) for x in bias.bias], n_dummy_steps=len(DUMMY_STEPS),
         prompt=(prompt or ReasoningPrompt.default()).record(),
@@ -438,40 +438,6 @@ def _weights_mismatch(path: Path, keys: BiasKeys, expected: BiasKeys) -> str:
     return (f"{path}: calibration key 'weights' differs: the file has {keys.weights!r} (teacher "
             f"{keys.model!r}), this run needs {expected.weights!r} (teacher {expected.model!r}): "
             "the bias was computed with other model weights; rerun `purecover calibrate` for this configuration")
-
-
-def bias_inputs_fingerprint(recipe: Any) -> str:
-    """What the calibrate stage's config hash adds to the teacher section (`purecover.stages`): the teacher
-    weights' identity, the reasoning prompt's wording, the document-length source (the candidates'
-    fingerprint when lengths come from them) and, for ``teacher.layers: full_attention``, the layers it resolves
-    to on the teacher's config (`purecover.teacher.layers.resolved_layers_fingerprint`: only a local config.json
-    is read, so a change of the layers read, e.g. through another transformers' layer types, recomputes the
-    bias; ``all`` and index lists depend only on the layer count, which the weights fingerprint covers). No model
-    or tokenizer is loaded; a missing candidates file reads as ``missing`` (the stage itself then says how to
-    make it)."""
-    from ..rundir import RunDir
-    from .layers import resolved_layers_fingerprint
-    from .prompts import ReasoningPrompt
-
-    t = recipe.teacher
-    source: JsonValue
-    try:
-        source = length_source(recipe.data.k1, t.calibration_lengths,
-                               RunDir.of(recipe).path_of("candidates")).to_json_dict()
-    except (OSError, ValueError):
-        source = "missing"
-    parts = {"weights": weights_fingerprint(t.model), "prompt": ReasoningPrompt.from_config(t).record().to_json_dict(),
-             "lengths": source}
-    if t.calibration_procedure != "fixed":  # the in-context bias depends on the questions it is measured on
-        from .in_context_calibration import procedure_for
-
-        try:
-            parts["procedure"] = procedure_for(t, recipe.data.k1, RunDir.of(recipe).path_of("candidates"))
-        except (OSError, ValueError):
-            parts["procedure"] = "missing"
-    if t.layers == "full_attention":  # `all` and index lists resolve through num_hidden_layers alone (in `weights`)
-        parts["layers"] = resolved_layers_fingerprint(t.model, t.layers, t.trust_remote_code)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def key_string(keys: BiasKeys) -> str:

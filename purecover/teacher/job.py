@@ -35,6 +35,7 @@ import torch
 from typing_extensions import TypedDict
 
 from ..config import Recipe
+from ..contract import StageRun
 from ..data.candidates import read_candidate_records
 from ..data.gold_check import oracle_steps_error
 from ..records import (
@@ -50,7 +51,6 @@ from ..records import (
     validate_line,
 )
 from ..rundir import RunDir
-from ..stages import StageRun
 from ..utils.io import ResumableJsonl, ensure_output_dir, read_jsonl
 from ..utils.progress import tqdm
 from .calibration import calibration_keys, load_bias
@@ -387,7 +387,7 @@ def run_label_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """Label run_dir/candidates.jsonl into run_dir/labels.jsonl (see module docstring); returns the summary also
     stored in label.run.json (a `LabelSummary`; a complete stage's stored summary that another version wrote may
     read as a plain `StageSummary`)."""
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("label", recipe, show_progress)
 

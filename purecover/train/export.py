@@ -35,6 +35,7 @@ from typing import Any
 
 from .. import __version__
 from ..config import Recipe
+from ..contract import StageRun
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import SELECTOR_CONFIG, read_selector_config
 from ..records import (
@@ -46,7 +47,6 @@ from ..records import (
     validate_record,
 )
 from ..rundir import FILES, RunDir
-from ..stages import StageRun
 from ..utils.io import apply_umask, atomic_write_json, atomic_write_text
 from .model_card import render_model_card
 
@@ -219,7 +219,7 @@ def run_export_stage(recipe: Recipe) -> StageSummary:
     ``auto`` meaning the dtype the base model is stored in. Writes ``export.run.json``. To export another
     checkpoint elsewhere, call `export_selector`.
     """
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("export", recipe)
 

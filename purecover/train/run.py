@@ -8,7 +8,7 @@ optimizer, scheduler, RNG states: a rerun resumes from the last one) and ``final
 adapter or model, the tokenizer, and ``purecover_student.json`` with the identifier scheme, K1
 and the calibrated threshold τ3).
 
-Run under the stage contract (`purecover.stages.execute_stage`): a complete ``train.run.json`` whose
+Run under the stage contract (`purecover.contract.execute_stage`): a complete ``train.run.json`` whose
 recorded ``final/`` files are all there is skipped without loading anything; a run with another
 configuration is refused before anything loads; a kill, or a ``final/`` file deleted since, resumes from
 the last *complete* checkpoint (`checkpoint_problem`: every file the Trainer writes is there), so a
@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..config import ConfigError, Recipe
+from ..contract import StageRun
 from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
 from ..models.selector import hf_identifier_logits
@@ -41,7 +42,6 @@ from ..records import (
     load_json_record,
 )
 from ..rundir import FILES, RunDir
-from ..stages import StageRun
 from ..utils.io import apply_umask, atomic_write_json
 from .data import SelectorCollator, SelectorDataset, read_labelled_questions, training_splits
 from .log_lines import use_log_lines
@@ -225,7 +225,7 @@ def run_train_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json (a
     `TrainSummary`; a complete stage's stored summary that another version wrote may read as a plain
     `StageSummary`)."""
-    from ..stages import run_stage
+    from ..contract import run_stage
 
     return run_stage("train", recipe, show_progress)
 

@@ -99,8 +99,8 @@ def recipe_main(prog: str, description: str | None, run: Callable[..., Any],
 
 
 def stage_main(stage: str, prog: str, description: str | None, argv: list[str] | None = None) -> int:
-    """`recipe_main` running registered `stage` (`purecover.stages.run_stage`) and printing its summary."""
-    from ..stages import run_stage
+    """`recipe_main` running registered `stage` (`purecover.contract.run_stage`) and printing its summary."""
+    from ..contract import run_stage
 
     return recipe_main(prog, description,
                        lambda recipe, progress, rerun: run_stage(stage, recipe, show_progress=progress, force=rerun),

@@ -248,7 +248,7 @@ def test_identical_prompts_are_generated_once(evaluated):
 
 
 def test_rerun_generates_nothing_and_rewrites_the_same_outputs(evaluated):
-    from purecover.stages import execute_stage
+    from purecover.contract import execute_stage
 
     recipe, first = evaluated
     pred_dir = recipe.run_path / "eval" / "predictions"
@@ -268,8 +268,8 @@ def test_eval_prompt_file_changes_the_prompts_and_is_recorded(evaluated, tmp_pat
     redoes a complete evaluation."""
     import shutil
 
+    from purecover.contract import execute_stage
     from purecover.eval.rag_prompt import RagPrompt
-    from purecover.stages import execute_stage
 
     recipe, _ = evaluated
     ours = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())

@@ -39,8 +39,8 @@ def student_recipe(tmp_path_factory, sample_dir, tiny_generator_dir):
 
 
 def test_heldout_questions_only_with_teacher_and_student(student_recipe):
+    from purecover.contract import run_stage
     from purecover.data.splits import question_split
-    from purecover.stages import run_stage
 
     recipe = student_recipe
     summary = run_stage("evaluate", recipe, show_progress=False)
@@ -67,7 +67,7 @@ def test_teacher_and_student_get_alpha_ndcg_and_subtopic_recall(student_recipe):
     their means in metrics.json and rows in report.md."""
     import math
 
-    from purecover.stages import run_stage
+    from purecover.contract import run_stage
 
     recipe = student_recipe
     run_stage("evaluate", recipe, show_progress=False)  # done by the test above when run in one process
@@ -96,7 +96,7 @@ def test_teacher_and_student_get_alpha_ndcg_and_subtopic_recall(student_recipe):
 
 def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
     """`teacher:DIR` reads another run's labels (here a copy with reversed selections)."""
-    from purecover.stages import run_stage
+    from purecover.contract import run_stage
 
     other = tmp_path / "ablation"
     other.mkdir()
@@ -116,7 +116,7 @@ def test_ablation_run_directory_as_a_method(student_recipe, tmp_path):
 
 def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
     """eval.path: candidates and student selections for another file, under run_dir/eval/."""
-    from purecover.stages import run_stage
+    from purecover.contract import run_stage
 
     ev = dataclasses.replace(student_recipe.eval, path=str(sample_file("hotpotqa")), limit=3,
                              methods=["retrieval", "student"], budgets=[2])
@@ -131,7 +131,7 @@ def test_test_set_from_eval_path(student_recipe, sample_file, tmp_path):
 
 
 def test_teacher_method_without_labels_is_a_clear_error(student_recipe, sample_file):
-    from purecover.stages import run_stage
+    from purecover.contract import run_stage
 
     ev = dataclasses.replace(student_recipe.eval, path=str(sample_file("hotpotqa")), limit=3, methods=["teacher"])
     with pytest.raises(ValueError, match=r"method teacher: 3 of 3 evaluation questions have no teacher label"):
@@ -139,7 +139,7 @@ def test_teacher_method_without_labels_is_a_clear_error(student_recipe, sample_f
 
 
 def test_empty_heldout_split_is_a_clear_error(student_recipe):
-    from purecover.stages import run_stage
+    from purecover.contract import run_stage
 
     student = dataclasses.replace(student_recipe.student, eval_fraction=0.0)
     with pytest.raises(ValueError, match="test split"):
@@ -151,7 +151,7 @@ def test_evaluate_alone_names_the_missing_select_stage(student_recipe, tmp_path)
     evaluate` does): its body without selections says what to run."""
     import shutil
 
-    from purecover.stages import execute_stage
+    from purecover.contract import execute_stage
 
     run = tmp_path / "run"
     shutil.copytree(student_recipe.run_path, run, ignore=shutil.ignore_patterns("selections.jsonl", "select.run.json",

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from purecover.teacher.bias_fingerprint import bias_inputs_fingerprint
 from purecover.teacher.calibration import (
     BiasMismatchError,
     PositionBias,
-    bias_inputs_fingerprint,
     calibration_keys,
     load_bias,
     save_bias,
