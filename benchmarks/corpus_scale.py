@@ -1,7 +1,10 @@
 """The data stage at corpus scale: memory and seconds per phase at 0.2M, 1M and 5M passages, before and after.
 
     python benchmarks/corpus_scale.py [--sizes 200000,1000000,5000000] [--before-sizes 200000,1000000]
-        [--dense-sizes 100000,500000] [--work /tmp/purecover-corpus-scale] [--out benchmarks/results/corpus_scale.json]
+        [--dense-sizes 100000,500000] [--verify-sizes 1000000] [--work /tmp/purecover-corpus-scale]
+        [--out benchmarks/results/corpus_scale.json]
+    python benchmarks/corpus_scale.py --verify-only [--verify-sizes 1000000]   # only the verification figures,
+                                                                              # merged into the existing --out
 
 About 40 minutes on 2 cores, and ~15 GB of disk under --work at 5M (corpus files, store, BM25 index;
 generated corpora are kept and reused).
@@ -21,6 +24,11 @@ Every phase runs in its own child process, which reports its own peak RSS (``ru_
 * ``dense_encode``: sharded dense encoding + a ``Flat`` FAISS index with a tiny encoder built from a config
   (mechanics and memory, not e5's speed), 1 process; ``dense_2proc``: 2 processes under torchrun
   (1 thread each) against 1 process (1 thread) on the same shards;
+* ``verify``: opening the corpus store and the BM25 index that were built, checked against their build
+  checksums (`purecover.utils.built_files`) three ways: ``none`` (the files opened without any check, as
+  before checksums existed), ``changed`` (the default ``data.index_verify``: a stat per file, nothing
+  read, as the stamps are fresh) and ``always`` (every file read and its CRC-32 computed); each in a fresh
+  process, best of 3, with the files in the page cache (a cold disk reads slower);
 * ``before_*``: the previous implementation (the data stage of ``--before-commit``, extracted with
   ``git archive`` and run as it was): first run (corpus in Python objects, bm25s index built in memory)
   and second run (index already built, ``index/`` linked as a user would).
@@ -57,6 +65,8 @@ TARGETS = {
 }
 DENSE_RSS_RATIO_MAX = 1.5  # dense encoding's peak at the largest dense size / at the smallest
 DENSE_SPEEDUP_MIN = 1.6  # 2 encoding processes against 1
+VERIFY_CHANGED_OVERHEAD_MAX = 0.25  # s: the default check (a stat per file) over opening without any check
+VERIFY_ALWAYS_GB_PER_SECOND_MIN = 0.5  # a full check reads the index at least this fast (page cache)
 
 
 # ---------------------------------------------------------------------- the synthetic corpus
@@ -147,6 +157,19 @@ elif kind == "bm25_build":
     r = BM25Retriever(store, index_dir=job["index_dir"])
     out["from_cache"] = r.from_cache
     out["index_seconds"] = time.perf_counter() - t1
+elif kind == "open_indexes":
+    from purecover.data.corpus_store import CorpusStore, open_corpus_store
+    from purecover.data.retrieval.bm25 import BM25Retriever
+    from purecover.data.retrieval.bm25_index import BM25Index
+    t1 = time.perf_counter()
+    if job["verify"] == "none":
+        store = CorpusStore(job["store_dir"])
+        index = BM25Index.load(job["bm25_dir"], len(store))
+    else:
+        store = open_corpus_store(job["corpus"], job["index_dir"], verify=job["verify"])
+        r = BM25Retriever(store, index_dir=job["index_dir"], verify=job["verify"])
+        assert r.from_cache, "the index was built again"
+    out["open_seconds"] = time.perf_counter() - t1
 elif kind in ("data", "before_data"):
     from purecover.cli import main
     rc = main(["data", job["recipe"], *sum([["--set", s] for s in job["sets"]], [])])
@@ -260,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="200000,1000000,5000000")
     parser.add_argument("--before-sizes", default="200000,1000000")
     parser.add_argument("--dense-sizes", default="100000,500000")
+    parser.add_argument("--verify-sizes", default="1000000")
+    parser.add_argument("--verify-repeats", type=int, default=3, help="fresh processes per verify mode (best of)")
+    parser.add_argument("--verify-only", action="store_true",
+                        help="only the verify phase, merged into the existing --out (builds what is missing)")
     parser.add_argument("--before-commit", default="e43e30e")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "purecover-corpus-scale"))
     parser.add_argument("--out", default=str(HERE / "results" / "corpus_scale.json"))
@@ -272,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     before_sizes = [int(s) for s in args.before_sizes.split(",") if s]
     dense_sizes = [int(s) for s in args.dense_sizes.split(",") if s]
+    verify_sizes = [int(s) for s in args.verify_sizes.split(",") if s]
     skip = set(args.skip.split(",")) - {""}
+    if args.verify_only:
+        sizes, before_sizes, dense_sizes = [], [], []
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     records, question_source = real_questions(N_QUESTIONS)
@@ -281,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {"benchmark": "corpus_scale", "date": now(), "machine": machine_info(), "versions": versions(),
                  "questions": question_source, "k1": 20, "seed": args.seed, "sizes": {}, "targets": TARGETS}
     path_out = Path(args.out)
+    if args.verify_only and path_out.is_file():  # the other phases' figures stay as they were measured
+        out = json.loads(path_out.read_text(encoding="utf-8"))
+        out.pop("rows", None)
 
     def save() -> None:
         from purecover.utils.io import atomic_write_json
@@ -288,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         out["extrapolation_21m"] = extrapolate(out)
         atomic_write_json(path_out, with_rows(out, rows))
 
-    for n in sorted(set(sizes) | set(before_sizes) | set(dense_sizes)):
+    for n in sorted(set(sizes) | set(before_sizes) | set(dense_sizes) | set(verify_sizes)):
         corpus = work / f"corpus-{n}.jsonl"
         gen = synthetic_corpus(corpus, n, records, args.seed)
         entry: dict = out["sizes"].setdefault(str(n), {"corpus": gen})
@@ -315,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
                                    "seconds_to_first_query": round(res["seconds"] - secs["retrieve"], 2),
                                    "recall@20": s["supporting_recall@20"], "questions": s["questions"]}
             print(f"[{n:,}] data (index built): {entry['data_ready']}", flush=True)
+            save()
+        if n in verify_sizes and "verify" not in skip:
+            entry["verify"] = verify_phase(work, corpus, index_dir, args.verify_repeats)
+            print(f"[{n:,}] verify: {entry['verify']}", flush=True)
             save()
         if n in before_sizes and "before" not in skip:
             tree = before_tree(work, args.before_commit)
@@ -349,6 +386,24 @@ def main(argv: list[str] | None = None) -> int:
     save()
     print(json.dumps(out["extrapolation_21m"], indent=2))
     return 0
+
+
+def verify_phase(work: Path, corpus: Path, index_dir: Path, repeats: int = 3) -> dict:
+    """Seconds to open the built corpus store and BM25 index without checks, with the default check and with a
+    full one (best of `repeats` fresh processes each); builds them first when missing."""
+    run_child(cwd=work, job={"kind": "bm25_build", "corpus": str(corpus), "index_dir": str(index_dir)})
+    (store_dir,) = index_dir.glob("corpus-*")
+    (bm25_dir,) = index_dir.glob("bm25-*")
+    checked = [p for d in (store_dir, bm25_dir) for p in d.iterdir() if p.suffix in (".arrow", ".npy")]
+    result: dict = {"files": len(checked), "bytes": sum(p.stat().st_size for p in checked)}
+    for mode in ("none", "changed", "always"):
+        job = {"kind": "open_indexes", "verify": mode, "corpus": str(corpus), "index_dir": str(index_dir),
+               "store_dir": str(store_dir), "bm25_dir": str(bm25_dir)}
+        result[f"open_seconds_{mode}"] = round(min(run_child(cwd=work, job=job)["open_seconds"]
+                                                   for _ in range(repeats)), 3)
+    result["always_gb_per_second"] = round(result["bytes"] / 1e9 / max(result["open_seconds_always"], 1e-9), 2)
+    result["changed_overhead_seconds"] = round(result["open_seconds_changed"] - result["open_seconds_none"], 3)
+    return result
 
 
 def versions() -> dict:
@@ -487,6 +542,16 @@ def rows(out: dict) -> list[dict]:
                   at_most(DENSE_RSS_RATIO_MAX), variant=f"{n1 / 1e6:g}M / {n0 / 1e6:g}M passages",
                   note="dense encoding + Flat index, tiny encoder")
     for n, e in sorted(sizes.items(), key=lambda kv: int(kv[0])):
+        if "verify" in e:
+            v, at = e["verify"], f"{int(n) / 1e6:g}M passages"
+            table.add("corpus_scale.index_open_check_overhead", v["changed_overhead_seconds"], "s",
+                      at_most(VERIFY_CHANGED_OVERHEAD_MAX), variant=at,
+                      note=f"data.index_verify: changed ({v['open_seconds_changed']:g} s) against no check "
+                           f"({v['open_seconds_none']:g} s): corpus store + BM25, {v['files']} files")
+            table.add("corpus_scale.index_open_full_check_speed", v["always_gb_per_second"], "GB/s",
+                      at_least(VERIFY_ALWAYS_GB_PER_SECOND_MIN), variant=at,
+                      note=f"data.index_verify: always reads {v['bytes'] / 1e9:.2f} GB in "
+                           f"{v['open_seconds_always']:g} s (page cache)")
         if "speedup_2_over_1" in e.get("dense", {}):
             table.add("corpus_scale.dense_2_processes_speedup", e["dense"]["speedup_2_over_1"], "x",
                       at_least(DENSE_SPEEDUP_MIN), variant=f"{int(n) / 1e6:g}M passages",

@@ -134,6 +134,12 @@ class DataConfig:
     index_dir: StrictStr | None = Field(
         None, description="Where shared corpus stores and indexes are kept; null: $PURECOVER_INDEX_DIR, else "
         "~/.cache/purecover/index. Not part of any configuration hash.")
+    index_verify: Literal["changed", "always"] = Field(
+        "changed", description="How an index's files (corpus store, BM25, FAISS) are checked against the checksums "
+        "recorded when they were built, each time they are opened: changed (a file whose size, mtime, inode or "
+        "inode change time moved since its last check is read in full; the others cost a stat) or always (every "
+        "file is read: seconds per GB). A file that differs is named and the index built again. Not part of any "
+        "configuration hash.")
     index_path: StrictStr | None = Field(
         None, description="Dense retriever: a prebuilt FAISS index over data.corpus (one vector per passage, in file "
         "order), used as it is, e.g. FlashRAG's e5_Flat.index.")

@@ -72,3 +72,20 @@ def hotpot_record(qid: str = "q1", **changes):
     }
     record.update(changes)
     return record
+
+
+def demo_corpus_file(path: Path, n: int) -> Path:
+    """A corpus JSONL of the demo set's own paragraphs (so its questions have gold passages) among `n` generated
+    passages of Zipf-distributed words (seeded), titled ``Synthetic <i // 3>``."""
+    import numpy as np
+
+    from purecover.data import corpus_from_examples, load_examples
+
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(5000)])
+    rows = [{"id": d.doc_id, "title": d.title, "text": d.text}
+            for d in corpus_from_examples(load_examples("hotpotqa", "demo")).docs]
+    rows += [{"id": f"s{i}", "title": f"Synthetic {i // 3}", "text": " ".join(words[rng.zipf(1.3, 60) % 5000])}
+             for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

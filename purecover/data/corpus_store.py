@@ -18,7 +18,14 @@ resolved path, so one store per corpus file):
 * ``store.json`` (written last): the file's identity when the store was built (resolved path, size,
   mtime and inode change time in ns, inode), the passage count, the content fingerprint (SHA-256 over ids, titles and texts
   in order, computed once while building: the same value as `Corpus.fingerprint` of the same passages),
-  the records skipped as invalid, the build's seconds and peak RSS, and the versions that built it.
+  the size and CRC-32 of every file above (``files``), the records skipped as invalid, the build's seconds
+  and peak RSS, and the versions that built it.
+* ``verified.json``: when each file was last checked against its CRC-32 (`purecover.utils.built_files`).
+
+Opening checks the files against ``store.json`` (`purecover.utils.built_files.check_built_files`: sizes
+always, the CRC-32 of a file changed since its last check, or of every file with ``verify="always"``) and that
+``passages.arrow`` holds the recorded passage count; a file that differs is named in a warning and the store
+is built again.
 
 Opening compares the file's identity with ``store.json`` (a `stat`, no reading): a changed file gets a
 new store (the change time catches an edit in place whose mtime was put back, as ``touch -r`` does; it also
@@ -44,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..records import CorpusFileIdentity, CorpusStoreMeta, RecordError, load_json_record
+from ..utils.built_files import check_built_files, record_built_files, write_stamp
 from ..utils.index_lock import building_directory, key_lock
 from ..utils.io import atomic_write_json, disk_full_is_explained, ensure_output_dir
 from ..utils.memory import peak_rss_mb
@@ -53,12 +61,15 @@ from .passage import passage_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BATCH_ROWS", "STORE_FORMAT", "CorpusStore", "hash64", "open_corpus_store", "store_key"]
+__all__ = ["BATCH_ROWS", "FILES", "STORE_FORMAT", "VERIFY", "CorpusStore", "hash64", "open_corpus_store", "store_key"]
 
-STORE_FORMAT = 1
+STORE_FORMAT = 2  # 2: store.json records each file's size and CRC-32 (a store of format 1 is built again)
 BATCH_ROWS = 4096  # rows per Arrow record batch: the unit of random access and of sequential reads
 _META = "store.json"
 _ARROW = "passages.arrow"
+_HASHED = ("id", "title", "text")
+FILES = (_ARROW, *(f"{name}_{part}.npy" for name in _HASHED for part in ("hash", "pos")))  # what a build writes
+VERIFY = ("changed", "always")
 _KEPT = ("the store is built in a temporary directory, so nothing partial is left at its path, and it is "
          "rebuilt on the next run")
 
@@ -229,18 +240,26 @@ class CorpusStore:
 # ---------------------------------------------------------------------- building
 
 
-def _usable(directory: Path, identity: CorpusFileIdentity) -> bool:
-    """Whether `directory` holds a complete store of this format for a file with this identity (a store.json
-    that does not validate as a `CorpusStoreMeta` is not: the store is built again)."""
+def _usable(directory: Path, identity: CorpusFileIdentity, verify: str = "changed", warn: bool = True) -> bool:
+    """Whether `directory` holds a complete store of this format for a file with this identity, its files as
+    built (`check_built_files`; `verify`: ``changed`` or ``always``) and passages.arrow holding the recorded
+    passage count. A store.json that does not validate as a `CorpusStoreMeta` is not usable; a damaged file is
+    named in a warning. Either way the store is built again."""
     try:
         meta = load_json_record(directory / _META, CorpusStoreMeta)
     except (OSError, RecordError):
         return False
-    if not (meta.format == STORE_FORMAT and meta.source == identity and (directory / _ARROW).is_file()):
+    if not (meta.format == STORE_FORMAT and meta.source == identity and meta.files is not None):
         return False
-    problem = _arrow_problem(directory / _ARROW, meta.passages)
+    check = check_built_files(directory, meta.files, _META, full=verify == "always")
+    if check.read:
+        log.info("corpus store %s: checked %d files against their build checksums (%.0f MB, %.2f s)", directory,
+                 len(check.read), check.bytes_read / 1e6, check.seconds)
+    problem = check.problem or _arrow_problem(directory / _ARROW, meta.passages)
     if problem is not None:
-        log.warning("corpus store file %s is damaged (%s): the store is built again", directory / _ARROW, problem)
+        if warn:
+            log.warning("corpus store %s does not hold what was built (%s): the store is built again", directory,
+                        problem)
         return False
     return True
 
@@ -255,17 +274,22 @@ def _arrow_problem(path: Path, passages: int) -> str | None:
         batches = reader.num_record_batches
         expected = -(-passages // BATCH_ROWS)
         if batches != expected:
-            return f"{batches} record batches, {expected} expected for {passages} passages"
+            return (f"{path} holds {batches} record batches, {expected} expected for the {passages} passages "
+                    f"{_META} records")
         if batches and reader.get_batch(batches - 1).num_rows != passages - BATCH_ROWS * (batches - 1):
-            return f"its last batch does not end at passage {passages}"
+            return f"{path}'s last batch does not end at passage {passages}, the count {_META} records"
     except (OSError, pa.ArrowException) as exc:
-        return str(exc).splitlines()[0][:200]
+        return f"{path}: " + str(exc).splitlines()[0][:200]
     return None
 
 
 def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: bool = False,
-                      invalid: list[InvalidRecord] | None = None, show_progress: bool = False) -> CorpusStore:
-    """The store of corpus file `path` under `index_dir`, built first when missing or stale.
+                      invalid: list[InvalidRecord] | None = None, show_progress: bool = False,
+                      verify: str = "changed") -> CorpusStore:
+    """The store of corpus file `path` under `index_dir`, built first when missing, stale or damaged.
+
+    `verify` (``data.index_verify``): ``changed`` reads in full only the files changed since their last check,
+    ``always`` every file (see `purecover.utils.built_files`).
 
     Bad records raise `DataFormatError` (file, line, field) unless `skip_invalid`, which leaves them
     out and appends them to `invalid` (also when the store was built by an earlier run). A store built
@@ -274,15 +298,17 @@ def open_corpus_store(path: str | Path, index_dir: str | Path, *, skip_invalid: 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file {str(path)!r} does not exist")
+    if verify not in VERIFY:
+        raise ValueError(f"verify must be one of {', '.join(VERIFY)}, got {verify!r}")
     index_dir = Path(index_dir)
     ensure_output_dir(index_dir)
     key = store_key(path)
     final = index_dir / f"corpus-{key}"
     identity = _identity(path)
-    if not _usable(final, identity):
+    if not _usable(final, identity, verify):
         with key_lock(index_dir / f".corpus-{key}.lock", f"the corpus store of {path}"):
             identity = _identity(path)
-            if not _usable(final, identity):
+            if not _usable(final, identity, verify, warn=False):  # unless another process built it meanwhile
                 _build(path, final, identity, skip_invalid, show_progress)
     store = CorpusStore(final)
     skipped = store.invalid_records
@@ -306,6 +332,7 @@ def _build(path: Path, final: Path, identity: CorpusFileIdentity, skip_invalid: 
         assert not isinstance(built, dict)
         n, fingerprint, invalid = built
         _write_meta(tmp, identity, n, fingerprint, invalid, started)
+    write_stamp(final, FILES, _META)  # after the rename: the build directory's chmod moved the files' ctime
     log.info("corpus store of %s: %d passages in %s (%.1f s)", identity.path, n, final,
              time.perf_counter() - started)
 
@@ -417,6 +444,7 @@ def _write_meta(tmp: Path, identity: CorpusFileIdentity, n: int, fingerprint: st
         passages=n,
         fingerprint=fingerprint,
         batch_rows=BATCH_ROWS,
+        files=record_built_files(tmp, FILES),
         invalid_records=invalid,
         built_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         build_seconds=round(time.perf_counter() - started, 2),

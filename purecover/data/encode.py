@@ -62,7 +62,8 @@ def encode_recipe_corpus(recipe: Recipe, show_progress: bool = True, rank: int |
         rank, world_size = launch_rank()
     started = time.perf_counter()
     index_dir = resolve_index_dir(cfg.index_dir)
-    store = open_corpus_store(cfg.corpus, index_dir, skip_invalid=cfg.skip_invalid, show_progress=show_progress and rank == 0)
+    store = open_corpus_store(cfg.corpus, index_dir, skip_invalid=cfg.skip_invalid, show_progress=show_progress and rank == 0,
+                              verify=cfg.index_verify)
     device = None
     try:
         import torch

@@ -227,7 +227,7 @@ def test_store_json_reads_back_as_a_record_with_the_same_keys_and_bytes(corpus_f
     store = open_corpus_store(corpus_file, tmp_path)
     text = (store.directory / "store.json").read_text(encoding="utf-8")
     assert list(json.loads(text)) == ["format", "source", "passages", "fingerprint", "batch_rows", "invalid_records",
-                                      "built_at", "build_seconds", "build_peak_rss_mb", "versions"]
+                                      "built_at", "build_seconds", "build_peak_rss_mb", "versions", "files"]
     assert json.dumps(store.meta.to_json_dict(), ensure_ascii=False, indent=2) + "\n" == text
 
 

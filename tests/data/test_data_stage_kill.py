@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from purecover.config import load_recipe
@@ -18,21 +17,10 @@ from purecover.data import load_examples
 from purecover.data.candidates import run_data_stage
 from purecover.data.corpus import corpus_from_examples
 from purecover.records import DataSummary
+from tests.conftest import demo_corpus_file
 from tests.process_helpers import run_and_kill_when
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _corpus(path: Path, n: int) -> Path:
-    """The demo set's own paragraphs among `n` generated passages (so the questions have gold passages)."""
-    rng = np.random.default_rng(0)
-    words = np.array([f"w{i}" for i in range(5000)])
-    rows = [{"id": d.doc_id, "title": d.title, "text": d.text}
-            for d in corpus_from_examples(load_examples("hotpotqa", "demo")).docs]
-    rows += [{"id": f"s{i}", "title": f"Synthetic {i // 3}", "text": " ".join(words[rng.zipf(1.3, 60) % 5000])}
-             for i in range(n)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _command(run_dir: Path, corpus: Path, index_dir: Path) -> list[str]:
@@ -55,7 +43,7 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.slow
 def test_killed_while_storing_and_while_indexing_then_rerun_gives_the_uninterrupted_candidates(tmp_path):
-    corpus = _corpus(tmp_path / "corpus.jsonl", 40_000)
+    corpus = demo_corpus_file(tmp_path / "corpus.jsonl", 40_000)
     reference = tmp_path / "reference"
     _run_here(reference, corpus, tmp_path / "reference-index")
 

@@ -6,10 +6,13 @@ a new index, an unchanged one is loaded. The files and the build are described i
 `purecover.data.retrieval.bm25_index`: the build streams the corpus in chunks with bounded memory (the
 vocabulary dict aside), and loading maps the arrays (milliseconds, no dict, whatever the size).
 
-A build writes into a temporary sibling (``.bm25-<key>.XXXX``), writes ``purecover_index.json`` last and
-renames the directory into place, so the final path only ever holds a whole index: a killed build leaves
-nothing there and the next run builds again (the killed build's temporary directory is reported, not
-deleted). A per-key lock (``.bm25-<key>.lock``) makes a second process wait for the first and then
+A build writes into a temporary sibling (``.bm25-<key>.XXXX``), writes ``purecover_index.json`` last (with
+the size and CRC-32 of every array file) and renames the directory into place, so the final path only ever
+holds a whole index: a killed build leaves nothing there and the next run builds again. Opening checks the
+files against that record (`purecover.utils.built_files`: sizes always, the CRC-32 of a file changed since its
+last check, or of every file with ``verify="always"``); a file that differs (a truncated ``data.npy``, a
+shuffled or reversed array) or metadata that does not fit the corpus is named in a warning and the index is
+built again. A per-key lock (``.bm25-<key>.lock``) makes a second process wait for the first and then
 load its index instead of building it twice. Ranking ties are broken by corpus position.
 """
 
@@ -31,7 +34,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import bm25s
 import numpy as np
 
-from ...records import BM25BuildStats, BM25IndexMeta, BM25Settings, load_json_record
+from ...records import BM25BuildStats, BM25IndexMeta, BM25Settings, RecordError, load_json_record
+from ...utils.built_files import check_built_files, record_built_files, write_stamp
 from ...utils.index_lock import building_directory, key_lock
 from ...utils.io import disk_full_is_explained
 from ..corpus import CorpusLike
@@ -39,6 +43,7 @@ from .base import Hit, top_k
 from .bm25_index import (
     BUCKET_POSTINGS,
     FORMAT_VERSION,
+    INDEX_FILES,
     K1,
     READ_BATCH,
     RUN_TOKENS,
@@ -64,14 +69,16 @@ class BM25Retriever:
     `index_dir`: where to save/load the index (None: built in memory, for small corpora).
     `stopwords`: bm25s stopword list (``"en"``) or None.
     `read_batch`, `run_tokens`, `bucket_postings`: memory knobs of the build (see `bm25_index`); they do
-    not change the index.
+    not change the index. `verify` (``data.index_verify``): ``changed`` or ``always`` (see the module docstring).
     After construction, `from_cache` tells whether the index was loaded instead of built, `key` and `path`
     name it, and `empty_queries` counts queries with no indexed word (they score every passage 0).
     """
 
     def __init__(self, corpus: CorpusLike, index_dir: str | Path | None = None, stopwords: str | None = "en",
                  show_progress: bool = False, *, read_batch: int = READ_BATCH, run_tokens: int = RUN_TOKENS,
-                 bucket_postings: int = BUCKET_POSTINGS) -> None:
+                 bucket_postings: int = BUCKET_POSTINGS, verify: str = "changed") -> None:
+        if verify not in ("changed", "always"):
+            raise ValueError(f"verify must be changed or always, got {verify!r}")
         if len(corpus) == 0:
             raise ValueError(f"corpus {corpus.source!r} is empty: nothing to index")
         self.corpus = corpus
@@ -79,6 +86,7 @@ class BM25Retriever:
         self.show_progress = show_progress
         self.empty_queries = 0
         self.from_cache = False
+        self.verify = verify
         self._knobs = {"read_batch": read_batch, "run_tokens": run_tokens, "bucket_postings": bucket_postings}
         self.settings = BM25Settings(corpus=corpus.fingerprint, stopwords=stopwords, bm25s=bm25s.__version__,
                                      method="lucene", k1=K1, b=B, text="title+text", format=FORMAT_VERSION)
@@ -96,15 +104,39 @@ class BM25Retriever:
 
     def _open_or_build(self, path: Path) -> BM25Index:
         built = False
-        if not (path / _META).is_file():
+        if not self._usable(path, self.verify):
             with disk_full_is_explained(path, _KEPT):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with key_lock(path.parent / f".{path.name}.lock", f"the BM25 index {path}"):
-                    if not (path / _META).is_file():  # not built by another process while we waited
+                    if not self._usable(path, self.verify, warn=False):  # unless another process built it meanwhile
                         self._build(path)
                         built = True
         self.from_cache = not built
         return self._load(path)
+
+    def _usable(self, path: Path, verify: str, warn: bool = True) -> bool:
+        """Whether `path` holds a whole index of this corpus whose files are as built; a damaged one is named in a
+        warning (and then built again)."""
+        if not (path / _META).is_file():
+            return False
+        try:
+            meta = load_json_record(path / _META, BM25IndexMeta)
+        except (OSError, RecordError) as exc:
+            problem: str | None = str(exc)
+        else:
+            if meta.n_docs != len(self.corpus):
+                problem = f"{path / _META} records {meta.n_docs} passages, the corpus has {len(self.corpus)}"
+            elif meta.files is None:
+                problem = f"{path / _META} records no checksums (built by an earlier version)"
+            else:
+                check = check_built_files(path, meta.files, _META, full=verify == "always")
+                if check.read:
+                    log.info("BM25 index %s: checked %d files against their build checksums (%.0f MB, %.2f s)", path,
+                             len(check.read), check.bytes_read / 1e6, check.seconds)
+                problem = check.problem
+        if problem is not None and warn:
+            log.warning("BM25 index %s does not hold what was built (%s): the index is built again", path, problem)
+        return problem is None
 
     def _build(self, path: Path) -> None:
         """Build the index in a temporary sibling of `path` and rename it to `path` when complete.
@@ -117,15 +149,13 @@ class BM25Retriever:
             stats = build_index(self.corpus, tmp, self.stopwords, show_progress=self.show_progress, **self._knobs)
             assert isinstance(stats, BM25BuildStats)
             meta = BM25IndexMeta(settings=self.settings, n_docs=len(self.corpus), source=self.corpus.source,
-                                 build=stats)
+                                 build=stats, files=record_built_files(tmp, INDEX_FILES))
             (tmp / _META).write_text(json.dumps(meta.to_json_dict(), indent=2), encoding="utf-8")
+        write_stamp(path, INDEX_FILES, _META)  # after the rename: the build directory's chmod moved the files' ctime
         log.info("saved BM25 index (%d passages) to %s", len(self.corpus), path)
 
     def _load(self, path: Path) -> BM25Index:
-        meta = load_json_record(path / _META, BM25IndexMeta,
-                                hint=f"delete {path} to build the index again")
-        if meta.n_docs != len(self.corpus):
-            raise ValueError(f"BM25 index {path} has {meta.n_docs} passages, corpus has {len(self.corpus)}")
+        meta = load_json_record(path / _META, BM25IndexMeta)  # `_usable` checked it
         index = BM25Index.load(path, len(self.corpus))
         index.stats = meta.build
         log.info("loaded BM25 index from %s", path)

@@ -79,6 +79,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "BUCKET_POSTINGS",
     "FORMAT_VERSION",
+    "INDEX_FILES",
     "K1",
     "READ_BATCH",
     "RUN_TOKENS",
@@ -92,7 +93,7 @@ __all__ = [
     "write_vocab",
 ]
 
-FORMAT_VERSION = 2  # 1 was bm25s's own save format
+FORMAT_VERSION = 3  # 1 was bm25s's own save format; 3: the metadata records each file's size and CRC-32
 K1 = 1.5
 B = 0.75
 READ_BATCH = 4096  # passages per list read from the corpus and tokenized at once
@@ -101,6 +102,7 @@ BUCKET_POSTINGS = 16_000_000  # postings per bucket of pass 2 (8 B each while th
 SCORE_BLOCK = 1 << 20  # postings whose weights are computed at once (~50 B each of temporaries)
 
 _ARRAYS = ("data", "indices", "indptr", "vocab_hash", "vocab_col", "vocab_offsets", "vocab_utf8")
+INDEX_FILES = tuple(f"{name}.npy" for name in _ARRAYS)  # what `build_index` writes into its directory
 _RUN_FIELDS = ("terms", "counts", "docs", "tf")
 
 

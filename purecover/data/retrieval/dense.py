@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...utils.built_files import check_built_files
 from ...utils.bundled_model import MINILM_NAMES, ModelSource, bundled_minilm
 from ...utils.index_lock import key_lock
 from ..corpus import CorpusLike
@@ -220,6 +221,8 @@ class DenseRetriever:
     `shard_size`: passages per shard. `index_path`: a prebuilt FAISS index over exactly this corpus's
     passages in order, used as it is (nothing encoded; ValueError when its size or dimension does not
     fit). `search_params`: FAISS search parameters, e.g. ``"nprobe=64"`` or ``"efSearch=128"``.
+    `verify` (``data.index_verify``): how the cached FAISS index file is checked against its build checksum
+    (``changed``: when it changed since its last check; ``always``; `purecover.utils.built_files`).
     After construction `from_cache` is True when no passage had to be encoded.
     """
 
@@ -228,7 +231,9 @@ class DenseRetriever:
                  use_faiss: bool | None = None, device: str | None = None, show_progress: bool = False,
                  index_factory: str = "Flat", embedding_dtype: str = "float32",
                  shard_size: int = DEFAULT_SHARD_SIZE, index_path: str | Path | None = None,
-                 search_params: str | None = None) -> None:
+                 search_params: str | None = None, verify: str = "changed") -> None:
+        if verify not in ("changed", "always"):
+            raise ValueError(f"verify must be changed or always, got {verify!r}")
         if len(corpus) == 0:
             raise ValueError(f"corpus {corpus.source!r} is empty: nothing to index")
         if embedding_dtype not in EMBEDDING_DTYPES:
@@ -246,6 +251,7 @@ class DenseRetriever:
         self.embedding_dtype = embedding_dtype
         self.shard_size = shard_size
         self.search_params = search_params
+        self.verify = verify
         faiss = _faiss_or_none(use_faiss)
         if index_path is not None and faiss is None:
             raise ValueError(f"index_path={str(index_path)!r} needs faiss (use_faiss=False or faiss is not installed)")
@@ -370,18 +376,36 @@ class DenseRetriever:
             return f"it holds {index.d}-dimensional vectors, the shards {self.dim}-dimensional"
         return None
 
+    def _built_file_problem(self) -> str | None:
+        """Why the cached index file differs from what its build recorded in its ``.json`` (size, CRC-32; see
+        `purecover.utils.built_files`), None when it does not (or an index of an earlier version recorded nothing)."""
+        from .faiss_index import metadata_path, read_index_metadata, stamp_path
+
+        assert self.index_file is not None
+        meta = read_index_metadata(self.index_file)
+        if meta is None or meta.files is None:
+            return None
+        check = check_built_files(self.index_file.parent, meta.files, metadata_path(self.index_file).name,
+                                  full=self.verify == "always", stamp_name=stamp_path(self.index_file).name)
+        if check.read:
+            log.info("FAISS index %s: checked against its build checksum (%.0f MB, %.2f s)", self.index_file,
+                     check.bytes_read / 1e6, check.seconds)
+        return check.problem
+
     def _load_cached_index(self, cache_dir: Path) -> Any:
-        """The cached FAISS index, checked against the corpus: a file that does not read, or holds another vector
-        count or dimension than its shards (its ``.json`` is not trusted for this), is rebuilt from the shards
-        with a warning naming it, under the key lock."""
+        """The cached FAISS index, checked against its build checksum and the corpus: a file that changed since it
+        was built, does not read, or holds another vector count or dimension than its shards (its ``.json`` is
+        not trusted for this) is rebuilt from the shards with a warning naming it, under the key lock."""
         from .faiss_index import build_faiss_index, load_faiss_index
 
         assert self.index_file is not None
-        try:
-            index = load_faiss_index(self.index_file, mmap=True)
-            problem = self._cached_index_problem(index)
-        except RuntimeError as exc:  # FAISS's reader: a truncated or foreign file
-            problem = f"it does not read as a FAISS index ({str(exc).splitlines()[0][:200]})"
+        problem = self._built_file_problem()
+        if problem is None:
+            try:
+                index = load_faiss_index(self.index_file, mmap=True)
+                problem = self._cached_index_problem(index)
+            except RuntimeError as exc:  # FAISS's reader: a truncated or foreign file
+                problem = f"it does not read as a FAISS index ({str(exc).splitlines()[0][:200]})"
         if problem is None:
             return index
         log.warning("FAISS index %s does not fit: %s; it is rebuilt from the embedding shards", self.index_file,

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...records import FaissIndexMeta, RecordError, load_json_record
+from ...utils.built_files import record_built_files, write_stamp
 from ...utils.io import atomic_write_json, disk_full_is_explained
 from .embedding_shards import read_manifest, read_shards, remove_stale_temps, temp_name
 
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_TRAIN_SIZE", "INDEX_FORMAT_VERSION", "apply_search_params", "build_faiss_index", "build_index",
            "describe_index", "factory_digest", "import_faiss", "is_exact_flat", "load_faiss_index", "metadata_path",
-           "read_index_metadata", "training_positions"]
+           "read_index_metadata", "stamp_path", "training_positions"]
 
 DEFAULT_TRAIN_SIZE = 1 << 19  # 524,288 rows: 128 per centroid for IVF4096, plenty for PQ codebooks
 INDEX_FORMAT_VERSION = 1
@@ -70,6 +71,13 @@ def metadata_path(index_path: str | Path) -> Path:
     """The metadata JSON beside an index file: ``<index file>.json``."""
     index_path = Path(index_path)
     return index_path.with_name(index_path.name + ".json")
+
+
+def stamp_path(index_path: str | Path) -> Path:
+    """``<index file>.verified.json``: when the index file last matched its build checksum
+    (`purecover.utils.built_files`)."""
+    index_path = Path(index_path)
+    return index_path.with_name(index_path.name + ".verified.json")
 
 
 def read_index_metadata(index_path: str | Path) -> FaissIndexMeta | None:
@@ -248,8 +256,10 @@ def build_faiss_index(shard_dir: str | Path, factory: str, out_path: str | Path,
             raise
         meta = FaissIndexMeta(format_version=INDEX_FORMAT_VERSION, factory=factory, metric="inner_product",
                               ntotal=int(index.ntotal), dim=int(index.d), shards_key=manifest.key,
-                              trained_on=trained, seed=seed, faiss_version=getattr(faiss, "__version__", "unknown"))
+                              trained_on=trained, seed=seed, faiss_version=getattr(faiss, "__version__", "unknown"),
+                              files=record_built_files(out_path.parent, [out_path.name]))
         atomic_write_json(metadata_path(out_path), meta.to_json_dict())
+        write_stamp(out_path.parent, [out_path.name], metadata_path(out_path).name, stamp_path(out_path).name)
     log.info("wrote FAISS index %s (%s)", out_path, describe_index(index))
     return out_path
 

@@ -92,7 +92,7 @@ def test_equal_scores_go_to_the_smaller_position_at_the_kth_place(tmp_path):
 def test_index_on_disk_is_reloaded_memory_mapped_with_the_same_results(corpus, reference, tmp_path):
     built = BM25Retriever(corpus, index_dir=tmp_path, **SMALL)
     assert not built.from_cache and (built.path / _META).is_file()
-    assert sorted(p.name for p in built.path.iterdir()) == sorted([_META, *(f"{f}.npy" for f in FILES)])
+    assert sorted(p.name for p in built.path.iterdir()) == sorted([_META, "verified.json", *(f"{f}.npy" for f in FILES)])
     started = time.perf_counter()
     again = BM25Retriever(corpus, index_dir=tmp_path)  # other build knobs: same key
     assert time.perf_counter() - started < 1.0
@@ -109,8 +109,8 @@ def test_index_on_disk_is_reloaded_memory_mapped_with_the_same_results(corpus, r
     assert index.vocab.lookup(list(vocab)) == list(vocab.values())
     assert index.vocab.lookup(["nosuchterm", "Café", "café"]) == [-1, -1, vocab["café"]]
     meta = json.loads((again.path / _META).read_text())
-    assert meta["n_docs"] == N and meta["build"]["runs"] > 1 and meta["settings"]["format"] == 2
-    assert list(meta) == ["settings", "n_docs", "source", "build"] and list(meta["settings"]) == [
+    assert meta["n_docs"] == N and meta["build"]["runs"] > 1 and meta["settings"]["format"] == 3
+    assert list(meta) == ["settings", "n_docs", "source", "build", "files"] and list(meta["settings"]) == [
         "corpus", "stopwords", "bm25s", "method", "k1", "b", "text", "format"]
     assert (again.path / _META).read_text() == json.dumps(meta, indent=2)  # as the dict it replaces wrote it
     assert index.stats is not None and index.stats.to_json_dict() == meta["build"] and again.settings.k1 == 1.5

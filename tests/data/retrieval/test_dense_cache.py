@@ -43,7 +43,8 @@ def _same(a, b) -> None:
 def test_flat_faiss_numpy_and_in_memory_agree_with_the_tie_rule(cached, corpus, tiny_encoder, monkeypatch):
     assert not cached.from_cache and cached.index is not None and cached.index.ntotal == 120
     files = sorted(p.name for p in cached.shard_dir.iterdir())
-    assert files == ["faiss-" + cached.index_file.name[6:], cached.index_file.name + ".json", "manifest.json",
+    assert files == ["faiss-" + cached.index_file.name[6:], cached.index_file.name + ".json",
+                     cached.index_file.name + ".verified.json", "manifest.json",
                      *[f"shard-{i:06d}.safetensors" for i in range(4)]]
     queries = _queries(corpus)
     hits = cached.search(queries, 6)
@@ -157,7 +158,7 @@ def test_a_second_process_waits_for_the_key_lock(corpus, tiny_encoder, tmp_path,
     assert "waiting for another process building the dense index" in caplog.text and str(lock) in caplog.text
 
 
-@pytest.mark.parametrize("damage", ["ten_vectors", "truncated"])
+@pytest.mark.parametrize("damage", ["ten_vectors", "truncated", "vectors_edited"])
 def test_a_cached_faiss_file_that_does_not_fit_the_corpus_is_rebuilt(corpus, tiny_encoder, tmp_path, caplog, damage):
     """Issue 32, items 3.2 and 3.4: the index file is checked against the corpus (vector count, dimension) and a
     file that does not read or does not fit is rebuilt with a warning naming it, not loaded."""
@@ -169,6 +170,10 @@ def test_a_cached_faiss_file_that_does_not_fit_the_corpus_is_rebuilt(corpus, tin
         small = faiss.IndexFlatIP(first.dim)
         small.add(np.eye(10, first.dim, dtype=np.float32))
         faiss.write_index(small, str(path))  # its .json beside it still says 120 vectors
+    elif damage == "vectors_edited":  # same size, still a valid index of 120 vectors: only the checksum tells
+        data = bytearray(path.read_bytes())
+        data[-400:] = bytes(400)
+        path.write_bytes(bytes(data))
     else:
         path.write_bytes(path.read_bytes()[:100])
     with caplog.at_level(logging.WARNING, logger="purecover.data.retrieval.dense"):

@@ -18,6 +18,7 @@ from purecover.data.retrieval.faiss_index import (
     read_index_metadata,
     training_positions,
 )
+from purecover.utils.built_files import crc32_of
 from tests.data.retrieval.dense_helpers import HashEncoder, synthetic_docs
 
 faiss = pytest.importorskip("faiss")
@@ -48,7 +49,9 @@ def test_flat_index_is_exact_and_memory_mapped(shards, tmp_path, caplog):
         "Flat", 300, 32, read_manifest(shards).key, "inner_product")
     written = json.loads(metadata_path(path).read_text())
     assert written["trained_on"] == 0 and list(written) == [
-        "format_version", "factory", "metric", "ntotal", "dim", "shards_key", "trained_on", "seed", "faiss_version"]
+        "format_version", "factory", "metric", "ntotal", "dim", "shards_key", "trained_on", "seed", "faiss_version",
+        "files"]
+    assert written["files"] == {"flat.index": {"bytes": path.stat().st_size, "crc32": crc32_of(path)}}
     assert json.dumps(meta.to_json_dict(), ensure_ascii=False, indent=2) + "\n" == metadata_path(path).read_text()
     with caplog.at_level(logging.INFO, logger="purecover.data.retrieval.faiss_index"):
         index = load_faiss_index(path, mmap=True)
@@ -58,7 +61,7 @@ def test_flat_index_is_exact_and_memory_mapped(shards, tmp_path, caplog):
     exact = emb[:5] @ emb.T
     assert idx[:, 0].tolist() == [0, 1, 2, 3, 4]
     assert np.allclose(scores, np.sort(exact, axis=1)[:, ::-1][:, :3], atol=1e-5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["flat.index", "flat.index.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flat.index", "flat.index.json", "flat.index.verified.json"]
 
 
 # "np": no polysemous training (FAISS's default for PQ factories; ~4 s on 2 cores for 4 sub-quantizers).
