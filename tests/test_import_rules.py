@@ -211,3 +211,18 @@ def test_the_checker_catches_a_violation(tmp_path, monkeypatch):
 @pytest.mark.parametrize("unit", ["data", "models", "teacher", "train", "select", "eval"])
 def test_no_stage_imports_the_demo_scaffolding(unit):
     assert "demo" not in ALLOWED[unit]
+
+
+def test_the_architecture_page_draws_the_package_as_it_is():
+    """docs/development/architecture.md: its package tree names every top-level module and sub-package, and its
+    layers list the run machinery's rooms in the order `LAYERS` enforces."""
+    page = (PACKAGE.parent / "docs" / "development" / "architecture.md").read_text(encoding="utf-8")
+    tree = page.split("```text", 1)[1].split("```", 1)[0]
+    drawn = {line.split()[0] for line in tree.splitlines() if line.startswith("  ") and line.split()}
+    on_disk = {p.name + "/" if p.is_dir() else p.name for p in PACKAGE.iterdir()
+               if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.stem != "__init__")}
+    drawn |= {name.strip(",") for line in tree.splitlines() for name in line.split() if name.endswith((".py", ".py,"))}
+    assert sorted(on_disk - drawn - {"__main__.py"}) == []
+    layers = page.split("## Layers", 1)[1].split("### The import rules", 1)[0]
+    rooms = [layers.index(f"`{name}`, the **") for name in LAYERS]
+    assert rooms == sorted(rooms)
