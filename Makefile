@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints-cpu.txt
-EXTRAS ?= dense,dev,docs,serve,langchain,llamaindex,haystack
+EXTRAS ?= dense,dev,docs,serve,langchain,llamaindex,haystack,coverage
 # The stamp changes whenever the dependency declarations change, so `setup` reinstalls only then.
 # Tests and the demo never touch the network.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline

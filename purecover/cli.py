@@ -388,6 +388,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_score_arguments(p)
     p.set_defaults(handler=main_score)
+    from .eval.score_run_cli import (  # light: ir_measures imports lazily
+        add_score_run_arguments,
+        main_score_run,
+    )
+
+    p = sub.add_parser(
+        "score-run",
+        help="score TREC runs or selections on a coverage collection (nugget qrels): nDCG, P, alpha-nDCG, "
+             "StRecall, CRUX Cov",
+        description="Score each RUN (a TREC run file or a selections JSONL) against nugget qrels (qid nugget_id "
+                    "doc_id rel) with ir_measures and pyndeval: nDCG@K, P@K, alpha_nDCG@K, StRecall@K, and "
+                    "CRUX's Cov@K with --judgments; a selections file is also scored as the set it is "
+                    "(StRecall@set, Cov@set). Topics the run does not answer score 0. Several runs: bootstrap "
+                    "intervals and paired tests against the first (docs/guides/coverage-evaluation.md).",
+    )
+    add_score_run_arguments(p)
+    p.set_defaults(handler=main_score_run)
     p = sub.add_parser(
         "prompts",
         help="list every prompt template (teacher, LANCER, selector, RAG answer), or print one",

@@ -17,6 +17,12 @@ The metrics take a ranking as the subtopic set of each ranked passage, best firs
 With α = 0, α-nDCG is nDCG with the number of subtopics a passage covers as its gain; with α = 1 only a
 passage's new subtopics count.
 
+Given ndeval's conventions, these functions give TREC ndeval's numbers (``ir_measures``' ``alpha_nDCG@k`` and
+``StRecall@k`` through pyndeval; `tests/eval/test_coverage_scoring.py`). In ndeval, a run's tied scores go by
+ascending doc id. The pool is every judged relevant document, ordered by descending doc id, because ndeval's
+greedy ideal breaks ties towards the largest doc id. `purecover.eval.coverage_scoring` scores coverage
+collections with those tools themselves.
+
 `question_subtopics` turns an evaluation question (`purecover.records.CandidateRecord`) into subtopics:
 its gold supporting passages, matched by the rule of Coverage@K against supporting paragraphs (a candidate
 is gold when its ``doc_id`` is in ``gold_doc_ids``). `subtopic_unit` says how gold passages are counted:

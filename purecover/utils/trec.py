@@ -9,10 +9,18 @@ reads the rank column, so what it evaluates is the order the file states.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["TREC_SUFFIXES", "check_trec_token", "looks_like_trec", "read_trec_run", "trec_run_lines"]
+__all__ = [
+    "TREC_SUFFIXES",
+    "check_trec_token",
+    "iter_qrels",
+    "looks_like_trec",
+    "read_trec_qrels",
+    "read_trec_run",
+    "trec_run_lines",
+]
 
 TREC_SUFFIXES = (".trec", ".run")
 _WS = re.compile(r"\s")
@@ -87,3 +95,31 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int]]]:
             rows.setdefault(qid, []).append((rank_i, lineno, doc_id))
     return {qid: [(doc_id, lineno) for _, lineno, doc_id in sorted(r)] for qid, r in rows.items()}
 
+
+def iter_qrels(path: str | Path) -> Iterator[tuple[int, str, str, str, int]]:
+    """(line, qid, iteration, doc_id, rel) of each line of a qrels file ``qid iteration doc_id rel`` (blank lines
+    skipped). Errors name the file and line: a line without four columns, a rel that is not an integer."""
+    path = Path(path)
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            cols = line.split()
+            if not cols:
+                continue
+            if len(cols) != 4:
+                raise ValueError(f"{path}:{lineno}: a qrels line has 4 columns (qid iteration doc_id rel), "
+                                 f"found {len(cols)}")
+            try:
+                rel = int(cols[3])
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: field 'rel': {cols[3]!r} is not an integer") from None
+            yield lineno, cols[0], cols[1], cols[2], rel
+
+
+def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """Document qrels ``qid iteration doc_id rel`` as qid -> doc_id -> rel (the largest over iterations, so
+    nugget qrels read as a document's highest grade). Errors name the file and line (`iter_qrels`)."""
+    out: dict[str, dict[str, int]] = {}
+    for _, qid, _, doc_id, rel in iter_qrels(path):
+        docs = out.setdefault(qid, {})
+        docs[doc_id] = max(rel, docs.get(doc_id, rel))
+    return out
