@@ -92,9 +92,10 @@ _AtLeastOne = Annotated[StrictInt, Field(ge=1)]  # an integer >= 1
 class DataConfig:
     """`data` section: which questions, which corpus, which retriever, how many candidates."""
 
-    dataset: Literal["hotpotqa", "2wiki", "musique", "strategyqa", "flashrag"] = Field(
-        "hotpotqa", description="Record format of the questions: hotpotqa, 2wiki, musique, strategyqa, or flashrag "
-        "(generic FlashRAG records).")
+    dataset: Literal["hotpotqa", "2wiki", "musique", "strategyqa", "flashrag", "coverage"] = Field(
+        "hotpotqa", description="Record format of the questions: hotpotqa, 2wiki, musique, strategyqa, flashrag "
+        "(generic FlashRAG records), or coverage (topics of a coverage collection: CoverageBench, CRUX or your own; "
+        "needs data.qrels and a corpus file).")
     path: StrictStr | None = Field(
         None, description="Where the questions come from: a local file, `demo` (the demo set bundled with the "
         "package) or a Hub dataset name.")
@@ -153,6 +154,9 @@ class DataConfig:
     encode_shard_size: StrictInt = Field(
         65536, ge=1, description="Dense retriever: passages per embedding shard, the unit a killed encoding resumes "
         "from and that ranks share out.")
+    qrels: StrictStr | None = Field(
+        None, description="Coverage collections (data.dataset: coverage): the nugget qrels, qid nugget_id doc_id rel "
+        "per line; a topic's gold passages are the documents judged relevant to one of its nuggets.")
 
     @model_validator(mode="after")
     def _check_index_path(self) -> DataConfig:
@@ -160,6 +164,11 @@ class DataConfig:
             raise _SectionError("index_path", "is a FAISS index: it needs data.retriever: dense")
         if self.index_path is not None and self.corpus in ("per_question", "shared"):
             raise _SectionError("index_path", "needs data.corpus to be the corpus file the index was built over")
+        if self.dataset == "coverage" and self.qrels is None:
+            raise _SectionError("qrels", "is needed with data.dataset: coverage (the collection's nugget qrels)")
+        if self.dataset == "coverage" and self.corpus in ("per_question", "shared"):
+            raise _SectionError("corpus", "must be the collection's corpus file with data.dataset: coverage (topics "
+                                          "have no paragraphs of their own)")
         return self
 
 

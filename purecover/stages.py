@@ -150,6 +150,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "data.faiss_search_params",
     "data.embedding_dtype",
     "data.encode_shard_size",
+    "data.qrels",
     "eval.prompt_file",
     "student.prompt_file",
     "teacher.reply_prefix",

@@ -9,7 +9,9 @@ not, so coverage of the candidates can be measured:
   ``is_supporting``, StrategyQA facts);
 * corpus file: passages whose title matches a supporting title (all passages of that title,
   as with 100-word Wikipedia chunks), or, for passages without titles (StrategyQA facts),
-  whose text equals a supporting paragraph.
+  whose text equals a supporting paragraph;
+* a coverage collection (``data.dataset: coverage``): the documents its nugget qrels (``data.qrels``) judge
+  relevant to one of the topic's nuggets, in the order of the qrels file.
 
 The job appends one record per question and is resumable: rerun it and it skips the qids
 already written (a truncated last line from a crash is cut off and redone).
@@ -51,7 +53,7 @@ from .retrieval.base import Hit
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CANDIDATES_FILE", "build_record", "evaluation_recipe", "gold_doc_ids", "read_candidate_records", "run_data_stage",
+__all__ = ["CANDIDATES_FILE", "build_record", "evaluation_recipe", "gold_doc_ids", "judged_documents", "read_candidate_records", "run_data_stage",
            "supporting_recall", "write_candidates"]
 
 CANDIDATES_FILE = FILES["candidates"]
@@ -85,8 +87,23 @@ def read_candidate_records(path: str | Path, max_docs: int | None = None,
     return records
 
 
-def gold_doc_ids(example: Example, corpus: CorpusLike | None) -> list[str]:
-    """Ids of the gold passages of `example` (see module docstring for the rule)."""
+def judged_documents(qrels: str | Path) -> dict[str, list[str]]:
+    """qid -> the documents a qrels file (``qid iteration doc_id rel``) judges relevant (rel > 0), in file order."""
+    from ..utils.trec import iter_qrels
+
+    out: dict[str, dict[str, None]] = {}
+    for _, qid, _, doc_id, rel in iter_qrels(qrels):
+        if rel > 0:
+            out.setdefault(qid, {})[doc_id] = None
+    return {qid: list(docs) for qid, docs in out.items()}
+
+
+def gold_doc_ids(example: Example, corpus: CorpusLike | None,
+                 judged: dict[str, list[str]] | None = None) -> list[str]:
+    """Ids of the gold passages of `example` (see module docstring for the rule); a coverage topic's are the
+    documents `judged` (its nugget qrels: qid -> documents relevant to one of its nuggets) names."""
+    if example.dataset == "coverage":
+        return list((judged or {}).get(example.qid, []))
     supporting = example.supporting_paragraphs
     if corpus is None:  # corpus built from the dataset's own paragraphs
         ids = [content_doc_id(p.title, p.text) for p in supporting]
@@ -182,11 +199,11 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
 
 
 def dataset_inputs(recipe: Recipe) -> dict[str, Path]:
-    """The data stage's inputs outside the run directory: the local dataset file or folder (data.path) and
-    the aliases file, recorded by content so that editing one in place is noticed."""
+    """The data stage's inputs outside the run directory: the local dataset file or folder (data.path), the
+    aliases file and the qrels file, recorded by content so that editing one in place is noticed."""
     cfg = recipe.data
     found = {}
-    for key, value in (("data.path", cfg.path), ("data.aliases", cfg.aliases)):
+    for key, value in (("data.path", cfg.path), ("data.aliases", cfg.aliases), ("data.qrels", cfg.qrels)):
         if value and value != "demo" and Path(value).expanduser().exists():
             found[key] = Path(value).expanduser()
     return found
@@ -220,6 +237,7 @@ def write_candidates(run: StageRun) -> DataSummary:
     t0 = time.perf_counter()
     corpus = open_recipe_corpus(recipe, examples, show_progress, corpus_invalid)  # a store opens in milliseconds
     seconds["corpus"] = time.perf_counter() - t0
+    judged = judged_documents(cfg.qrels) if cfg.qrels else None
 
     with ResumableJsonl(run_dir / CANDIDATES_FILE) as out:
         pending = [ex for ex in examples if ex.qid not in out.done]
@@ -241,7 +259,8 @@ def write_candidates(run: StageRun) -> DataSummary:
                 hits = retriever.search([ex.question for ex in batch], cfg.k1)
                 for ex, row in zip(batch, hits):
                     docs = list(zip(corpus.docs_at([h.index for h in row]), [h.score for h in row]))
-                    out.write(build_record(ex, docs, gold_doc_ids(ex, corpus if external else None)).to_json_dict())
+                    out.write(build_record(ex, docs, gold_doc_ids(ex, corpus if external else None, judged))
+                              .to_json_dict())
             else:  # per_question: rank each question's own paragraphs
                 for ex in batch:
                     own = Corpus(question_docs(ex), f"question {ex.qid}")

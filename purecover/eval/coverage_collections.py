@@ -13,10 +13,12 @@ needs, not whether each document is relevant. Three layouts are read, all into t
 * **Bring your own**: a topics JSONL (or JSON list) with any of the field names above, the same qrels, and
   optionally judgments.
 
-Runs to score are TREC run files (``qid Q0 doc_id rank score tag``, ordered by the rank column) or JSONL
-selections: purecover's ``selections.jsonl`` (``selected_doc_ids``, a set in the selector's order) or any
-``{"qid": ..., "doc_ids": [...]}`` lines. Every malformed line is a `CoverageDataError` naming the file, the
-line and the field before any scoring starts.
+Runs to score are TREC run files (``qid Q0 doc_id rank score tag``, ordered by the rank column) or JSONL:
+purecover's ``selections.jsonl`` (``selected_doc_ids``, a set in the selector's order), its ``candidates.jsonl``
+(``docs``, the retrieval ranking of the data stage) or any ``{"qid": ..., "doc_ids": [...]}`` lines. Topics are
+read by the data stage's loader (`purecover.data.loaders.coverage`), so ``data.dataset: coverage`` retrieves
+candidates for the same topics. Every malformed line is an error naming the file, the line and the field
+(`CoverageDataError`, or the loader's `purecover.data.errors.DataFormatError`) before any scoring starts.
 """
 
 from __future__ import annotations
@@ -30,15 +32,11 @@ from typing import Any
 from ..utils.trec import iter_qrels, looks_like_trec, read_trec_run
 
 __all__ = ["COVERAGEBENCH_CONFIGS", "COVERAGEBENCH_REPO", "CoverageCollection", "CoverageDataError", "Topic",
-           "load_collection", "read_judgments", "read_nugget_qrels", "read_ranked", "read_topics",
-           "topics_from_rows"]
+           "load_collection", "read_judgments", "read_nugget_qrels", "read_ranked", "read_topics"]
 
 COVERAGEBENCH_REPO = "hltcoe/coveragebench"
 COVERAGEBENCH_CONFIGS = ("cast2020", "fair_ranking_2022", "neuclir_2024", "rag_2024", "ragtime_2025",
                          "crux_multinews", "crux_duc04")
-_ID_FIELDS = ("topic_id", "qid", "id", "query_id")
-_QUERY_FIELDS = ("query", "question", "title")
-_NUGGET_FIELDS = ("nuggets", "subquestions", "sub_questions", "questions")
 MAX_RATING = 5  # CRUX rates answerability 0-5
 
 
@@ -106,42 +104,17 @@ def _json_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
             raise CoverageDataError(path, lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
 
 
-def topics_from_rows(rows: Iterator[tuple[int | None, Any]], source: str | Path) -> dict[str, Topic]:
-    """Topics from rows (line, object) with an id (`topic_id`, `qid`, `id`, `query_id`), a query (`query`,
-    `question`, `title`) and optionally nuggets (`nuggets`, `subquestions`, ...: a list of strings)."""
-    topics: dict[str, Topic] = {}
-    for lineno, row in rows:
-        if not isinstance(row, dict):
-            raise CoverageDataError(source, lineno, None, f"a topic is a JSON object, got {type(row).__name__}")
-        id_field, topic_id = _first(row, _ID_FIELDS)
-        if id_field is None:
-            raise CoverageDataError(source, lineno, "topic_id", f"missing (one of {', '.join(_ID_FIELDS)})")
-        if not isinstance(topic_id, (str, int)) or isinstance(topic_id, bool) or not str(topic_id).strip():
-            raise CoverageDataError(source, lineno, id_field, f"must be a non-empty string, got {topic_id!r}")
-        query_field, query = _first(row, _QUERY_FIELDS)
-        if query_field is None:
-            raise CoverageDataError(source, lineno, "query", f"missing (one of {', '.join(_QUERY_FIELDS)})")
-        if not isinstance(query, str) or not query.strip():
-            raise CoverageDataError(source, lineno, query_field, f"must be a non-empty string, got {query!r}")
-        nugget_field, nuggets = _first(row, _NUGGET_FIELDS)
-        nuggets = [] if nuggets is None else nuggets
-        if not isinstance(nuggets, list) or not all(isinstance(n, str) for n in nuggets):
-            raise CoverageDataError(source, lineno, nugget_field, "must be a list of strings")
-        key = str(topic_id)
-        if key in topics:
-            raise CoverageDataError(source, lineno, id_field, f"topic {key!r} appears twice")
-        topics[key] = Topic(key, query, tuple(nuggets))
+def read_topics(path: str | Path, *, hub_config: str | None = None, split: str = "test") -> dict[str, Topic]:
+    """Topics of a JSONL file or JSON list, or of a Hub dataset (or a local copy of one) with `hub_config` and
+    `split`, read by the data stage's loader (`purecover.data.loaders.coverage`: the field names it accepts, and
+    errors naming file, line and field)."""
+    from ..data.loaders import ExampleSource
+
+    source = ExampleSource("coverage", path, split=split, hub_config=hub_config, require_paragraphs=False)
+    topics = {ex.qid: Topic(ex.qid, ex.question, tuple(str(n) for n in ex.meta["nuggets"])) for ex in source}
     if not topics:
-        raise CoverageDataError(source, None, None, "holds no topic")
+        raise CoverageDataError(path, None, None, "holds no topic")
     return topics
-
-
-def read_topics(path: str | Path) -> dict[str, Topic]:
-    """Topics of a JSONL file (or a JSON list); see `topics_from_rows`."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"topics file {str(path)!r} does not exist")
-    return topics_from_rows(_json_rows(path), path)
 
 
 def read_nugget_qrels(path: str | Path) -> NuggetQrels:
@@ -196,8 +169,8 @@ def read_judgments(path: str | Path) -> Judgments:
 
 
 def read_ranked(path: str | Path) -> dict[str, list[str]]:
-    """qid -> doc ids best first, from a TREC run (by its rank column) or JSONL selections (purecover's
-    ``selected_doc_ids``, or ``doc_ids``: the order as written)."""
+    """qid -> doc ids best first, from a TREC run (by its rank column) or JSONL (purecover's selections,
+    ``selected_doc_ids``; its candidates, ``docs``; or ``doc_ids``: the order as written)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"run file {str(path)!r} does not exist")
@@ -207,9 +180,14 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
     for lineno, row in _json_rows(path):
         if not isinstance(row, dict) or "qid" not in row:
             raise CoverageDataError(path, lineno, "qid", "missing (a selection line is {qid, doc_ids})")
-        field, docs = _first(row, ("selected_doc_ids", "doc_ids"))
+        field, docs = _first(row, ("selected_doc_ids", "doc_ids", "docs"))
         if field is None:
-            raise CoverageDataError(path, lineno, "doc_ids", "missing (or selected_doc_ids)")
+            raise CoverageDataError(path, lineno, "doc_ids", "missing (or selected_doc_ids, or docs)")
+        if field == "docs":  # candidates.jsonl: the retrieval ranking, candidate order
+            if not isinstance(docs, list) or not all(isinstance(d, dict) and isinstance(d.get("doc_id"), str)
+                                                     for d in docs):
+                raise CoverageDataError(path, lineno, "docs", "must be a list of candidates with a doc_id")
+            docs = [d["doc_id"] for d in docs]
         if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
             raise CoverageDataError(path, lineno, field, "must be a list of strings")
         if len(set(docs)) != len(docs):
@@ -224,16 +202,13 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
 def load_collection(topics: str | Path, qrels: str | Path, judgments: str | Path | None = None, *,
                     repo: str = COVERAGEBENCH_REPO) -> CoverageCollection:
     """A collection from local files. `topics` is a topics file, or ``coveragebench:<config>`` for CoverageBench's
-    topics through ``datasets.load_dataset(repo, config, split="test")`` (`COVERAGEBENCH_CONFIGS`; `repo` the Hub
-    dataset, or a local copy of it; its qrels file is given as `qrels`)."""
+    topics from the Hub dataset `repo` (or a local copy of it) through the data stage's Hub loader
+    (`COVERAGEBENCH_CONFIGS`, split ``test``; its qrels file is given as `qrels`)."""
     if str(topics).startswith("coveragebench:"):
         config = str(topics).split(":", 1)[1]
         if config not in COVERAGEBENCH_CONFIGS:
             raise ValueError(f"unknown CoverageBench configuration {config!r}; one of {', '.join(COVERAGEBENCH_CONFIGS)}")
-        import datasets
-
-        rows = datasets.load_dataset(repo, config, split="test")
-        loaded = topics_from_rows(((i + 1, dict(r)) for i, r in enumerate(rows)), f"{repo}:{config} row")
+        loaded = read_topics(repo, hub_config=config, split="test")
     else:
         loaded = read_topics(topics)
     return CoverageCollection(loaded, read_nugget_qrels(qrels), read_judgments(judgments) if judgments else None,

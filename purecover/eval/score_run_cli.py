@@ -1,7 +1,8 @@
 """`purecover score-run RUN [RUN ...] --qrels QRELS [--judgments FILE] [--depth K] [--json]`: score runs or selections
 on a coverage collection (`purecover.eval.coverage_scoring`).
 
-RUN is a TREC run file or a JSONL selections file (purecover's ``selections.jsonl``, or ``{qid, doc_ids}`` lines),
+RUN is a TREC run file, purecover's ``candidates.jsonl`` (the retrieval ranking) or a JSONL selections file
+(purecover's ``selections.jsonl``, or ``{qid, doc_ids}`` lines),
 named by its file name or ``NAME=PATH``. One run prints a table of its measures (with ``--json``: one object
 whose keys are the measure names as ir_measures prints them, ``nDCG@20``, ``P@20``, ``alpha_nDCG@20``,
 ``StRecall@20``, plus ``Cov@20`` with judgments and the ``@set`` forms for selections). Several runs print
@@ -28,6 +29,16 @@ def _named(spec: str) -> tuple[str, Path]:
     return Path(spec).stem, Path(spec)
 
 
+def _is_selection(path: Path) -> bool:
+    """A JSONL of selected sets (also scored as sets), not a ranking: TREC runs and candidates.jsonl (``docs``)
+    are rankings. Read after `read_ranked` checked the file."""
+    if path.suffix != ".jsonl":
+        return False
+    with path.open("r", encoding="utf-8") as fh:
+        first = next((line for line in fh if line.strip()), "{}")
+    return "docs" not in json.loads(first)
+
+
 def score_runs(specs: list[str], qrels: str | Path, judgments: str | Path | None = None, depth: int = 20,
                doc_qrels: str | Path | None = None, answerable_only: bool = False, seed: int = 0) -> dict:
     """The report `purecover score-run` prints as JSON (see the module docstring)."""
@@ -47,8 +58,7 @@ def score_runs(specs: list[str], qrels: str | Path, judgments: str | Path | None
         levels = read_trec_qrels(doc_qrels)
     runs = {}
     for name, path in named:  # every file is read (and checked) before any is scored
-        selections = path.suffix == ".jsonl"
-        runs[name] = (read_ranked(path), selections)
+        runs[name] = (read_ranked(path), _is_selection(path))
     scored = {name: score_ranked(ranked, collection, depth, doc_qrels=levels, selections=sel,
                                  answerable_only=answerable_only) for name, (ranked, sel) in runs.items()}
     if len(scored) == 1:

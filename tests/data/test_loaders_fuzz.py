@@ -90,12 +90,18 @@ def flashrag_record(draw: st.DrawFn, qid: str) -> Record:
     return {"id": qid, "question": draw(nonblank), "golden_answers": golden, "metadata": metadata}
 
 
+@st.composite
+def coverage_record(draw: st.DrawFn, qid: str) -> Record:
+    return {"topic_id": qid, "query": draw(nonblank), "nuggets": draw(st.lists(text, max_size=3))}
+
+
 RECORDS: dict[str, Callable[[str], st.SearchStrategy[Record]]] = {
     "hotpotqa": hotpot_record,
     "2wiki": lambda qid: hotpot_record(qid, two_wiki=True),
     "musique": musique_record,
     "strategyqa": strategyqa_record,
     "flashrag": flashrag_record,
+    "coverage": coverage_record,
 }
 
 
@@ -109,6 +115,8 @@ def expected(dataset: str, rec: Record) -> tuple[str, list[str]]:
     elif dataset == "strategyqa":
         yes = rec["answer"] if isinstance(rec["answer"], bool) else rec["answer"].strip().lower() in ("yes", "true")
         answers = ["yes" if yes else "no"]
+    elif dataset == "coverage":
+        answers = []
     elif dataset == "flashrag":
         answers = []
         for a in rec["golden_answers"]:
@@ -116,11 +124,17 @@ def expected(dataset: str, rec: Record) -> tuple[str, list[str]]:
                 answers.append(a.strip())
     else:
         answers = [rec["answer"].strip()]
-    return rec["question"].strip(), answers
+    return rec.get("question", rec.get("query", "")).strip(), answers
 
 
 def has_paragraphs(dataset: str, rec: Record) -> bool:
+    if dataset == "coverage":  # a topic's documents come from the collection's corpus file
+        return False
     return dataset != "flashrag" or bool({"context", "paragraphs", "facts"} & set(rec["metadata"]))
+
+
+def record_qid(rec: Record) -> str:
+    return rec.get("_id", rec.get("id", rec.get("qid", rec.get("topic_id"))))
 
 
 @st.composite
@@ -226,7 +240,7 @@ def test_valid_records_load_exactly(tmp_path: Path, dataset: str, data: st.DataO
     with mock.patch.object(readers, "_CHUNK", chunk_size):
         source, examples = load_checked(dataset, path, require_paragraphs=require, skip_invalid=True)
     assert source.n_read == len(records) and len(source.invalid) == len(records) - len(wanted)
-    assert [ex.qid for ex in examples] == [r.get("_id", r.get("id", r.get("qid"))) for r in wanted]
+    assert [ex.qid for ex in examples] == [record_qid(r) for r in wanted]
     for ex, rec in zip(examples, wanted):
         assert (ex.question, ex.answers) == expected(dataset, rec)
         assert ex.dataset == dataset
@@ -259,7 +273,7 @@ def test_mutated_records_raise_only_data_format_error(tmp_path: Path, dataset: s
     for i, rec in enumerate(records):
         if i in bad or (require and not has_paragraphs(dataset, rec)):
             continue
-        qid = rec.get("_id", rec.get("id", rec.get("qid")))
+        qid = record_qid(rec)
         where = f"record {i}" if form["array"] else f"line {i + 1}"
         assert qid in loaded or "duplicate" in skipped[where].problem
 

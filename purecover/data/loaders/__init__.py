@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import DataFormatError, InvalidRecord
 from ..example import Example
 from ..readers import check_lone_surrogates, iter_records
+from .coverage import parse_coverage
 from .flashrag import parse_flashrag
 from .hotpotqa import load_2wiki_aliases, parse_2wiki, parse_hotpotqa
 from .hub import ResolvedHub, is_hub_name, iter_hub_rows, resolve_hub_dataset
@@ -24,7 +25,7 @@ from .strategyqa import parse_strategyqa
 
 __all__ = ["DATASETS", "ExampleSource", "load_examples", "parse_record"]
 
-DATASETS = ("hotpotqa", "2wiki", "musique", "strategyqa", "flashrag")
+DATASETS = ("hotpotqa", "2wiki", "musique", "strategyqa", "flashrag", "coverage")
 
 Parser = Callable[..., Example]
 _PARSERS: dict[str, Parser] = {
@@ -32,6 +33,7 @@ _PARSERS: dict[str, Parser] = {
     "2wiki": parse_2wiki,
     "musique": parse_musique,
     "strategyqa": parse_strategyqa,
+    "coverage": parse_coverage,
 }
 
 
