@@ -89,3 +89,22 @@ def demo_corpus_file(path: Path, n: int) -> Path:
              for i in range(n)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+COVERAGE_TOPICS = [{"topic_id": "101", "query": "river flood crop losses", "nuggets": ["crops lost", "farms evacuated"]},
+                   {"topic_id": "102", "query": "canal construction history", "nuggets": ["opened in 1820"]}]
+COVERAGE_CORPUS = [
+    {"id": "a1", "title": "Flood", "text": "The river flood destroyed crop fields across the valley."},
+    {"id": "a2", "title": "Evacuation", "text": "Farms near the river were evacuated during the flood."},
+    {"id": "a3", "title": "Canal", "text": "The canal construction began in 1815 and it opened in 1820."},
+    {"id": "a4", "title": "Weather", "text": "Rain fell for ten days before the river rose."},
+    {"id": "a5", "title": "Bridges", "text": "Two bridges over the canal were rebuilt in stone."},
+]
+COVERAGE_QRELS = "101 n1 a1 1\n101 n2 a2 2\n101 n1 a4 0\n102 n1 a3 1\n"
+
+
+def write_coverage_collection(directory: Path) -> None:
+    """A tiny coverage collection in `directory`: topics.jsonl, corpus.jsonl and qrels.txt (nugget qrels)."""
+    (directory / "topics.jsonl").write_text("".join(json.dumps(t) + "\n" for t in COVERAGE_TOPICS))
+    (directory / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in COVERAGE_CORPUS))
+    (directory / "qrels.txt").write_text(COVERAGE_QRELS)

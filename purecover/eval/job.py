@@ -48,6 +48,7 @@ from ..records import (
     EvaluateSummary,
     MetricsFile,
     PredictionRecord,
+    QuestionSample,
     StageSummary,
 )
 from ..rundir import FILES, RunDir
@@ -131,6 +132,8 @@ def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
             found[f"eval.methods[{spec.name}]"] = spec.source / need
     if recipe.eval.prompt_file:  # an answer prompt edited in place redoes the evaluation
         found["eval.prompt_file"] = Path(recipe.eval.prompt_file)
+    if recipe.data.qrels:  # a coverage collection's nuggets: what its subtopic metrics count
+        found["data.qrels"] = Path(recipe.data.qrels)
     return found
 
 
@@ -156,6 +159,8 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
                if rec.ratings is not None}
     # α-nDCG@K / subtopic recall@K: gold passages counted as the data stage made them (paragraphs or titles)
     unit = subtopic_unit(recipe.data.corpus)
+    if recipe.data.dataset == "coverage":  # topics without answers: the selections are scored for coverage only
+        return _evaluate_coverage(run, specs, budgets, questions, source, sample, chosen, fallbacks, ratings)
 
     tokenizer = load_generator_tokenizer(recipe)
     generator_key = generator_id(recipe)
@@ -260,3 +265,68 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
 
     run.after_complete.append(track)
     return summary
+
+
+def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list[int],
+                       questions: Sequence[CandidateRecord], source: str, sample: QuestionSample | None,
+                       chosen: dict[tuple[str, int], list[list[int]]], fallbacks: dict[str, int],
+                       ratings: dict) -> EvaluateSummary:
+    """The evaluate stage on a coverage collection (``data.dataset: coverage``): no answer is generated (a topic
+    has no gold answer). Every method's selection at every budget is scored with the topic's nuggets as
+    subtopics (α-nDCG@K, subtopic recall@K; `purecover.eval.subtopic_metrics`, ``nugget``), Coverage@K and
+    Purity@K against the passages the qrels judge relevant, and CRUX coverage from the teacher's LANCER ratings
+    when labelling rated the candidates; each selection is written as a TREC run, ``eval/runs/<method>@<K>.trec``,
+    for `purecover score-run` (the field's tools, bootstrap intervals, paired tests)."""
+    from ..utils.trec import trec_run_lines
+    from .coverage_collections import read_nugget_qrels
+    from .report import plot_metrics, render_report
+    from .stats import statistics_meta
+
+    recipe = run.recipe
+    rd = RunDir(recipe.run_path)
+    eval_dir = rd.path_of("eval")
+    assert recipe.data.qrels is not None  # the data section's check
+    qrels = read_nugget_qrels(recipe.data.qrels)
+    runs_dir = eval_dir / "runs"
+    ensure_output_dir(runs_dir)
+    results: dict[str, dict[str, BudgetResult]] = {}
+    for spec in specs:
+        per_k: dict[str, BudgetResult] = {}
+        for k in budgets:
+            rows = [question_selection(q, positions, ratings.get(q.qid), k=k, unit="nugget", alpha=ALPHA,
+                                       judged=qrels.get(q.qid, {}))
+                    for q, positions in zip(questions, chosen[(spec.name, k)])]
+            lines = [line for q, positions in zip(questions, chosen[(spec.name, k)])
+                     for line in trec_run_lines(q.qid, [(str(q.docs[i].doc_id), float(len(positions) - r))
+                                                        for r, i in enumerate(positions)], spec.slug)]
+            atomic_write_text(runs_dir / f"{spec.slug}@{k}.trec", "".join(line + "\n" for line in lines))
+            selection = summarize_selection(rows)
+            per_k[str(k)] = BudgetResult(n=len(rows), em=None, f1=None, acc=None, mean_k=selection.mean_k,
+                                         answer=selection.answer, supporting=selection.supporting,
+                                         crux=selection.crux, subtopics=selection.subtopics, prompt_tokens=None,
+                                         completion_tokens=None)
+        results[spec.name] = per_k
+    cfg = recipe.eval
+    metrics = MetricsFile(
+        dataset="coverage", run_dir=str(recipe.run_path), questions=len(questions), question_source=source,
+        question_sample=sample, generator=cfg.generator, backend=cfg.backend, max_new_tokens=cfg.max_new_tokens,
+        answer_prompt=RagPrompt.from_config(cfg).record(), budgets=budgets, table_budget=cfg.table_budget,
+        methods={s.name: s.kind for s in specs}, fallbacks=fallbacks, results=results,
+        statistics=statistics_meta(recipe.seed, "retrieval" in results), versions=package_versions(),
+        recipe=recipe_to_dict(recipe),
+    )
+    atomic_write_json(rd.path_of("metrics"), metrics.to_json_dict())
+    plots = []
+    for plot in plot_metrics(metrics, eval_dir / "plots"):
+        if plot.stem == "coverage_purity_vs_k":
+            plots.append(plot)
+        else:  # a QA plot (EM, generator tokens): empty without answers; just written by this run
+            plot.unlink()
+    atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
+    main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
+    return EvaluateSummary(
+        status="complete", questions=len(questions), methods=[s.name for s in specs], budgets=budgets, prompts=0,
+        generated=0, cached=0, repaired_lines=0, prompts_per_second=None, report=str(rd.path_of("report")),
+        metrics=str(rd.path_of("metrics")), plots=[str(p) for p in plots],
+        **{f"em@{main_k}": {name: None for name in results}},
+    )

@@ -111,8 +111,34 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+def _coverage_report(metrics: MetricsFile, plots: Sequence[str | Path]) -> str:
+    """The report of an evaluation on a coverage collection: no answers, so the selections' coverage only."""
+    results, budgets = metrics.results, [str(k) for k in metrics.budgets]
+    out = ["# Evaluation: coverage collection", "",
+           f"{metrics.questions} topics from {metrics.question_source}. A topic has no gold answer: nothing is "
+           "generated, and each method's passages at budget K are scored against the topic's nuggets. Scores in %. "
+           "Each selection is also written as a TREC run, eval/runs/<method>@<K>.trec: `purecover score-run` "
+           "scores it with trec_eval and ndeval, with bootstrap intervals and paired tests "
+           "(docs/guides/coverage-evaluation.md).", "",
+           "## Coverage@K / Purity@K against the passages the qrels judge relevant", ""]
+    out += _table(["method", *[f"K={b}" for b in budgets]],
+                  [[name, *[f"{_pct(per_k[b].supporting.coverage)} / {_pct(per_k[b].supporting.purity)}"
+                            for b in budgets]] for name, per_k in results.items()])
+    out += _subtopic_section(metrics)
+    if any(per_k[b].crux is not None and per_k[b].crux.n for per_k in results.values() for b in budgets):
+        out += ["", "## CRUX Cov@K: sub-questions answered by the selection (teacher's LANCER ratings >= 3)", ""]
+        out += _table(["method", *[f"K={b}" for b in budgets]],
+                      [[name, *[_pct(_crux(per_k[b])) for b in budgets]] for name, per_k in results.items()])
+    if plots:
+        out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).as_posix()})" for p in plots]
+    return "\n".join(out) + "\n"
+
+
 def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str:
-    """The markdown report of one evaluation (`metrics`: its metrics.json)."""
+    """The markdown report of one evaluation (`metrics`: its metrics.json); a coverage collection's
+    (`metrics.dataset` ``coverage``) has no QA sections."""
+    if metrics.dataset == "coverage":
+        return _coverage_report(metrics, plots)
     results = metrics.results
     budgets = [str(k) for k in metrics.budgets]
     k = _main_k(metrics)
@@ -198,7 +224,9 @@ def _crux(result: BudgetResult) -> float | None:
 
 _UNIT_WORDS = {"passage": "each gold supporting paragraph is one subtopic",
                "title": "each supporting title is one subtopic (the corpus file's passages of one article count "
-                        "once)"}
+                        "once)",
+               "nugget": "each nugget of the topic that the qrels judge some document relevant to is one subtopic, "
+                         "a passage covering the nuggets the qrels give it"}
 
 
 def _subtopic_section(metrics: MetricsFile) -> list[str]:
@@ -211,7 +239,8 @@ def _subtopic_section(metrics: MetricsFile) -> list[str]:
     left_out = (f"Questions without gold supporting paragraphs are left out of both ({first.n_no_subtopics} of "
                 f"{metrics.questions}); those whose gold paragraphs no candidate holds are left out of α-nDCG only "
                 f"({first.n_none_retrieved}; their recall is 0).")
-    out = ["", "## α-nDCG@K / subtopic recall@K against gold supporting paragraphs", "",
+    against = "the collection's nuggets" if first.unit == "nugget" else "gold supporting paragraphs"
+    out = ["", f"## α-nDCG@K / subtopic recall@K against {against}", "",
            f"Each method's passages at budget K, in its order, ranked as they were given to the generator (a "
            f"selection shorter than K gains nothing after its end); {_UNIT_WORDS[first.unit]}, retrieved or "
            f"not; α = {first.alpha:g}; the ideal ranking is greedy over the question's candidates. {left_out}", ""]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from collections.abc import Collection, Hashable, Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..records import (
@@ -142,21 +142,22 @@ class QuestionSelection:
 
 
 def question_selection(record: CandidateRecord, selected: Sequence[int], ratings: Any = None, *,
-                       k: int | None = None, unit: SubtopicUnit = "passage", alpha: float = ALPHA
-                       ) -> QuestionSelection:
+                       k: int | None = None, unit: SubtopicUnit = "passage", alpha: float = ALPHA,
+                       judged: Mapping[str, Mapping[str, int]] | None = None) -> QuestionSelection:
     """Coverage and purity of one question against both gold definitions, and its subtopic metrics.
 
     `record` is the question's candidates; `selected` a list of candidate positions, best first. `ratings`, the
     teacher's LANCER ratings of the question (one row per candidate in retrieval order, one column per
     sub-question), adds ``crux_coverage``: the share of sub-questions some selected candidate answers
     (`crux_coverage`). ``alpha_ndcg`` and ``subtopic_recall`` rank `selected` at cut-off `k` (the budget;
-    default: the selection's length), the ideal from all candidates, the subtopics counted by `unit`.
+    default: the selection's length), the ideal from all candidates, the subtopics counted by `unit` (``nugget``:
+    the topic's nugget qrels `judged`, doc id -> nugget -> grade).
     """
     qid, docs = record.qid, record.docs
     ranked = _selected_positions(selected, len(docs), qid)
     sel = set(ranked)
     cutoff = k if k is not None else max(len(ranked), 1)
-    topics = question_subtopics(record, unit)
+    topics = question_subtopics(record, unit, judged)
     ranking = [topics.covers[i] for i in ranked]
     answer_gold = answer_containing(docs, record.answers)
     gold_ids = set(record.gold_doc_ids)

@@ -36,14 +36,18 @@ is gold when its ``doc_id`` is in ``gold_doc_ids``). `subtopic_unit` says how go
   found by their text) is a subtopic of its own. The subtopics are the supporting titles (``gold_titles``)
   and those other gold candidates; without supporting titles, every gold id, as for ``passage``.
 
-A question without ``gold_doc_ids`` has no subtopic.
+* ``nugget`` (a coverage collection, ``data.dataset: coverage``): the subtopics are the topic's nuggets that its
+  nugget qrels judge some document relevant to, retrieved or not, and a candidate covers the nuggets the qrels
+  give it (`judged`: doc id -> nugget -> grade); a candidate may cover several.
+
+A question without ``gold_doc_ids`` (and, for ``nugget``, without judged nuggets) has no subtopic.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Literal
 
 from ..data.corpus import normalize_title
@@ -53,7 +57,7 @@ __all__ = ["ALPHA", "QuestionSubtopics", "SubtopicUnit", "alpha_dcg", "alpha_ndc
            "question_subtopics", "subtopic_recall", "subtopic_unit"]
 
 ALPHA = 0.5  # the redundancy penalty of α-nDCG: the usual 0.5 of diversity evaluations (TREC Web, LANCER)
-SubtopicUnit = Literal["passage", "title"]
+SubtopicUnit = Literal["passage", "title", "nugget"]
 OWN_PARAGRAPH_CORPORA = ("per_question", "shared")  # data.corpus values built from the dataset's paragraphs
 
 Subtopics = Collection[Hashable]  # the subtopics one passage covers
@@ -135,7 +139,7 @@ def subtopic_recall(ranking: Sequence[Subtopics], subtopics: Collection[Hashable
 
 @dataclasses.dataclass(frozen=True)
 class QuestionSubtopics:
-    """A question's subtopics and what each of its candidates covers (at most one subtopic each)."""
+    """A question's subtopics and what each of its candidates covers (at most one subtopic each, except nuggets)."""
 
     subtopics: frozenset[Hashable]
     covers: tuple[frozenset[Hashable], ...]  # per candidate, in candidate order
@@ -146,22 +150,29 @@ class QuestionSubtopics:
         return frozenset().union(*self.covers)
 
 
-def question_subtopics(record: CandidateRecord, unit: SubtopicUnit = "passage") -> QuestionSubtopics:
-    """The gold subtopics of `record` and the one each candidate covers (module docstring for the rule)."""
-    if unit not in ("passage", "title"):
-        raise ValueError(f"unit must be 'passage' or 'title', got {unit!r}")
+def question_subtopics(record: CandidateRecord, unit: SubtopicUnit = "passage",
+                       judged: Mapping[str, Mapping[str, int]] | None = None) -> QuestionSubtopics:
+    """The gold subtopics of `record` and the ones each candidate covers (module docstring for the rule);
+    `judged` is the topic's nugget qrels (doc id -> nugget -> grade) for ``nugget``."""
+    if unit not in ("passage", "title", "nugget"):
+        raise ValueError(f"unit must be 'passage', 'title' or 'nugget', got {unit!r}")
+    if unit == "nugget":
+        judged = judged or {}
+        covers = tuple(frozenset(("nugget", n) for n in judged.get(doc.doc_id or "", {})) for doc in record.docs)
+        nuggets = frozenset(("nugget", n) for grades in judged.values() for n in grades)
+        return QuestionSubtopics(nuggets, covers)
     gold = set(record.gold_doc_ids)
     titles = {t for t in map(normalize_title, record.gold_titles) if t} if unit == "title" and gold else set()
-    covers: list[frozenset[Hashable]] = []
+    covers_list: list[frozenset[Hashable]] = []
     for doc in record.docs:
         if doc.doc_id is None or doc.doc_id not in gold:
-            covers.append(frozenset())
+            covers_list.append(frozenset())
             continue
         title = normalize_title(doc.title or "") if titles else ""
-        covers.append(frozenset({("title", title) if title in titles else ("passage", doc.doc_id)}))
-    subtopics: set[Hashable] = set().union(*covers)
+        covers_list.append(frozenset({("title", title) if title in titles else ("passage", doc.doc_id)}))
+    subtopics: set[Hashable] = set().union(*covers_list)
     if titles:
         subtopics |= {("title", t) for t in titles}
     else:
         subtopics |= {("passage", g) for g in gold}
-    return QuestionSubtopics(frozenset(subtopics), tuple(covers))
+    return QuestionSubtopics(frozenset(subtopics), tuple(covers_list))

@@ -124,9 +124,9 @@ class SubtopicCoverage(_Written):
                                                          "can gain), in the recall mean with 0.")
     alpha: Fraction = Field(description="The redundancy penalty alpha: a passage repeating a covered subtopic gains "
                                         "(1 - alpha) per earlier cover.")
-    unit: Literal["passage", "title"] = Field(description="What one subtopic is: a gold passage (the dataset's own "
-                                                          "paragraphs) or a supporting title (a corpus file's "
-                                                          "chunks of one article).")
+    unit: Literal["passage", "title", "nugget"] = Field(
+        description="What one subtopic is: a gold passage (the dataset's own paragraphs), a supporting title (a "
+                    "corpus file's chunks of one article) or a nugget of a coverage collection's qrels.")
 
 
 class PairedTest(_Written):

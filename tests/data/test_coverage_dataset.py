@@ -12,24 +12,13 @@ import pytest
 
 from purecover.cli import main
 from purecover.config import ConfigError, load_recipe
+from tests.conftest import write_coverage_collection
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "coverage-evaluation.md"
-TOPICS = [{"topic_id": "101", "query": "river flood crop losses", "nuggets": ["crops lost", "farms evacuated"]},
-          {"topic_id": "102", "query": "canal construction history", "nuggets": ["opened in 1820"]}]
-CORPUS = [{"id": "a1", "title": "Flood", "text": "The river flood destroyed crop fields across the valley."},
-          {"id": "a2", "title": "Evacuation", "text": "Farms near the river were evacuated during the flood."},
-          {"id": "a3", "title": "Canal", "text": "The canal construction began in 1815 and it opened in 1820."},
-          {"id": "a4", "title": "Weather", "text": "Rain fell for ten days before the river rose."},
-          {"id": "a5", "title": "Bridges", "text": "Two bridges over the canal were rebuilt in stone."}]
-QRELS = "101 n1 a1 1\n101 n2 a2 2\n101 n1 a4 0\n102 n1 a3 1\n"
-
-
 @pytest.fixture
 def collection(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("topics.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TOPICS))
-    Path("corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in CORPUS))
-    Path("qrels.txt").write_text(QRELS)
+    write_coverage_collection(tmp_path)
     return tmp_path
 
 
@@ -44,6 +33,7 @@ def test_the_guide_retrieves_candidates_for_a_collection_and_scores_them(collect
     by_qid = {r["qid"]: r for r in records}
     assert by_qid["101"]["gold_doc_ids"] == ["a1", "a2"] and by_qid["102"]["gold_doc_ids"] == ["a3"]
     assert by_qid["101"]["answers"] == [] and by_qid["101"]["meta"]["nuggets"] == ["crops lost", "farms evacuated"]
+    assert by_qid["101"]["oracle_steps"] == ["crops lost", "farms evacuated"]  # teacher.steps: oracle
     assert by_qid["102"]["docs"][0]["doc_id"] == "a3" and len(by_qid["102"]["docs"]) == 3
     capsys.readouterr()
     (score_command,) = [c for c in _guide_commands("purecover score-run ") if "candidates.jsonl" in c]

@@ -33,10 +33,10 @@ def collection(tmp_path, monkeypatch):
 
 
 def _guide_commands() -> list[str]:
-    """The guide's score-run commands on runs and selections (the one on a data stage's candidates runs in
-    tests/data/test_coverage_dataset.py, after that stage)."""
+    """The guide's score-run commands on runs and selections; those on runs/coverage run after the stages that
+    write them (tests/data/test_coverage_dataset.py, tests/eval/test_evaluate_coverage.py)."""
     return [line.strip() for line in GUIDE.read_text(encoding="utf-8").splitlines()
-            if line.strip().startswith("purecover score-run ") and "candidates.jsonl" not in line]
+            if line.strip().startswith("purecover score-run ") and "runs/coverage" not in line]
 
 
 def test_the_guide_commands_run_as_written(collection, capsys):

@@ -4,8 +4,9 @@ CoverageBench's topics (``topic_id``, ``query``, ``nuggets``; the Hub dataset ``
 configuration as ``data.hub_config`` and ``data.split: test``), CRUX's (``id``, ``question``, ``subquestions``)
 and topics of one's own, as a JSONL file or a JSON list. A topic has no gold answer and no paragraphs of its
 own: its documents come from ``data.corpus`` (the collection's corpus file), and its gold passages from the
-nugget qrels (``data.qrels``; `purecover.data.candidates`). The nuggets are kept in ``meta.nuggets``, and
-``meta.answerable`` is false (there is no gold answer to score).
+nugget qrels (``data.qrels``; `purecover.data.candidates`). The nuggets are kept in ``meta.nuggets`` and are
+the topic's oracle steps (``teacher.steps: oracle``: the information units a selection must cover play the
+reasoning steps), and ``meta.answerable`` is false (there is no gold answer to score).
 """
 
 from __future__ import annotations
@@ -39,4 +40,5 @@ def parse_coverage(record: Any, source: str, location: str, require_paragraphs: 
             break
     # answerable: false, as an unanswerable MuSiQue question is marked: a topic has no gold answer to score
     return Example(qid=qid, dataset="coverage", question=query.strip(), answers=[],
+                   oracle_steps=[n.strip() for n in nuggets if n.strip()],
                    meta={"nuggets": list(nuggets), "answerable": False})

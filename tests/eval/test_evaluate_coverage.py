@@ -1,0 +1,66 @@
+"""The evaluate stage on a coverage collection (``data.dataset: coverage``): no answer is generated; each method's
+selections are scored with the topic's nuggets as subtopics, written as TREC runs, and those runs score the same
+with the field's tools (`purecover score-run`)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from purecover.cli import main
+from tests.conftest import write_coverage_collection
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "coverage-evaluation.md"
+
+
+def _guide(prefix: str) -> list[str]:
+    return [line.strip() for line in GUIDE.read_text(encoding="utf-8").splitlines() if line.strip().startswith(prefix)]
+
+
+@pytest.fixture
+def evaluated(tmp_path, monkeypatch):
+    """The guide's `purecover data` and then `purecover evaluate` commands, as written."""
+    monkeypatch.chdir(tmp_path)
+    write_coverage_collection(tmp_path)
+    for prefix in ("purecover data ", "purecover evaluate "):
+        (command,) = _guide(prefix)
+        assert main([*shlex.split(command)[1:], "-q"]) == 0, command
+    return Path("runs/coverage")
+
+
+def test_coverage_metrics_without_generation(evaluated):
+    metrics = json.loads((evaluated / "eval" / "metrics.json").read_text())
+    assert metrics["dataset"] == "coverage" and set(metrics["results"]) == {"retrieval", "mmr"}
+    assert not (evaluated / "eval" / "generations.jsonl").exists()  # nothing generated
+    candidates = {r["qid"]: r for r in map(json.loads, (evaluated / "candidates.jsonl").read_text().splitlines())}
+    nuggets = {"a1": {"n1"}, "a2": {"n2"}, "a3": {"n1"}}  # qrels.txt with rel > 0, per document
+    # retrieval at K=1 keeps each topic's first candidate; topic 101 has 2 judged nuggets, 102 has 1
+    expected = [len(nuggets.get(candidates[q]["docs"][0]["doc_id"], set())) / n for q, n in (("101", 2), ("102", 1))]
+    at1 = metrics["results"]["retrieval"]["1"]
+    assert at1["em"] is None and at1["subtopics"]["unit"] == "nugget"
+    assert at1["subtopics"]["recall"] == pytest.approx(sum(expected) / 2)
+    report = (evaluated / "eval" / "report.md").read_text()
+    assert "against the collection's nuggets" in report and "## QA" not in report and "eval/runs/" in report
+    assert sorted(p.name for p in (evaluated / "eval" / "plots").iterdir()) == ["coverage_purity_vs_k.png"]
+    summary = json.loads((evaluated / "evaluate.run.json").read_text())["summary"]
+    assert summary["status"] == "complete" and summary["generated"] == 0
+
+
+def test_each_selection_is_a_trec_run_that_the_field_tools_score_the_same(evaluated, capsys):
+    (command,) = [c for c in _guide("purecover score-run ") if "eval/runs/" in c]
+    assert main(shlex.split(command)[1:]) == 0
+    assert "paired tests against retrieval@2" in capsys.readouterr().out
+    metrics = json.loads((evaluated / "eval" / "metrics.json").read_text())
+    for method in ("retrieval", "mmr"):
+        for k in (1, 2):
+            run = evaluated / "eval" / "runs" / f"{method}@{k}.trec"
+            lines = run.read_text().splitlines()
+            assert lines and all(len(line.split()) == 6 for line in lines)
+            capsys.readouterr()
+            assert main(["score-run", str(run), "--qrels", "qrels.txt", "--depth", str(k), "--json"]) == 0
+            theirs = json.loads(capsys.readouterr().out)
+            ours = metrics["results"][method][str(k)]["subtopics"]["recall"]
+            assert theirs[f"StRecall@{k}"] == pytest.approx(ours, abs=1e-4), (method, k)
