@@ -476,6 +476,10 @@ class EvalConfig:
         None, description="UTF-8 file replacing parts of the generator's answer prompt: [[part]] sections as in "
         "`purecover prompts rag_answer` (the parts it leaves out keep our wording), each with its placeholders; "
         "checked when the recipe is validated. null: our wording.")
+    judgments: StrictStr | None = Field(
+        None, description="Coverage collections (data.dataset: coverage): CRUX judge lines {id, docid, ratings} with "
+        "a 0-5 rating per sub-question; the report adds Cov@K, the share of sub-questions some selected passage "
+        "rates 3 or more (an unjudged passage rates 0). Checked when the recipe is validated.")
 
 
 @dataclass(config=_SECTION)

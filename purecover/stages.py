@@ -152,6 +152,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "data.encode_shard_size",
     "data.qrels",
     "eval.prompt_file",
+    "eval.judgments",
     "student.prompt_file",
     "teacher.reply_prefix",
 )

@@ -26,7 +26,8 @@ from pathlib import Path
 from .config import ConfigError, EvalConfig, Recipe, load_recipe
 from .models.identifiers import SCHEMES, IdentifierScheme
 
-__all__ = ["check_eval_methods", "check_identifier_capacity", "check_prompt_files", "check_table_budget",
+__all__ = ["check_coverage_files", "check_eval_methods", "check_identifier_capacity", "check_prompt_files",
+           "check_table_budget",
            "load_validated_recipe", "validate_recipe"]
 
 def validate_recipe(recipe: Recipe, build_training: bool = True) -> None:
@@ -39,6 +40,7 @@ def validate_recipe(recipe: Recipe, build_training: bool = True) -> None:
     check_eval_methods(recipe.eval)
     check_table_budget(recipe.eval)
     check_prompt_files(recipe)
+    check_coverage_files(recipe)
     if _trains_student(recipe):
         check_identifier_capacity(recipe.data.k1, recipe.student.identifiers)
     _check_training(recipe, build_training)
@@ -104,6 +106,24 @@ def check_eval_methods(cfg: EvalConfig) -> None:
         parse_methods(cfg.methods)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def check_coverage_files(recipe: Recipe) -> None:
+    """A coverage collection's qrels (``data.qrels``) and judge file (``eval.judgments``) read, before any stage: a
+    malformed line names the file, the line and the field. ``eval.judgments`` needs ``data.dataset: coverage``."""
+    from .eval.coverage_collections import read_judgments, read_nugget_qrels  # light: no torch
+
+    if recipe.eval.judgments is not None and recipe.data.dataset != "coverage":
+        raise ConfigError("eval.judgments: is for coverage collections (data.dataset: coverage), "
+                          f"not {recipe.data.dataset}")
+    for key, path, read in (("data.qrels", recipe.data.qrels, read_nugget_qrels),
+                            ("eval.judgments", recipe.eval.judgments, read_judgments)):
+        if path is None:
+            continue
+        try:
+            read(path)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{key}: {exc}") from None
 
 
 def check_table_budget(cfg: EvalConfig) -> None:

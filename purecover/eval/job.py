@@ -45,6 +45,7 @@ from ..contract import StageRun
 from ..records import (
     BudgetResult,
     CandidateRecord,
+    CruxCoverage,
     EvaluateSummary,
     MetricsFile,
     PredictionRecord,
@@ -134,6 +135,8 @@ def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
         found["eval.prompt_file"] = Path(recipe.eval.prompt_file)
     if recipe.data.qrels:  # a coverage collection's nuggets: what its subtopic metrics count
         found["data.qrels"] = Path(recipe.data.qrels)
+    if recipe.eval.judgments:
+        found["eval.judgments"] = Path(recipe.eval.judgments)
     return found
 
 
@@ -274,11 +277,13 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
     """The evaluate stage on a coverage collection (``data.dataset: coverage``): no answer is generated (a topic
     has no gold answer). Every method's selection at every budget is scored with the topic's nuggets as
     subtopics (α-nDCG@K, subtopic recall@K; `purecover.eval.subtopic_metrics`, ``nugget``), Coverage@K and
-    Purity@K against the passages the qrels judge relevant, and CRUX coverage from the teacher's LANCER ratings
-    when labelling rated the candidates; each selection is written as a TREC run, ``eval/runs/<method>@<K>.trec``,
+    Purity@K against the passages the qrels judge relevant, CRUX coverage from the teacher's LANCER ratings
+    when labelling rated the candidates, and CRUX's Cov@K from the collection's judge file (``eval.judgments``);
+    each selection is written as a TREC run, ``eval/runs/<method>@<K>.trec``,
     for `purecover score-run` (the field's tools, bootstrap intervals, paired tests)."""
     from ..utils.trec import trec_run_lines
-    from .coverage_collections import read_nugget_qrels
+    from .coverage_collections import read_judgments, read_nugget_qrels
+    from .coverage_scoring import cov_at
     from .report import plot_metrics, render_report
     from .stats import statistics_meta
 
@@ -287,6 +292,7 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
     eval_dir = rd.path_of("eval")
     assert recipe.data.qrels is not None  # the data section's check
     qrels = read_nugget_qrels(recipe.data.qrels)
+    judgments = read_judgments(recipe.eval.judgments) if recipe.eval.judgments else None
     runs_dir = eval_dir / "runs"
     ensure_output_dir(runs_dir)
     results: dict[str, dict[str, BudgetResult]] = {}
@@ -301,10 +307,16 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
                                                         for r, i in enumerate(positions)], spec.slug)]
             atomic_write_text(runs_dir / f"{spec.slug}@{k}.trec", "".join(line + "\n" for line in lines))
             selection = summarize_selection(rows)
+            judged = None
+            if judgments is not None:  # CRUX's Cov@K over the topics the judge file rates
+                values = [cov_at([str(q.docs[i].doc_id) for i in positions], judgments[q.qid], k)
+                          for q, positions in zip(questions, chosen[(spec.name, k)]) if judgments.get(q.qid)]
+                kept = [v for v in values if v is not None]
+                judged = CruxCoverage(coverage=round(sum(kept) / len(kept), 6) if kept else None, n=len(kept))
             per_k[str(k)] = BudgetResult(n=len(rows), em=None, f1=None, acc=None, mean_k=selection.mean_k,
                                          answer=selection.answer, supporting=selection.supporting,
-                                         crux=selection.crux, subtopics=selection.subtopics, prompt_tokens=None,
-                                         completion_tokens=None)
+                                         crux=selection.crux, judged=judged, subtopics=selection.subtopics,
+                                         prompt_tokens=None, completion_tokens=None)
         results[spec.name] = per_k
     cfg = recipe.eval
     metrics = MetricsFile(

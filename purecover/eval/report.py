@@ -129,6 +129,13 @@ def _coverage_report(metrics: MetricsFile, plots: Sequence[str | Path]) -> str:
         out += ["", "## CRUX Cov@K: sub-questions answered by the selection (teacher's LANCER ratings >= 3)", ""]
         out += _table(["method", *[f"K={b}" for b in budgets]],
                       [[name, *[_pct(_crux(per_k[b])) for b in budgets]] for name, per_k in results.items()])
+    if any(per_k[b].judged is not None for per_k in results.values() for b in budgets):
+        first = next(per_k[b].judged for per_k in results.values() for b in budgets if per_k[b].judged is not None)
+        out += ["", "## Cov@K: the judge file's sub-questions answered by the selection (rating >= 3)", "",
+                f"CRUX's definition over the {first.n} topics the judge file rates; an unjudged passage rates 0.", ""]
+        out += _table(["method", *[f"K={b}" for b in budgets]],
+                      [[name, *[_pct(per_k[b].judged.coverage if per_k[b].judged else None) for b in budgets]]
+                       for name, per_k in results.items()])
     if plots:
         out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).as_posix()})" for p in plots]
     return "\n".join(out) + "\n"

@@ -144,7 +144,7 @@ class PairedTest(_Written):
 class BudgetResult(_Written):
     """One method at one budget K in metrics.json's ``results``: means over the evaluation questions."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval", "subtopics"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval", "subtopics", "judged"})
 
     n: NonNegativeInt = Field(description="How many questions were answered.")
     em: Fraction | None = Field(description="Mean exact match; null without questions.")
@@ -156,6 +156,9 @@ class BudgetResult(_Written):
                                                              "paragraphs.")
     crux: CruxCoverage | None = Field(default=None, description="CRUX coverage from the teacher's LANCER ratings; "
                                                                 "absent in files of early versions.")
+    judged: CruxCoverage | None = Field(
+        default=None, description="CRUX Cov@K from a coverage collection's judge file (eval.judgments): the share of "
+                                  "a topic's sub-questions some selected passage rates 3 or more; absent without one.")
     subtopics: SubtopicCoverage | None = Field(
         default=None, description="alpha-nDCG@K and subtopic recall@K, the gold supporting passages as subtopics; "
                                   "absent in files of earlier versions.")

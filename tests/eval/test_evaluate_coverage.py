@@ -64,3 +64,40 @@ def test_each_selection_is_a_trec_run_that_the_field_tools_score_the_same(evalua
             theirs = json.loads(capsys.readouterr().out)
             ours = metrics["results"][method][str(k)]["subtopics"]["recall"]
             assert theirs[f"StRecall@{k}"] == pytest.approx(ours, abs=1e-4), (method, k)
+
+
+JUDGE = [{"id": "101", "docid": "a1", "ratings": [4, 0]}, {"id": "101", "docid": "a2", "ratings": [1, 3]},
+         {"id": "102", "docid": "a3", "ratings": [5]}]
+
+
+def test_a_judge_file_adds_cruxs_cov_and_agrees_with_score_run(evaluated, capsys):
+    Path("judge.jsonl").write_text("".join(json.dumps(j) + "\n" for j in JUDGE))
+    (command,) = _guide("purecover evaluate ")
+    assert main([*shlex.split(command)[1:], "-q", "--set", "eval.judgments=judge.jsonl"]) == 0
+    metrics = json.loads((evaluated / "eval" / "metrics.json").read_text())
+    assert "Cov@K: the judge file's sub-questions" in (evaluated / "eval" / "report.md").read_text()
+    for method in ("retrieval", "mmr"):
+        for k in (1, 2):
+            judged = metrics["results"][method][str(k)]["judged"]
+            capsys.readouterr()
+            run = evaluated / "eval" / "runs" / f"{method}@{k}.trec"
+            assert main(["score-run", str(run), "--qrels", "qrels.txt", "--judgments", "judge.jsonl", "--depth",
+                         str(k), "--json"]) == 0
+            theirs = json.loads(capsys.readouterr().out)
+            assert judged["n"] == 2 and judged["coverage"] == pytest.approx(theirs[f"Cov@{k}"], abs=1e-4)
+
+
+def test_coverage_files_are_checked_before_any_stage(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_coverage_collection(tmp_path)
+    Path("judge.jsonl").write_text('{"id": "101", "docid": "a1", "ratings": [7]}\n')
+    sets = ["data.dataset=coverage", "data.path=topics.jsonl", "data.corpus=corpus.jsonl", "data.qrels=qrels.txt",
+            "eval.judgments=judge.jsonl", "run_dir=runs/x"]
+    assert main(["data", "-q", *[a for s in sets for a in ("--set", s)]]) == 2
+    assert "eval.judgments: judge.jsonl:1: field 'ratings'" in capsys.readouterr().err
+    assert not Path("runs/x").exists()
+    Path("qrels.txt").write_text("101 n1 a1 high\n")
+    assert main(["data", "-q", *[a for s in sets[:4] for a in ("--set", s)]]) == 2
+    assert "data.qrels: qrels.txt:1: field 'rel'" in capsys.readouterr().err
+    assert main(["data", "-q", "--set", "eval.judgments=judge.jsonl"]) == 2
+    assert "eval.judgments: is for coverage collections" in capsys.readouterr().err
