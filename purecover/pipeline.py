@@ -348,6 +348,10 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
         out.append(_classify("data.index_path", d.index_path, "data"))
     if d.aliases:
         out.append(_classify("data.aliases", d.aliases, "data"))
+    if d.qrels:  # a coverage collection's nugget qrels, and its judge file
+        out.append(_classify("data.qrels", d.qrels, "data"))
+    if e.judgments:
+        out.append(_classify("eval.judgments", e.judgments, "data"))
     if d.retriever == "dense":
         out.append(_classify("data.dense_model", d.dense_model, "model"))
     out.append(_classify("teacher.model", t.model, "model"))

@@ -110,7 +110,9 @@ def check_eval_methods(cfg: EvalConfig) -> None:
 
 def check_coverage_files(recipe: Recipe) -> None:
     """A coverage collection's qrels (``data.qrels``) and judge file (``eval.judgments``) read, before any stage: a
-    malformed line names the file, the line and the field. ``eval.judgments`` needs ``data.dataset: coverage``."""
+    malformed line names the file, the line and the field. A file that does not exist yet is left to the stages
+    (the demo's collection is written by ``python -m purecover.demo``; the dry run lists what is missing).
+    ``eval.judgments`` needs ``data.dataset: coverage``."""
     from .eval.coverage_collections import read_judgments, read_nugget_qrels  # light: no torch
 
     if recipe.eval.judgments is not None and recipe.data.dataset != "coverage":
@@ -118,7 +120,7 @@ def check_coverage_files(recipe: Recipe) -> None:
                           f"not {recipe.data.dataset}")
     for key, path, read in (("data.qrels", recipe.data.qrels, read_nugget_qrels),
                             ("eval.judgments", recipe.eval.judgments, read_judgments)):
-        if path is None:
+        if path is None or not Path(path).is_file():
             continue
         try:
             read(path)

@@ -3,8 +3,9 @@ random Qwen2 that serves as teacher, student base and generator (``make demo``).
 
     python -m purecover.demo [OUT_DIR]      # default runs/demo-assets
 
-Writes ``OUT_DIR/tokenizer`` and ``OUT_DIR/tiny-qwen2`` (safetensors + tokenizer). Idempotent: an
-existing, complete model directory is kept. Nothing is downloaded.
+Writes ``OUT_DIR/tokenizer`` and ``OUT_DIR/tiny-qwen2`` (safetensors + tokenizer), and the coverage demo's
+fictional collection in ``OUT_DIR/coverage`` (`purecover.demo.coverage`). Idempotent: an existing, complete
+model directory is kept. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ DEMO_ASSETS = Path("runs/demo-assets")
 def build_demo_assets(out_dir: str | Path = DEMO_ASSETS, *, hidden_size: int = 64, num_layers: int = 2,
                       seed: int = 0) -> Path:
     """Tokenizer + tiny Qwen2 under `out_dir`; returns the model directory."""
+    from .coverage import write_demo_collection
     from .offline_tokenizer import build_offline_tokenizer, demo_tokenizer_texts
     from .tiny import build_tiny_model
 
     out = Path(out_dir)
+    write_demo_collection(out / "coverage")  # seconds' worth of JSON, the same bytes every time
     model_dir = out / "tiny-qwen2"
     if (model_dir / "config.json").is_file() and any(model_dir.glob("*.safetensors")):
         return model_dir
