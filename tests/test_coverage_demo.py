@@ -41,11 +41,13 @@ def test_the_coverage_demo_runs_every_stage(demo_run):
     records = [json.loads(line) for line in (demo_run / "candidates.jsonl").read_text().splitlines()]
     assert len(records) == 24 and all(r["gold_doc_ids"] and r["oracle_steps"] == r["meta"]["nuggets"] for r in records)
     metrics = json.loads((demo_run / "eval" / "metrics.json").read_text())
-    assert set(metrics["results"]) == {"retrieval", "gold_support", "mmr", "teacher", "student"}
+    assert set(metrics["results"]) == {"retrieval", "gold_support", "mmr", "xquad", "lancer_sum", "lancer_greedy_cov",
+                                       "teacher", "student"}
     for per_k in metrics["results"].values():
         for result in per_k.values():
             assert result["em"] is None and result["subtopics"]["unit"] == "nugget"
             assert result["judged"]["n"] == metrics["questions"]
+            assert result["crux"]["n"] == metrics["questions"]  # the teacher's LANCER ratings of every topic
     # gold_support keeps the judged-relevant candidates first: its subtopic recall is the best any method gets
     best = max(per_k["5"]["subtopics"]["recall"] for per_k in metrics["results"].values())
     assert metrics["results"]["gold_support"]["5"]["subtopics"]["recall"] == best
