@@ -88,11 +88,13 @@ def read_candidate_records(path: str | Path, max_docs: int | None = None,
 
 
 def judged_documents(qrels: str | Path) -> dict[str, list[str]]:
-    """qid -> the documents a qrels file (``qid iteration doc_id rel``) judges relevant (rel > 0), in file order."""
+    """qid -> the documents a qrels file (``qid iteration doc_id rel``; a local path or ``hf://datasets/...``)
+    judges relevant (rel > 0), in file order."""
     from ..utils.trec import iter_qrels
+    from .loaders.hub import resolve_hub_file
 
     out: dict[str, dict[str, None]] = {}
-    for _, qid, _, doc_id, rel in iter_qrels(qrels):
+    for _, qid, _, doc_id, rel in iter_qrels(resolve_hub_file(qrels)):
         if rel > 0:
             out.setdefault(qid, {})[doc_id] = None
     return {qid: list(docs) for qid, docs in out.items()}

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..data.loaders.hub import resolve_hub_file
 from ..utils.trec import iter_qrels, looks_like_trec, read_trec_run
 
 __all__ = ["COVERAGEBENCH_CONFIGS", "COVERAGEBENCH_REPO", "CoverageCollection", "CoverageDataError", "Topic",
@@ -120,8 +121,9 @@ def read_topics(path: str | Path, *, hub_config: str | None = None, split: str =
 def read_nugget_qrels(path: str | Path) -> NuggetQrels:
     """Nugget qrels ``qid nugget_id doc_id rel`` (ndeval's layout; rel an integer, rows with rel <= 0 kept out
     of the coverage but checked). A document judged twice for one nugget is an error; a malformed line is a
-    ValueError naming the file and line (`purecover.utils.trec.iter_qrels`)."""
-    path = Path(path)
+    ValueError naming the file and line (`purecover.utils.trec.iter_qrels`). `path` may be a Hub dataset's file,
+    ``hf://datasets/OWNER/NAME/PATH`` (`purecover.data.loaders.hub.resolve_hub_file`)."""
+    path = resolve_hub_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"qrels file {str(path)!r} does not exist")
     qrels: NuggetQrels = {}
@@ -141,8 +143,8 @@ def read_nugget_qrels(path: str | Path) -> NuggetQrels:
 
 def read_judgments(path: str | Path) -> Judgments:
     """CRUX judge lines ``{"id": qid, "docid": doc_id, "ratings": [...]}`` (or ``rating``): one integer 0-5 per
-    sub-question, the same count for every document of a topic."""
-    path = Path(path)
+    sub-question, the same count for every document of a topic; a local path or ``hf://datasets/...``."""
+    path = resolve_hub_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"judgments file {str(path)!r} does not exist")
     out: Judgments = {}

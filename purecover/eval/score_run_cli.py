@@ -88,7 +88,8 @@ def add_score_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN",
                         help="a TREC run file or a selections JSONL; NAME=PATH names it (default: the file name)")
     parser.add_argument("--qrels", required=True, metavar="FILE",
-                        help="nugget qrels, ndeval's layout: qid nugget_id doc_id rel")
+                        help="nugget qrels, ndeval's layout: qid nugget_id doc_id rel (a local file, or a Hub "
+                             "dataset's: hf://datasets/OWNER/NAME/PATH)")
     parser.add_argument("--judgments", metavar="FILE", default=None,
                         help='CRUX judge lines {"id", "docid", "ratings": [0-5 per sub-question]}: adds Cov@K')
     parser.add_argument("--doc-qrels", metavar="FILE", default=None,
@@ -129,11 +130,12 @@ def _table(report: dict) -> str:
 
 def main_score_run(args: argparse.Namespace) -> int:
     """Handler for `purecover score-run`: exit code 1 with one line on a bad file or setting."""
+    from ..data.errors import HubUnavailableError
     from .coverage_collections import CoverageDataError
 
     try:
         report = score_runs(args.runs, args.qrels, args.judgments, args.depth, args.doc_qrels, args.answerable_only)
-    except (CoverageDataError, ValueError, OSError, ImportError) as exc:
+    except (CoverageDataError, ValueError, OSError, ImportError, HubUnavailableError) as exc:
         print(f"purecover score-run: error: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report) if args.json else _table(report))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,25 @@ def test_runs_are_trec_files_by_rank_or_selections_as_written(tmp_path):
         read_ranked(byo)
     with pytest.raises(CoverageDataError, match="twice.jsonl:1: field 'doc_ids': lists a document twice"):
         read_ranked(_write(tmp_path / "twice.jsonl", '{"qid": "1", "doc_ids": ["a", "a"]}\n'))
+
+
+def test_a_hub_datasets_qrels_file_is_fetched_through_the_hub_cache(tmp_path):
+    """``hf://datasets/OWNER/NAME/PATH`` goes through huggingface_hub's own download and cache (here a cache laid
+    out as huggingface_hub writes it, read offline); a file it cannot find is one clear error."""
+    from purecover.data.errors import HubUnavailableError
+    from purecover.data.loaders.hub import resolve_hub_file
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "cache" / "datasets--hltcoe--coveragebench"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    cached = repo / "snapshots" / commit / "qrels" / "cast2020.qrels"
+    cached.parent.mkdir(parents=True)
+    cached.write_text(QRELS)
+    found = resolve_hub_file("hf://datasets/hltcoe/coveragebench/qrels/cast2020.qrels", cache_dir=tmp_path / "cache")
+    assert found.read_text() == QRELS and read_nugget_qrels(found)["102"] == {"docD": {"n1": 1}}
+    assert resolve_hub_file("local/qrels.txt") == Path("local/qrels.txt")
+    with pytest.raises(HubUnavailableError, match="cannot fetch hf://datasets/hltcoe/coveragebench/qrels/none.qrels"):
+        resolve_hub_file("hf://datasets/hltcoe/coveragebench/qrels/none.qrels", cache_dir=tmp_path / "cache")
+    with pytest.raises(ValueError, match="hf://datasets/OWNER/NAME/PATH"):
+        resolve_hub_file("hf://datasets/hltcoe")

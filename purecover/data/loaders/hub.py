@@ -35,7 +35,7 @@ from ...records import HubSummary
 from ..errors import HubDatasetError, HubUnavailableError
 
 __all__ = ["FLASHRAG_HUB", "HOTPOTQA_HUB", "SPLIT_ALIASES", "ResolvedHub", "default_hub_config", "dry_run_status",
-           "hub_offline", "is_hub_name", "iter_hub_rows", "probe_hub", "resolve_hub_dataset"]
+           "hub_offline", "is_hub_name", "iter_hub_rows", "probe_hub", "resolve_hub_dataset", "resolve_hub_file"]
 
 log = logging.getLogger(__name__)
 
@@ -317,3 +317,25 @@ def dry_run_status(path: str, dataset: str, config: str | None, split: str, *,
     if not resolved.checked:
         return "hub", f"{kind}, not checked: offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE); would read {resolved.describe()}"
     return "found", f"{kind}: {resolved.describe()}"
+
+
+HUB_FILE_PREFIX = "hf://datasets/"
+
+
+def resolve_hub_file(spec: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """A local path as it is, or ``hf://datasets/OWNER/NAME/PATH`` (a file of a Hub dataset repository, e.g. a
+    coverage collection's qrels) fetched through ``huggingface_hub.hf_hub_download`` into its cache (`cache_dir`:
+    another cache; offline, the cached copy). `HubUnavailableError` when it can be neither fetched nor found."""
+    text = str(spec)
+    if not text.startswith(HUB_FILE_PREFIX):
+        return Path(text)
+    parts = text[len(HUB_FILE_PREFIX):].split("/", 2)
+    if len(parts) < 3 or not all(parts):
+        raise ValueError(f"{text!r}: a Hub dataset file is written hf://datasets/OWNER/NAME/PATH")
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(f"{parts[0]}/{parts[1]}", parts[2], repo_type="dataset", cache_dir=cache_dir))
+    except Exception as exc:  # offline without a cached copy, no such repository or file, no network
+        raise HubUnavailableError(f"cannot fetch {text}: {str(exc).splitlines()[0][:300]}; download the file and "
+                                  "give its local path, or run where the Hub is reachable") from None
