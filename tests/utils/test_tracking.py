@@ -41,6 +41,8 @@ def read_wandb_records(path: Path) -> list:
         if kind == 0 and length == 0:  # zero padding
             pos += _BLOCK - pos % _BLOCK
             continue
+        if pos + 7 + length > len(data):  # a record wandb-core is still writing: not there yet
+            break
         chunk = data[pos + 7:pos + 7 + length]
         pos += 7 + length
         payload = chunk if kind in (1, 2) else payload + chunk
@@ -60,9 +62,17 @@ def _run_file(run_dir: str) -> Path:
 def _finished_records(run_dir: str, timeout: float = 60.0) -> list:
     """The records of the run file once its ``exit`` record is on disk: wandb-core writes the file
     asynchronously, a moment after `run.finish()` returns (and before the process exits)."""
+    from google.protobuf.message import DecodeError
+
     deadline = time.monotonic() + timeout
     while True:
-        records = read_wandb_records(_run_file(run_dir))
+        try:
+            records = read_wandb_records(_run_file(run_dir))
+        except DecodeError:  # read while a record was half written (seen under load): read again
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            continue
         if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
             return records
         time.sleep(0.1)
