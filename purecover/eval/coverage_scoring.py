@@ -104,16 +104,16 @@ def score_ranked(ranked: Mapping[str, Sequence[str]], collection: CoverageCollec
     except ImportError as exc:
         raise ImportError("scoring coverage needs ir_measures and pyndeval: pip install -e '.[coverage]'") from exc
     _check_depth(depth)
-    judged_topics = sorted(q for q, docs in collection.qrels.items() if docs)
-    topics = judged_topics
+    topics = sorted(q for q, docs in collection.qrels.items() if docs)
+    judged_topics = set(topics)
     missing = [t for t in topics if not ranked.get(t)]
-    unjudged = sorted(q for q in ranked if q not in set(topics))
+    unjudged = sorted(q for q in ranked if q not in judged_topics)
     relevance = {q: {d: max(g.values()) for d, g in docs.items()} for q, docs in collection.qrels.items()}
     if doc_qrels is not None:
         relevance = {q: dict(docs) for q, docs in doc_qrels.items()}
     nugget_qrels = [ir_measures.Qrel(q, d, g, n) for q in topics for d, grades in collection.qrels[q].items()
                     for n, g in grades.items()]
-    level_qrels = [ir_measures.Qrel(q, d, int(r)) for q, docs in relevance.items() if q in set(topics)
+    level_qrels = [ir_measures.Qrel(q, d, int(r)) for q, docs in relevance.items() if q in judged_topics
                    for d, r in docs.items()]
     run = [ir_measures.ScoredDoc(q, d, float(len(ranked[q]) - i)) for q in topics if ranked.get(q)
            for i, d in enumerate(ranked[q])]

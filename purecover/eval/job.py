@@ -47,6 +47,7 @@ from ..records import (
     CandidateRecord,
     CruxCoverage,
     EvaluateSummary,
+    EvaluationStatistics,
     MetricsFile,
     PredictionRecord,
     QuestionSample,
@@ -142,7 +143,6 @@ def evaluation_inputs(recipe: Recipe) -> dict[str, Path]:
 
 def evaluate_methods(run: StageRun) -> EvaluateSummary:
     """The evaluate stage's body: every method at every budget, answered and scored."""
-    from .report import plot_metrics, render_report
     from .stats import annotate_results
 
     recipe, show_progress = run.recipe, run.show_progress
@@ -219,28 +219,9 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
     datasets = sorted({_dataset(q, recipe) for q in questions})
     # bootstrap intervals (`ci`) and paired tests against retrieval (`vs_retrieval`) added to each result
     annotated, statistics = annotate_results(results, question_scores, seed=recipe.seed)
-    metrics = MetricsFile(
-        dataset=datasets[0] if len(datasets) == 1 else "+".join(datasets),
-        run_dir=str(run_dir),
-        questions=len(questions),
-        question_source=source,
-        question_sample=sample,
-        generator=cfg.generator,
-        backend=cfg.backend,
-        max_new_tokens=cfg.max_new_tokens,
-        answer_prompt=answer_prompt.record(),
-        budgets=budgets,
-        table_budget=cfg.table_budget,
-        methods={s.name: s.kind for s in specs},
-        fallbacks=fallbacks,
-        results=annotated,
-        statistics=statistics,
-        versions=package_versions(),
-        recipe=recipe_to_dict(recipe),
-    )
-    atomic_write_json(rd.path_of("metrics"), metrics.to_json_dict())
-    plots = plot_metrics(metrics, eval_dir / "plots")
-    atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
+    dataset = datasets[0] if len(datasets) == 1 else "+".join(datasets)
+    metrics, plots = _write_metrics_and_report(recipe, dataset, questions, source, sample, specs, budgets,
+                                               answer_prompt, fallbacks, annotated, statistics)
 
     main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
     summary = EvaluateSummary(
@@ -284,8 +265,7 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
     from ..utils.trec import trec_run_lines
     from .coverage_collections import read_judgments, read_nugget_qrels
     from .coverage_scoring import cov_at
-    from .report import plot_metrics, render_report
-    from .stats import statistics_meta
+    from .stats import BASELINE, statistics_meta
 
     recipe = run.recipe
     rd = RunDir(recipe.run_path)
@@ -319,22 +299,9 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
                                          prompt_tokens=None, completion_tokens=None)
         results[spec.name] = per_k
     cfg = recipe.eval
-    metrics = MetricsFile(
-        dataset="coverage", run_dir=str(recipe.run_path), questions=len(questions), question_source=source,
-        question_sample=sample, generator=cfg.generator, backend=cfg.backend, max_new_tokens=cfg.max_new_tokens,
-        answer_prompt=RagPrompt.from_config(cfg).record(), budgets=budgets, table_budget=cfg.table_budget,
-        methods={s.name: s.kind for s in specs}, fallbacks=fallbacks, results=results,
-        statistics=statistics_meta(recipe.seed, "retrieval" in results), versions=package_versions(),
-        recipe=recipe_to_dict(recipe),
-    )
-    atomic_write_json(rd.path_of("metrics"), metrics.to_json_dict())
-    plots = []
-    for plot in plot_metrics(metrics, eval_dir / "plots"):
-        if plot.stem == "coverage_purity_vs_k":
-            plots.append(plot)
-        else:  # a QA plot (EM, generator tokens): empty without answers; just written by this run
-            plot.unlink()
-    atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
+    _, plots = _write_metrics_and_report(recipe, "coverage", questions, source, sample, specs, budgets,
+                                         RagPrompt.from_config(cfg), fallbacks, results,
+                                         statistics_meta(recipe.seed, BASELINE in results))
     main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
     return EvaluateSummary(
         status="complete", questions=len(questions), methods=[s.name for s in specs], budgets=budgets, prompts=0,
@@ -342,3 +309,39 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
         metrics=str(rd.path_of("metrics")), plots=[str(p) for p in plots],
         **{f"em@{main_k}": {name: None for name in results}},
     )
+
+
+def _write_metrics_and_report(recipe: Recipe, dataset: str, questions: Sequence[CandidateRecord], source: str,
+                              sample: QuestionSample | None, specs: Sequence[MethodSpec], budgets: list[int],
+                              answer_prompt: RagPrompt, fallbacks: dict[str, int],
+                              results: dict[str, dict[str, BudgetResult]], statistics: EvaluationStatistics
+                              ) -> tuple[MetricsFile, list[Path]]:
+    """Write eval/metrics.json, the plots and eval/report.md of an evaluation; returns the metrics and the plots."""
+    from .report import plot_metrics, render_report
+
+    cfg = recipe.eval
+    rd = RunDir.of(recipe)
+    eval_dir = rd.path_of("eval")
+    metrics = MetricsFile(
+        dataset=dataset,
+        run_dir=str(recipe.run_path),
+        questions=len(questions),
+        question_source=source,
+        question_sample=sample,
+        generator=cfg.generator,
+        backend=cfg.backend,
+        max_new_tokens=cfg.max_new_tokens,
+        answer_prompt=answer_prompt.record(),
+        budgets=budgets,
+        table_budget=cfg.table_budget,
+        methods={s.name: s.kind for s in specs},
+        fallbacks=fallbacks,
+        results=results,
+        statistics=statistics,
+        versions=package_versions(),
+        recipe=recipe_to_dict(recipe),
+    )
+    atomic_write_json(rd.path_of("metrics"), metrics.to_json_dict())
+    plots = plot_metrics(metrics, eval_dir / "plots")
+    atomic_write_text(rd.path_of("report"), render_report(metrics, plots=[p.relative_to(eval_dir) for p in plots]))
+    return metrics, plots

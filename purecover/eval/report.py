@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..records import BudgetResult, MetricsFile, SubtopicCoverage, load_json_record
+from ..records import BudgetResult, CoveragePurity, MetricsFile, SubtopicCoverage, load_json_record
 from ..utils.io import atomic_write_text
 
 if TYPE_CHECKING:
@@ -243,14 +243,16 @@ def _subtopic_section(metrics: MetricsFile) -> list[str]:
     if not found:
         return []
     first = found[0]  # the counts depend on the questions only: the same for every method and K
-    left_out = (f"Questions without gold supporting paragraphs are left out of both ({first.n_no_subtopics} of "
-                f"{metrics.questions}); those whose gold paragraphs no candidate holds are left out of α-nDCG only "
-                f"({first.n_none_retrieved}; their recall is 0).")
-    against = "the collection's nuggets" if first.unit == "nugget" else "gold supporting paragraphs"
-    out = ["", f"## α-nDCG@K / subtopic recall@K against {against}", "",
-           f"Each method's passages at budget K, in its order, ranked as they were given to the generator (a "
-           f"selection shorter than K gains nothing after its end); {_UNIT_WORDS[first.unit]}, retrieved or "
-           f"not; α = {first.alpha:g}; the ideal ranking is greedy over the question's candidates. {left_out}", ""]
+    nuggets = first.unit == "nugget"
+    gold, questions = ("judged nuggets", "Topics") if nuggets else ("gold supporting paragraphs", "Questions")
+    left_out = (f"{questions} without {gold} are left out of both ({first.n_no_subtopics} of {metrics.questions}); "
+                f"those whose {gold} no candidate holds are left out of α-nDCG only ({first.n_none_retrieved}; their "
+                "recall is 0).")
+    order = "in its order" if nuggets else "in its order, ranked as they were given to the generator"
+    out = ["", "## α-nDCG@K / subtopic recall@K against " + ("the collection's nuggets" if nuggets else gold), "",
+           f"Each method's passages at budget K, {order} (a selection shorter than K gains nothing after its end); "
+           f"{_UNIT_WORDS[first.unit]}, retrieved or not; α = {first.alpha:g}; the ideal ranking is greedy over the "
+           f"question's candidates. {left_out}", ""]
 
     def cell(sub: SubtopicCoverage | None) -> str:
         return "—" if sub is None else f"{_pct(sub.alpha_ndcg)} / {_pct(sub.recall)}"
@@ -266,8 +268,28 @@ def _percent_limits(ax: Any, values: Sequence[float]) -> None:
     ax.set_ylim(0.0, 100.0 if top <= 0 else min(100.0, top * 1.1 + 1.0))
 
 
+def _coverage_purity_figure(plt: Any, budgets: Sequence[int], names: Sequence[str], series: Callable[..., list[float]],
+                            style: Callable[[str], _LineStyle], ds: str, against: str,
+                            part: Callable[[BudgetResult], CoveragePurity]) -> Figure:
+    """Coverage@K and Purity@K by K side by side, against the candidates `part` picks (`against` names them)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, what, key in zip(axes, ("Coverage@K", "Purity@K"), ("coverage", "purity")):
+        values: list[float] = []
+        for name in names:
+            ys = series(name, lambda r, key=key: getattr(part(r), key))
+            values += ys
+            ax.plot(budgets, ys, **style(name))
+        ax.set(xlabel="budget K (passages)", ylabel=f"{what} (%)", title=f"{ds}: {what} ({against})", xticks=budgets)
+        _percent_limits(ax, values)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return fig
+
+
 def build_figures(metrics: MetricsFile) -> dict[str, Figure]:
-    """The report's matplotlib figures, by file name: em_vs_k.png, coverage_purity_vs_k.png, input_tokens.png.
+    """The report's matplotlib figures, by file name: em_vs_k.png, coverage_purity_vs_k.png, input_tokens.png; for
+    a coverage collection (no answers: nothing generated) only coverage_purity_vs_k.png, against the passages the
+    qrels judge relevant.
 
     Reference methods (`REFERENCE_METHODS`, by kind) are drawn last in `_REFERENCE_STYLE` and labelled
     as references; EM and Coverage/Purity axes start at 0. The caller closes the figures.
@@ -294,6 +316,10 @@ def build_figures(metrics: MetricsFile) -> dict[str, Figure]:
         return _LineStyle(marker="o", label=name, zorder=3, clip_on=False)  # markers at 0 stay whole
 
     figures: dict[str, Figure] = {}
+    if ds == "coverage":
+        figures["coverage_purity_vs_k.png"] = _coverage_purity_figure(
+            plt, budgets, names, series, style, ds, "judged relevant", lambda r: r.supporting)
+        return figures
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     em_values: list[float] = []
     for name in names:
@@ -311,19 +337,8 @@ def build_figures(metrics: MetricsFile) -> dict[str, Figure]:
     ax.legend(fontsize=8)
     figures["em_vs_k.png"] = fig
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, what, key in zip(axes, ("Coverage@K", "Purity@K"), ("coverage", "purity")):
-        values: list[float] = []
-        for name in names:
-            ys = series(name, lambda r, key=key: r.answer.coverage if key == "coverage" else r.answer.purity)
-            values += ys
-            ax.plot(budgets, ys, **style(name))
-        ax.set(xlabel="budget K (passages)", ylabel=f"{what} (%)", title=f"{ds}: {what} (answer-containing)",
-               xticks=budgets)
-        _percent_limits(ax, values)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    figures["coverage_purity_vs_k.png"] = fig
+    figures["coverage_purity_vs_k.png"] = _coverage_purity_figure(plt, budgets, names, series, style, ds,
+                                                                  "answer-containing", lambda r: r.answer)
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name in names:

@@ -101,3 +101,19 @@ def test_coverage_files_are_checked_before_any_stage(tmp_path, monkeypatch, caps
     assert "data.qrels: qrels.txt:1: field 'rel'" in capsys.readouterr().err
     assert main(["data", "-q", "--set", "eval.judgments=judge.jsonl"]) == 2
     assert "eval.judgments: is for coverage collections" in capsys.readouterr().err
+
+
+def test_the_coverage_plot_draws_the_judged_passages(evaluated):
+    """Topics have no answers: the plot is Coverage/Purity against the judged passages, not the (empty)
+    answer-containing ones, and there is no EM or generator-token plot."""
+    from purecover.eval.report import build_figures
+    from purecover.records import MetricsFile, load_json_record
+
+    metrics = load_json_record(evaluated / "eval" / "metrics.json", MetricsFile)
+    figures = build_figures(metrics)
+    assert list(figures) == ["coverage_purity_vs_k.png"]
+    coverage_axes = figures["coverage_purity_vs_k.png"].axes[0]
+    assert "judged relevant" in coverage_axes.get_title()
+    (line,) = [ln for ln in coverage_axes.get_lines() if ln.get_label() == "retrieval"]
+    expected = [100 * metrics.results["retrieval"][str(k)].supporting.coverage for k in metrics.budgets]
+    assert list(line.get_ydata()) == pytest.approx(expected)
