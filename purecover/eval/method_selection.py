@@ -84,7 +84,9 @@ def _require(records: Container[str], questions: Sequence[CandidateRecord], spec
                          f"{what} (first: {', '.join(missing[:3])}); {remedy}")
 
 
-def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineSelector | None:
+def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any,
+                   shared: dict[str, Any]) -> BaselineSelector | None:
+    """The selector of `spec`; `shared` holds what methods of one evaluation share (the ICR model)."""
     if spec.kind == NO_RETRIEVAL:
         return None
     if spec.kind == EXTERNAL:  # stored selections cut to K: the student's baseline reads them
@@ -95,6 +97,14 @@ def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any) -> BaselineS
         return make_baseline(spec.kind, embedder=embedder)
     if spec.kind == "cross_encoder":
         return make_baseline(spec.kind, model_name=recipe.eval.cross_encoder)
+    if spec.kind in ("icr", "icr_fused"):  # one model and one score cache for both (`share_with`)
+        e = recipe.eval
+        extra = {"fusion_weight": e.icr_fusion_weight} if spec.kind == "icr_fused" else {}
+        selector = make_baseline(spec.kind, model_name=e.icr_model or recipe.student.model, layers=e.icr_layers,
+                                 max_passage_tokens=e.icr_max_passage_tokens, device=e.device,
+                                 share_with=shared.get("icr"), **extra)
+        shared.setdefault("icr", selector)
+        return selector
     return make_baseline(spec.kind)
 
 
@@ -110,6 +120,7 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
     chosen: dict[tuple[str, int], list[list[int]]] = {}
     fallbacks: dict[str, int] = {}
     labels_by_source: dict[Path | None, dict[str, LabelRecord]] = {}  # each labels file is read once
+    shared: dict[str, Any] = {}
     for spec in specs:
         labels: dict[str, LabelRecord] = {}
         selections: Mapping[str, StoredSelection] = {}
@@ -129,7 +140,7 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
             selections = read_external_selections(spec.source, questions, spec.name)
             _require(selections, questions, spec, f"selection in {spec.source}",
                      "add them to the file (e.g. `purecover select --selector DIR --input ... --out ...`)")
-        selector = _make_selector(spec, recipe, embedder)
+        selector = _make_selector(spec, recipe, embedder, shared)
         if hasattr(selector, "prepare"):
             selector.prepare(questions)  # one batched embedding call instead of one per question
         for k in budgets:

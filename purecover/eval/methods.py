@@ -3,8 +3,8 @@
 Each entry of the list is one of
 
 * a name of `METHODS`: a baseline of `purecover.eval.baselines` (``retrieval``, ``cross_encoder``,
-  ``mmr``, ``xquad``, ``ia_select``, ``lancer_*``, ``gold_support``), the run's own ``teacher`` labels or
-  ``student`` selections, or ``none`` (closed book: the generator sees no passage);
+  ``icr``, ``icr_fused``, ``mmr``, ``xquad``, ``ia_select``, ``lancer_*``, ``gold_support``), the run's own
+  ``teacher`` labels or ``student`` selections, or ``none`` (closed book: the generator sees no passage);
 * ``teacher:DIR`` / ``student:DIR``: the labels / selections of another run directory (an ablation's, say);
 * ``selections:PATH[=name]``: an external reranker's selections, a JSONL of ``{qid, selected?,
   selected_doc_ids?}`` or a TREC run file (`purecover.eval.external`), shown as ``name`` (default: the
@@ -37,6 +37,9 @@ EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")  # the methods that need eval.
 METHODS: dict[str, str] = {
     "retrieval": "the retriever's first K candidates",
     "cross_encoder": "the top K candidates by a cross-encoder score of (question, passage) (eval.cross_encoder)",
+    "icr": "in-context reranking (Chen et al., ICLR 2025): the top K by the calibrated attention a causal LM's "
+           "question tokens pay each candidate (eval.icr_model, eval.icr_layers)",
+    "icr_fused": "ICR fused with the retrieval rank: the top K by z(icr) + w * z(-rank) (eval.icr_fusion_weight)",
     "mmr": "maximal marginal relevance over embedding cosines (eval.embedding_model)",
     "xquad": "xQuAD diversification over the question's subtopics (eval.subtopics)",
     "ia_select": "IA-Select diversification over the question's subtopics (eval.subtopics)",
