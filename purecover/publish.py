@@ -167,7 +167,7 @@ def dataset_card(run_dir: str | Path, what: str, ds: Any) -> str:
         "---", yaml.safe_dump(front.to_json_dict(), sort_keys=False, allow_unicode=True).rstrip("\n"), "---", "",
         f"# purecover {what}", "",
         f"`{FILES[what]}` of a purecover run ({len(ds)} rows), one row per question. Source data: {name} "
-        f"(`{data.get('path')}`, split {data.get('split')}).", "",
+        f"(`{' + '.join(map(str, path)) if isinstance(path, list) else path}`, split {data.get('split')}).", "",
         f"License: {lic_line}", "", "## Fields", "",
     ]
     for column in ds.column_names:

@@ -13,6 +13,10 @@ adds the checks that need another library's contract or span sections, whatever 
   without touching accelerate's process state);
 * ``data.k1`` fits the identifier scheme ``student.identifiers`` when the pipeline trains the student;
 * ``eval.table_budget`` is one of ``eval.budgets``;
+* a ``data.path`` list names local files only: no ``demo``, Hub dataset id or folder (`check_data_paths`); that
+  each file exists is the data stage's check (`purecover.data.paths.check_data_files`: ``purecover pipeline``
+  runs it before any stage when the data stage has work, and the data stage itself before it reads a file), so a
+  run directory whose data stage is complete still trains and evaluates where the files are absent;
 * every prompt file the recipe names holds the placeholders its prompt takes (`purecover.prompts`).
 
 Every failure is a `ConfigError` naming the dotted key, the bad value and what is expected.
@@ -26,8 +30,8 @@ from pathlib import Path
 from .config import ConfigError, EvalConfig, Recipe, load_recipe
 from .models.identifiers import SCHEMES, IdentifierScheme
 
-__all__ = ["check_coverage_files", "check_eval_methods", "check_identifier_capacity", "check_prompt_files",
-           "check_table_budget",
+__all__ = ["check_coverage_files", "check_data_paths", "check_eval_methods",
+           "check_identifier_capacity", "check_prompt_files", "check_table_budget",
            "load_validated_recipe", "validate_recipe"]
 
 def validate_recipe(recipe: Recipe, build_training: bool = True) -> None:
@@ -39,6 +43,7 @@ def validate_recipe(recipe: Recipe, build_training: bool = True) -> None:
     work."""
     check_eval_methods(recipe.eval)
     check_table_budget(recipe.eval)
+    check_data_paths(recipe)
     check_prompt_files(recipe)
     check_coverage_files(recipe)
     if _trains_student(recipe):
@@ -126,6 +131,16 @@ def check_coverage_files(recipe: Recipe) -> None:
             read(path)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{key}: {exc}") from None
+
+
+def check_data_paths(recipe: Recipe) -> None:
+    """Each entry of a ``data.path`` list is a local file: not ``demo``, a Hub dataset id or a folder (those are
+    read alone); a ConfigError names the entry (``data.path[1]``) and the path. That each file exists is
+    `purecover.data.paths.check_data_files` (the data stage's check). One path (not a list) is left to the data
+    stage, as it may be a Hub dataset id."""
+    from .data.paths import check_path_list
+
+    check_path_list(recipe.data.path, must_exist=False)
 
 
 def check_table_budget(cfg: EvalConfig) -> None:

@@ -49,6 +49,7 @@ from .example import Example
 from .gold_check import gold_problems
 from .index_dir import resolve_index_dir
 from .loaders import ExampleSource
+from .paths import data_path_entries, show_data_path
 from .retrieval.base import Hit
 
 log = logging.getLogger(__name__)
@@ -201,11 +202,14 @@ def run_data_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
 
 
 def dataset_inputs(recipe: Recipe) -> dict[str, Path]:
-    """The data stage's inputs outside the run directory: the local dataset file or folder (data.path), the
-    aliases file and the qrels file, recorded by content so that editing one in place is noticed."""
+    """The data stage's inputs outside the run directory: the local dataset file or folder (data.path; each file
+    of a data.path list, named ``data.path[I] FILE``), the aliases file and the qrels file, recorded by content so
+    that editing one in place is noticed (adding, removing or reordering the files of a list changes the data
+    configuration itself)."""
     cfg = recipe.data
+    paths = [(key if key == "data.path" else f"{key} {value}", value) for key, value in data_path_entries(cfg.path)]
     found = {}
-    for key, value in (("data.path", cfg.path), ("data.aliases", cfg.aliases), ("data.qrels", cfg.qrels)):
+    for key, value in (*paths, ("data.aliases", cfg.aliases), ("data.qrels", cfg.qrels)):
         if value and value != "demo" and Path(value).expanduser().exists():
             found[key] = Path(value).expanduser()
     return found
@@ -227,7 +231,7 @@ def write_candidates(run: StageRun) -> DataSummary:
                            split_key=_split_key(recipe))
     examples = list(tqdm(source, desc="load questions", unit="q", disable=not show_progress))
     if not examples:
-        raise ValueError(f"no valid questions in {cfg.path!r} ({len(source.invalid)} invalid)")
+        raise ValueError(f"no valid questions in {show_data_path(cfg.path)!r} ({len(source.invalid)} invalid)")
     population = len(examples)
     if cfg.sample is not None:  # before retrieval: only the sampled questions are retrieved
         from .splits import sample_questions

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..config import Recipe
 from .errors import DataFormatError
+from .paths import data_path_entries, show_data_path
 
 __all__ = ["PROBE_QUESTIONS", "gold_problems", "oracle_steps_error", "probe_gold"]
 
@@ -35,7 +36,7 @@ def gold_problems(recipe: Recipe, questions: int, with_gold: int, with_steps: in
     out = []
     if with_gold == 0:
         out.append(
-            f"data.path {recipe.data.path}: none of {where}{questions} questions has gold passages, so label-report's "
+            f"data.path {show_data_path(recipe.data.path)}: none of {where}{questions} questions has gold passages, so label-report's "
             "P/R/F1, the gold_support method and Coverage@K/Purity@K will be empty. Gold comes from supporting "
             "facts (HotpotQA/2Wiki supporting_facts, MuSiQue is_supporting, FlashRAG metadata.supporting_facts "
             f"mapped to the corpus passages of those titles): see {GUIDE}.")
@@ -64,17 +65,22 @@ def oracle_steps_error(recipe: Recipe, questions: int, with_steps: int, candidat
 
 
 def probe_gold(recipe: Recipe, limit: int = PROBE_QUESTIONS) -> list[str]:
-    """`gold_problems` over the first `limit` questions of a local data.path (the demo set and Hub datasets are
-    not read here). Malformed records are left for the data stage to report with its own options."""
+    """`gold_problems` over the first `limit` questions of a local data.path (of the union of a data.path list,
+    in list order; the demo set and Hub datasets are not read here). Malformed records are left for the data stage
+    to report with its own options."""
     from .loaders import ExampleSource
     from .loaders.hub import is_hub_name
 
     cfg = recipe.data
-    if not cfg.path or cfg.path == "demo" or not Path(cfg.path).expanduser().is_file() or is_hub_name(cfg.path):
+    files = [value for _, value in data_path_entries(cfg.path)]
+    if not files or any(f == "demo" or not Path(f).expanduser().is_file() or is_hub_name(f) for f in files):
         return []
     external = cfg.corpus not in ("per_question", "shared")
-    source = ExampleSource(cfg.dataset, Path(cfg.path).expanduser(), split=cfg.split, limit=limit, skip_invalid=True,
-                           require_paragraphs=not external)
+    try:
+        source = ExampleSource(cfg.dataset, [Path(f).expanduser() for f in files], split=cfg.split, limit=limit,
+                               skip_invalid=True, require_paragraphs=not external)
+    except (ValueError, OSError):
+        return []
     questions = with_gold = with_steps = 0
     try:
         for example in source:

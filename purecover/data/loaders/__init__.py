@@ -1,7 +1,8 @@
 """Dataset loaders: official files, FlashRAG JSONL, the bundled demo set and Hub datasets.
 
-`ExampleSource` is the single entry point: it streams `Example`s from a file, a Hub name or a
-local dataset repository folder, checks each record, and either stops at the first malformed one
+`ExampleSource` is the single entry point: it streams `Example`s from a file, a list of files (read in list
+order as one source: ``data.path: [a.json, b.json]``), a Hub name or a local dataset repository folder, checks
+each record, and either stops at the first malformed one
 (the error names file, line/index and field) or, with ``skip_invalid=True``, skips it and records it
 in `invalid`. Hub names are resolved first (`hub.resolve_hub_dataset`: default configuration, split
 aliases, data-files fallback); the result is in `resolved`.
@@ -9,12 +10,13 @@ aliases, data-files fallback); the result is in `resolved`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataFormatError, InvalidRecord
+from ..errors import DataFormatError, DuplicateQuestionError, InvalidRecord
 from ..example import Example
+from ..paths import data_path_entries, is_path_list, list_entry_problem, show_data_path
 from ..readers import check_lone_surrogates, iter_records
 from .coverage import parse_coverage
 from .flashrag import parse_flashrag
@@ -59,14 +61,18 @@ def parse_record(dataset: str, record: Any, source: str, location: str, *, requi
 
 class ExampleSource:
     """Iterable of `Example`s from `path` (a file, ``"demo"``, a Hub dataset name or a local folder laid
-    out like a Hub dataset repository).
+    out like a Hub dataset repository), or from a list of local files of one format, read in list order as one
+    source (`limit` counts the union; a list of one is that file).
 
     After (or during) iteration, `invalid` lists the skipped records, `n_read` counts the raw
     records seen and `resolved` holds the Hub configuration/split actually read (None for files).
-    Duplicate qids are malformed input too. `split_key` is the recipe key named in split errors.
+    Duplicate qids are malformed input too; a qid found in two files of a list is a `DuplicateQuestionError`
+    naming both (never skipped: the list overlaps). A list entry that is missing, a folder, ``demo`` or a Hub
+    name is refused here, before any file is read. `split_key` is the recipe key named in split errors.
     """
 
-    def __init__(self, dataset: str, path: str | Path | None, *, split: str = "dev", limit: int | None = None,
+    def __init__(self, dataset: str, path: str | Path | Sequence[str | Path] | None, *, split: str = "dev",
+                 limit: int | None = None,
                  skip_invalid: bool = False, aliases_path: str | Path | None = None,
                  require_paragraphs: bool = True, hub_config: str | None = None,
                  split_key: str = "data.split") -> None:
@@ -74,8 +80,21 @@ class ExampleSource:
             raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
         if path is None:
             raise ValueError("data.path is not set: give a dataset file, 'demo', or a Hub dataset name")
+        if is_path_list(path) and not path:
+            raise ValueError("data.path is an empty list: give a dataset file, or a list of files")
+        entries = data_path_entries(path)
+        for key, entry in entries if len(entries) > 1 else ():  # a list: every file is there before one is read
+            if [e for _, e in entries].count(entry) > 1:
+                raise ValueError(f"{key} {entry!r} is listed twice in data.path")
+            problem = list_entry_problem(entry)
+            if problem is not None:
+                raise ValueError(f"{key} {entry!r} {problem}")
+            if not Path(entry).expanduser().is_file():
+                raise FileNotFoundError(f"{key} {entry!r} does not exist (data.path lists {len(entries)} files, "
+                                        "each read in list order)")
         self.dataset = dataset
-        self.path = str(path)
+        self.files: list[str] = [entry for _, entry in entries]  # several: a list of local files
+        self.path = show_data_path(self.files) if len(self.files) > 1 else self.files[0]
         self.split = split
         self.limit = limit
         self.skip_invalid = skip_invalid
@@ -92,7 +111,8 @@ class ExampleSource:
     @property
     def is_hub(self) -> bool:
         """Read through `datasets`: a Hub name (no such local path) or a local dataset repository folder."""
-        return self.path != "demo" and (not Path(self.path).exists() or Path(self.path).is_dir())
+        return len(self.files) == 1 and self.path != "demo" and (not Path(self.path).exists() or
+                                                                   Path(self.path).is_dir())
 
     def resolve(self) -> ResolvedHub:
         """Resolve the Hub name's configuration and split (see `hub.resolve_hub_dataset`); cached."""
@@ -109,15 +129,17 @@ class ExampleSource:
             for loc, rec in iter_records(file, check_text=False):
                 yield str(file), loc, rec
         elif not self.is_hub:
-            for loc, rec in iter_records(self.path, check_text=False):
-                yield self.path, loc, rec
+            for file in self.files:  # one file, or each file of a list in list order
+                for loc, rec in iter_records(Path(file).expanduser() if len(self.files) > 1 else file,
+                                             check_text=False):
+                    yield file, loc, rec
         else:
             resolved = self.resolve()
             for loc, rec in iter_hub_rows(resolved, self.split_key):
                 yield f"hub:{self.path}", loc, rec
 
     def __iter__(self) -> Iterator[Example]:
-        seen: dict[str, str] = {}
+        seen: dict[str, tuple[str, str]] = {}  # qid -> (file, location) of its first record
         produced = 0
         for source, location, record in self._raw():
             if self.limit is not None and produced >= self.limit:
@@ -127,19 +149,22 @@ class ExampleSource:
                 check_lone_surrogates(record, source, location)  # here, so skip_invalid can skip it
                 example = parse_record(self.dataset, record, source, location,
                                        require_paragraphs=self.require_paragraphs, aliases=self.aliases)
-                if example.qid in seen:
+                first = seen.get(example.qid)
+                if first is not None and first[0] == source:
                     raise DataFormatError(source, location, "id",
-                                          f"duplicate question id {example.qid!r} (first at {seen[example.qid]})")
+                                          f"duplicate question id {example.qid!r} (first at {first[1]})")
             except DataFormatError as err:
                 if not self.skip_invalid:
                     raise
                 self.invalid.append(err.invalid_record())
                 continue
-            seen[example.qid] = location
+            if first is not None:  # in two files of a list: they overlap, whatever skip_invalid says
+                raise DuplicateQuestionError(example.qid, first, (source, location))
+            seen[example.qid] = (source, location)
             produced += 1
             yield example
 
 
-def load_examples(dataset: str, path: str | Path | None, **kwargs: Any) -> list[Example]:
+def load_examples(dataset: str, path: str | Path | Sequence[str | Path] | None, **kwargs: Any) -> list[Example]:
     """All examples of a source as a list (see `ExampleSource` for the keyword arguments)."""
     return list(ExampleSource(dataset, path, **kwargs))
