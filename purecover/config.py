@@ -96,9 +96,13 @@ class DataConfig:
         "hotpotqa", description="Record format of the questions: hotpotqa, 2wiki, musique, strategyqa, flashrag "
         "(generic FlashRAG records), or coverage (topics of a coverage collection: CoverageBench, CRUX or your own; "
         "needs data.qrels and a corpus file).")
-    path: StrictStr | None = Field(
+    path: StrictStr | list[StrictStr] | None = Field(
         None, description="Where the questions come from: a local file, `demo` (the demo set bundled with the "
-        "package) or a Hub dataset name.")
+        "package) or a Hub dataset name; or a list of local files (e.g. [dev.json, train.json]), all in the "
+        "data.dataset format, read in list order as one set of questions: a question id in two of the files is an "
+        "error naming both, data.limit and data.sample apply to the union, and editing any of the files makes the "
+        "data stage's output stale. A list never holds `demo`, a Hub dataset name or a folder (read those alone); a "
+        "one-file list is that file.")
     split: StrictStr = Field(
         "dev", description="Split to read (Hub datasets); when it does not exist, an existing alias is read "
         "(dev, validation, val).")
@@ -160,6 +164,16 @@ class DataConfig:
 
     @model_validator(mode="after")
     def _check_index_path(self) -> DataConfig:
+        if isinstance(self.path, list):  # a list of files: no entry twice; one entry is that file
+            if not self.path:
+                raise _SectionError("path", "is an empty list: give a file, or a list of files")
+            for i, entry in enumerate(self.path):
+                if not entry.strip():
+                    raise _SectionError("path", f"entry {i} is blank")
+                if entry in self.path[:i]:
+                    raise _SectionError("path", f"lists {entry!r} twice (entries {self.path.index(entry)} and {i})")
+            if len(self.path) == 1:
+                self.path = self.path[0]
         if self.index_path is not None and self.retriever != "dense":
             raise _SectionError("index_path", "is a FAISS index: it needs data.retriever: dense")
         if self.index_path is not None and self.corpus in ("per_question", "shared"):
@@ -390,6 +404,14 @@ class StudentConfig:
                                        "negatives is sampled (the released code: 5).")
     negative_pool: StrictInt = Field(10, ge=1, description="How many last candidates the sampled negatives come "
                                      "from (the released code: the bottom 10).")
+    readout: Literal["identifier", "passage"] = Field(
+        "identifier", description="Where the selector reads each candidate's score: identifier, the logit of its "
+        "identifier at the first reply position (the paper; needs a model that binds content to letters, ~7B); "
+        "passage, the logit of ' yes' at a marker after each passage, in the same one-pass prompt (our extension, "
+        "for small students: docs/guides/student.md#readouts). The vLLM selector backend reads identifier only.")
+    bce_weight: StrictFloat = Field(
+        0.0, ge=0, description="Weight of a per-passage binary cross-entropy on the same scores (selected: 1, "
+        "others: 0), added to L; it puts the scores on an absolute scale. 0: off (the paper).")
     freeze_embeddings: StrictBool = Field(
         False, description="Full fine-tuning (lora.enabled false) without updating the token embedding and the "
         "output projection, tied or not.")
@@ -413,8 +435,8 @@ class StudentConfig:
 
     @model_validator(mode="after")
     def _check_weights(self) -> StudentConfig:
-        if self.cl_weight == 0 and self.lm_weight == 0:
-            raise _SectionError("cl_weight", "cl_weight and lm_weight cannot both be 0")
+        if self.cl_weight == 0 and self.lm_weight == 0 and self.bce_weight == 0:
+            raise _SectionError("cl_weight", "cl_weight, lm_weight and bce_weight cannot all be 0")
         return self
 
 
@@ -437,7 +459,8 @@ class EvalConfig:
     backend: Literal["hf", "vllm"] = Field("hf", description="Generation backend of the answers.")
     methods: list[StrictStr] = Field(
         default_factory=lambda: ["retrieval", "teacher", "student"],
-        description="Selection methods compared: method names (retrieval, cross_encoder, mmr, xquad, ia_select, "
+        description="Selection methods compared: method names (retrieval, cross_encoder, icr, icr_fused, mmr, xquad, "
+        "ia_select, "
         "lancer_*, gold_support, teacher, student, none), teacher:DIR / student:DIR for another run directory's "
         "labels / selections, selections:PATH=name for an external reranker's file; checked when the recipe is "
         "validated.")
@@ -469,6 +492,18 @@ class EvalConfig:
     embedding_model: StrictStr = Field(
         "sentence-transformers/all-MiniLM-L6-v2", description="Sentence-embedding model of mmr, xquad and ia_select.")
     cross_encoder: StrictStr = Field("BAAI/bge-reranker-large", description="Model of the cross_encoder method.")
+    icr_model: StrictStr | None = Field(
+        None, description="Causal LM of the icr and icr_fused methods (in-context reranking, Chen et al., ICLR 2025: "
+        "the attention the question pays each passage, minus that of the content-free query N/A); null: "
+        "student.model. Loaded with dtype auto on eval.device, never with remote code.")
+    icr_layers: Literal["all"] | list[StrictInt] = Field(
+        "all", description="Layers whose calibrated ICR attention is summed: all, or a non-empty list of layer "
+        "indices (negative ones count from the end; out of range is an error when the model is loaded).")
+    icr_fusion_weight: StrictFloat = Field(
+        1.0, ge=0, description="Weight w of the retrieval rank in icr_fused: z(icr) + w * z(-rank), z standardised "
+        "over a question's candidates (0: the icr order).")
+    icr_max_passage_tokens: StrictInt = Field(
+        192, ge=1, description="Each passage body is cut to this many tokens in the ICR prompt.")
     subtopics: Literal["steps", "subquestions"] = Field(
         "steps", description="Subtopics of xquad and ia_select: the teacher's reasoning steps or LANCER's "
         "sub-questions.")
@@ -480,6 +515,14 @@ class EvalConfig:
         None, description="Coverage collections (data.dataset: coverage): CRUX judge lines {id, docid, ratings} with "
         "a 0-5 rating per sub-question; the report adds Cov@K, the share of sub-questions some selected passage "
         "rates 3 or more (an unjudged passage rates 0). Checked when the recipe is validated.")
+
+    @model_validator(mode="after")
+    def _check_icr_layers(self) -> EvalConfig:
+        if isinstance(self.icr_layers, list) and not self.icr_layers:
+            raise _SectionError("icr_layers", "must be all or a non-empty list of layer indices")
+        if isinstance(self.icr_layers, list) and len(set(self.icr_layers)) != len(self.icr_layers):
+            raise _SectionError("icr_layers", f"lists a layer twice: {self.icr_layers}")
+        return self
 
 
 @dataclass(config=_SECTION)

@@ -332,6 +332,13 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
     out: list[Resource] = []
     if d.path == "demo":
         out.append(Resource("data.path", "demo", "bundled", "the demo set shipped in the package"))
+    elif isinstance(d.path, list):  # a list of local files, read in list order as one set of questions
+        from .data.paths import data_path_entries, list_entry_problem
+
+        for i, (key, value) in enumerate(data_path_entries(d.path)):
+            problem = list_entry_problem(value, must_exist=True)
+            out.append(Resource(key, value, "missing", problem) if problem is not None else
+                       Resource(key, value, "found", f"local file {i + 1} of {len(d.path)}, read in list order"))
     else:
         out.append(_classify("data.path", d.path, "data"))
         if d.path is not None:  # Hub ids and dataset repository folders: resolve config and split
@@ -375,6 +382,8 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
         out.append(_classify("eval.embedding_model", e.embedding_model, "model"))
     if "cross_encoder" in kinds:
         out.append(_classify("eval.cross_encoder", e.cross_encoder, "model"))
+    if kinds & {"icr", "icr_fused"}:
+        out.append(_classify("eval.icr_model", e.icr_model or s.model, "model"))  # null: student.model
     for sp in specs:
         if sp.kind == "selections" and sp.source is not None:  # an external reranker's file (never a Hub id)
             found = sp.source.expanduser().is_file()

@@ -153,8 +153,14 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "data.qrels",
     "eval.prompt_file",
     "eval.judgments",
+    "eval.icr_model",
+    "eval.icr_layers",
+    "eval.icr_fusion_weight",
+    "eval.icr_max_passage_tokens",
     "student.prompt_file",
     "teacher.reply_prefix",
+    "student.readout",
+    "student.bce_weight",
 )
 
 # Keys added after runs already existed whose default changes what a stage does: left out of the hash while
@@ -188,7 +194,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         reads=(), writes=("candidates",), sections=("data",),
         summary="purecover.records:DataSummary",
         headline=("questions", "with_gold", "supporting_recall@", "questions_per_second"),
-        inputs="purecover.data.candidates:dataset_inputs", test_set=True,
+        inputs="purecover.data.candidates:dataset_inputs", check="purecover.data.paths:check_data_files", test_set=True,
     ),
     Stage(
         name="calibrate",

@@ -2,8 +2,9 @@
 
 `data` is the ground floor; `models` (what a deployed selector needs) imports only `data`; `teacher`,
 `train` and `select` import `models` and `data` but not each other; `eval` may also use the teacher's
-solvers and LANCER aggregations (its baselines); `demo` is scaffolding that no stage imports; only the
-command line (`cli`, and the `pipeline` it drives) may import every stage, and nothing imports `cli`.
+solvers and LANCER aggregations (its baselines) and its attention capture (the ICR baseline); `demo` is
+scaffolding that no stage imports; only the command line (`cli`, and the `pipeline` it drives) may import every
+stage, and nothing imports `cli`.
 The shared infrastructure (`config`, `records`, `stages`, `rundir`, `contract`, `utils`) imports no stage except
 `models` (the identifier scheme); `stages` names its runners as strings. Within it the run machinery is layered
 one way: the registry (`stages`: declarations) <- the run directory (`rundir`: files, manifests, locks) <- the
@@ -28,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "teacher": {"teacher", "models", "data"} | INFRA,
     "train": {"train", "models", "data"} | INFRA,
     "select": {"select", "models", "data"} | INFRA,
-    "eval": {"eval", "models", "data", "teacher.solvers", "teacher.lancer_rank"} | INFRA,
+    "eval": {"eval", "models", "data", "teacher.solvers", "teacher.lancer_rank", "teacher.capture"} | INFRA,
     "demo": {"demo", "models", "data", "teacher", "eval"} | INFRA,
     "pipeline": {"data", "models", "teacher", "train", "select", "eval"} | INFRA,
     "serve": {"serve", "models", "data"} | INFRA,  # `purecover serve` and its remote client: a deployed selector

@@ -39,6 +39,12 @@ Two backends behind one interface (`SelectorBackend`):
   `VLLMSelectorBackend.read_info` records the read mode, the logprobs mode and the score space.
 
 `SelectionResult.score_space` records which space the scores (and the threshold) are in.
+
+The passage readout (``readout: passage`` in selector_config.json, our extension; docs/guides/student.md#readouts):
+s_k is the logit of a fixed token at the marker after passage k, read in the same single forward pass
+(`SelectorBackend.passage_logits`; the HF backend: `purecover.models.passage_scores.hf_passage_logits`). The vLLM
+backend reads identifier logits only, so a passage selector is refused there with one line
+(`passage_backend_refusal`), before any engine starts.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selection_result import SelectionResult, SelectionRow, as_candidate_doc
-from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids
+from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids, read_token_id
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +80,7 @@ __all__ = [
     "VLLMSelectorBackend",
     "as_candidate_doc",
     "hf_identifier_logits",
+    "passage_backend_refusal",
     "read_selector_config",
 ]
 
@@ -182,6 +189,14 @@ class HFSelectorBackend:
                           identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
         return hf_identifier_logits(self.model, prompts, identifier_ids, batch_size=self.batch_size,
                                     pad_id=self.pad_id)
+
+    def passage_logits(self, prompts: Sequence[Sequence[int]], read_positions: Sequence[Sequence[int]],
+                       read_token: int) -> list[list[float]]:
+        """The passage readout: the logit of `read_token` at each read position of each prompt."""
+        from .passage_scores import hf_passage_logits
+
+        return hf_passage_logits(self.model, prompts, read_positions, read_token, batch_size=self.batch_size,
+                                 pad_id=self.pad_id)
 
     def close(self) -> None:
         self.model = None
@@ -424,6 +439,12 @@ class VLLMSelectorBackend:
 # --------------------------------------------------------------------------- Selector
 
 
+def passage_backend_refusal(backend: str) -> str:
+    """The one-line refusal of a backend that cannot read the passage readout."""
+    return (f"this selector uses the passage readout (selector_config.json readout: passage), which {backend} "
+            "cannot read (it reads identifier logits at the first reply position only); use backend='hf'")
+
+
 def read_selector_config(path: str | Path) -> SelectorConfig:
     """``selector_config.json`` of a selector directory as a `SelectorConfig` (types, ranges, finite
     thresholds checked). Keys that older exports lack get their defaults; unknown keys are kept
@@ -480,8 +501,15 @@ class Selector:
         self.max_question_tokens: int = max_question_tokens
         self.questions_truncated: int = 0  # questions cut to max_question_tokens so far (see class docstring)
         self.scheme = IdentifierScheme.from_record(record.identifiers).check(tokenizer, self.k1)
+        # where the scores are read: the identifiers' logits after the prompt, or a token's logit at each passage
+        self.readout: str = record.readout
+        self.read_token: int | None = None
+        if self.readout == "passage":
+            if not callable(getattr(backend, "passage_logits", None)):
+                raise ValueError(passage_backend_refusal(type(backend).__name__))
+            self.read_token = read_token_id(tokenizer)
         # the wording it was trained with: ours, or the one recorded (it must hash to the recorded hash)
-        self.wording = SelectorWording.from_record(record.prompt_template)
+        self.wording = SelectorWording.from_record(record.prompt_template, self.readout)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, backend: str = "hf", *, device: str = "auto", dtype: str = "auto",
@@ -500,6 +528,8 @@ class Selector:
             raise ValueError(f"unknown selector backend {backend!r}; expected hf or vllm")
         path = Path(path)
         config = read_selector_config(path)
+        if backend == "vllm" and config.readout == "passage":
+            raise ValueError(f"{path}: " + passage_backend_refusal("the vllm backend"))
         if backend == "vllm" and config.adapter:
             raise ValueError(f"{path} holds a LoRA adapter (export.merge: false); the vllm backend needs a merged "
                              "export: rerun `purecover export` with export.merge=true")
@@ -525,7 +555,7 @@ class Selector:
                   self.max_question_tokens)
         return str(self.tokenizer.decode(ids)).strip()
 
-    def _prompt(self, question: str, docs: Sequence[Any], where: str) -> tuple[list[int], int]:
+    def _prompt(self, question: str, docs: Sequence[Any], where: str) -> tuple[list[int], int, list[int] | None]:
         if not isinstance(question, str):
             raise TypeError(f"{where}: question must be a str, got {type(question).__name__}")
         if isinstance(docs, (str, bytes)) or not isinstance(docs, Sequence):
@@ -537,8 +567,8 @@ class Selector:
                              f"(its identifier scheme was trained for {self.k1}); pass the top {self.k1} candidates")
         rows = [as_candidate_doc(d, i) for i, d in enumerate(docs)]
         prompt = build_selector_prompt(self.tokenizer, self._cut_question(question, where), rows, self.scheme,
-                                       self.max_passage_tokens, self.wording)
-        return prompt.input_ids, len(rows)
+                                       self.max_passage_tokens, self.wording, self.readout)
+        return prompt.input_ids, len(rows), prompt.read_positions
 
     def select_batch(self, questions: Sequence[str], docs_lists: Sequence[Sequence[Any]], tau: float | None = None,
                      k_max: int | None = None, min_select: int | None = None) -> list[SelectionResult]:
@@ -551,12 +581,16 @@ class Selector:
         tau = self.threshold if tau is None else float(tau)
         k_max = self.k_max if k_max is None else int(k_max)
         min_select = self.min_select if min_select is None else int(min_select)
-        prompts, idents = [], []
+        prompts, idents, reads = [], [], []
         for i, (q, docs) in enumerate(zip(questions, docs_lists)):
-            ids, n = self._prompt(q, docs, f"question {i}")
+            ids, n, positions = self._prompt(q, docs, f"question {i}")
             prompts.append(ids)
             idents.append(self.scheme.token_ids[:n])
-        rows = self.backend.identifier_logits(prompts, idents)
+            reads.append(positions or [])
+        if self.readout == "passage":
+            rows = self.backend.passage_logits(prompts, reads, self.read_token)  # type: ignore[attr-defined]
+        else:
+            rows = self.backend.identifier_logits(prompts, idents)
         results = []
         for row, ids in zip(rows, idents):
             if len(row) != len(ids):

@@ -18,6 +18,18 @@ again at the end, next to the reply. Each passage body (title + text) is cut to
 `max_passage_tokens` tokens; identifiers are never cut. The reply is the identifiers of the
 selected passages, one per line, most useful first, then the end-of-turn token.
 
+Two readouts (``student.readout``; docs/guides/student.md#readouts):
+
+- ``identifier`` (the paper's, `LAYOUT_VERSION`): the scores are the identifiers' logits at the first reply
+  position, after the whole prompt.
+- ``passage`` (our extension, `PASSAGE_LAYOUT_VERSION`): the same prompt with `PASSAGE_MARKER` after each
+  passage body (``A: <title>\n<text>\nRelevant:``); passage k's score is the logit of the fixed token
+  `PASSAGE_READ_TOKEN` at the last token of its marker, read in the same single forward pass
+  (`SelectorPrompt.read_positions`). The marker has seen the question and its own passage, so a small model
+  scores each passage where it sits instead of binding content to a letter. The prompt is tokenised piece by
+  piece (the text up to and including each marker, then the rest), so the read positions are exact for any
+  tokenizer, with or without a chat template; training and inference tokenise it the same way.
+
 The system message and the instructions are ``purecover/prompts/selector.txt`` (read by
 `purecover.prompts.load_prompt`); the layout around them is fixed (`LAYOUT_VERSION`). A trained
 selector records its wording and the hash of it in selector_config.json (`prompt_template`);
@@ -39,10 +51,31 @@ from ..records import CandidateDoc
 from .chat import render_chat
 from .identifiers import IdentifierScheme
 
-__all__ = ["LAYOUT_VERSION", "SELECTOR_INSTRUCTIONS", "SELECTOR_SYSTEM", "SelectorPrompt", "SelectorWording",
-           "build_selector_prompt", "end_token_id", "head_token_ids", "prompt_template", "truncate_text"]
+__all__ = [
+    "LAYOUTS",
+    "LAYOUT_VERSION",
+    "PASSAGE_LAYOUT_VERSION",
+    "PASSAGE_MARKER",
+    "PASSAGE_READ_TOKEN",
+    "READOUTS",
+    "SELECTOR_INSTRUCTIONS",
+    "SELECTOR_SYSTEM",
+    "SelectorPrompt",
+    "SelectorWording",
+    "build_selector_prompt",
+    "end_token_id",
+    "head_token_ids",
+    "prompt_template",
+    "read_token_id",
+    "truncate_text",
+]
 
 LAYOUT_VERSION = "selector-layout-v1"
+PASSAGE_LAYOUT_VERSION = "selector-layout-passage-v1"
+READOUTS = ("identifier", "passage")
+LAYOUTS = {"identifier": LAYOUT_VERSION, "passage": PASSAGE_LAYOUT_VERSION}  # readout -> prompt layout
+PASSAGE_MARKER = "\nRelevant:"  # after each passage body (passage readout)
+PASSAGE_READ_TOKEN = " yes"  # its logit at the marker's last token is the passage's score
 
 
 @dataclass(frozen=True)
@@ -68,24 +101,27 @@ class SelectorWording:
         path = getattr(cfg, "prompt_file", None)
         return cls.from_prompt(load_prompt("selector", path)) if path else cls.default()
 
-    def template(self) -> dict[str, str]:
-        """What defines the prompt: system, instructions, layout and the hash of the three (16 hex chars)."""
-        text = self.system + self.instructions + LAYOUT_VERSION
-        return {"system": self.system, "instructions": self.instructions, "layout": LAYOUT_VERSION,
+    def template(self, readout: str = "identifier") -> dict[str, str]:
+        """What defines the prompt: system, instructions, the layout of `readout` (`LAYOUTS`) and the hash of the
+        three (16 hex chars)."""
+        layout = _layout(readout)
+        text = self.system + self.instructions + layout
+        return {"system": self.system, "instructions": self.instructions, "layout": layout,
                 "hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
     @classmethod
-    def from_record(cls, stored: Mapping[str, Any]) -> SelectorWording:
-        """The wording a selector_config.json's `prompt_template` records, once its hash is checked: the recorded
-        system and instructions must hash, with this layout, to the recorded hash. ValueError otherwise (another
-        layout, a wording edited after export, or a record without the wording)."""
-        ours = prompt_template()
+    def from_record(cls, stored: Mapping[str, Any], readout: str = "identifier") -> SelectorWording:
+        """The wording a selector_config.json's `prompt_template` records for a selector of `readout`, once its
+        hash is checked: the recorded system and instructions must hash, with that readout's layout, to the
+        recorded hash. ValueError otherwise (another layout, a wording edited after export, or a record without
+        the wording)."""
+        ours = prompt_template(readout=readout)
         if stored.get("hash") == ours["hash"]:
             return cls.default()
         system, instructions = stored.get("system"), stored.get("instructions")
-        if isinstance(system, str) and isinstance(instructions, str) and stored.get("layout") == LAYOUT_VERSION:
+        if isinstance(system, str) and isinstance(instructions, str) and stored.get("layout") == ours["layout"]:
             wording = cls(system, instructions)
-            if wording.template()["hash"] == stored.get("hash"):
+            if wording.template(readout)["hash"] == stored.get("hash"):
                 return wording
         raise ValueError(
             f"the selector was trained with prompt template {stored.get('layout')!r} (hash {stored.get('hash')}), "
@@ -99,19 +135,29 @@ SELECTOR_SYSTEM = _DEFAULT.system
 SELECTOR_INSTRUCTIONS = _DEFAULT.instructions
 
 
-def prompt_template(wording: SelectorWording | None = None) -> dict[str, str]:
+def _layout(readout: str) -> str:
+    if readout not in LAYOUTS:
+        raise ValueError(f"unknown selector readout {readout!r}; expected one of {', '.join(READOUTS)}")
+    return LAYOUTS[readout]
+
+
+def prompt_template(wording: SelectorWording | None = None, readout: str = "identifier") -> dict[str, str]:
     """What defines the prompt (stored in selector_config.json so a deployed selector is self-describing);
-    `wording`: ours when None."""
-    return (wording or _DEFAULT).template()
+    `wording`: ours when None; `readout`: which layout (`LAYOUTS`)."""
+    return (wording or _DEFAULT).template(readout)
 
 
 @dataclass
 class SelectorPrompt:
-    """A rendered prompt: its text, token ids and how many passages it lists."""
+    """A rendered prompt: its text, token ids and how many passages it lists.
+
+    `read_positions` (passage readout only, else None): for each passage k, the index in `input_ids` of the last
+    token of its marker, where its score is read; strictly increasing, all before the final question."""
 
     text: str
     input_ids: list[int]
     n_docs: int
+    read_positions: list[int] | None = None
 
 
 # Cutting before tokenising: a text is tokenised whole only when it is short; a long one (a 1 MB document sent
@@ -152,21 +198,48 @@ def _passage(doc: CandidateDoc | Mapping[str, JsonValue]) -> str:
 
 def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc | Mapping[str, JsonValue]],
                           scheme: IdentifierScheme, max_passage_tokens: int = 192,
-                          wording: SelectorWording | None = None) -> SelectorPrompt:
+                          wording: SelectorWording | None = None, readout: str = "identifier") -> SelectorPrompt:
     """Render the prompt for `docs` (`CandidateDoc` records, or dicts with ``title``/``text`` as in
-    candidates.jsonl); `scheme` must be checked for len(docs). `wording`: ours when None."""
+    candidates.jsonl); `scheme` must be checked for len(docs). `wording`: ours when None. `readout`:
+    ``identifier`` (tokenised whole) or ``passage`` (a `PASSAGE_MARKER` after each passage, tokenised in pieces
+    that end at each marker; `SelectorPrompt.read_positions`)."""
     wording = wording or _DEFAULT
+    _layout(readout)
     if len(docs) > len(scheme.token_ids):
         raise ValueError(f"{len(docs)} passages but the identifier scheme is bound to {len(scheme.token_ids)}")
-    lines = []
-    for label, d in zip(scheme.labels, docs):
-        body = truncate_text(tokenizer, _passage(d), max_passage_tokens)
-        lines.append(f"{label}: {body}")
+    marker = PASSAGE_MARKER if readout == "passage" else ""
     q = question.strip()
-    user = f"{wording.instructions}\n\nQuestion: {q}\n\nPassages:\n" + "\n".join(lines) + f"\n\nQuestion: {q}"
-    text = render_chat(tokenizer, wording.system, user).text
-    return SelectorPrompt(text=text, input_ids=tokenizer(text, add_special_tokens=False)["input_ids"],
-                          n_docs=len(docs))
+    user = f"{wording.instructions}\n\nQuestion: {q}\n\nPassages:\n"
+    cuts = []  # character offsets in `user` just after each marker
+    for i, (label, d) in enumerate(zip(scheme.labels, docs)):
+        body = truncate_text(tokenizer, _passage(d), max_passage_tokens)
+        user += ("\n" if i else "") + f"{label}: {body}{marker}"
+        cuts.append(len(user))
+    user += f"\n\nQuestion: {q}"
+    chat = render_chat(tokenizer, wording.system, user)
+    text = chat.text
+    if readout == "identifier":
+        return SelectorPrompt(text=text, input_ids=tokenizer(text, add_special_tokens=False)["input_ids"],
+                              n_docs=len(docs))
+    ids: list[int] = []
+    positions: list[int] = []
+    start = 0
+    for cut in (chat.user_offset + c for c in cuts):
+        ids += tokenizer(text[start:cut], add_special_tokens=False)["input_ids"]
+        positions.append(len(ids) - 1)
+        start = cut
+    ids += tokenizer(text[start:], add_special_tokens=False)["input_ids"]
+    return SelectorPrompt(text=text, input_ids=ids, n_docs=len(docs), read_positions=positions)
+
+
+def read_token_id(tokenizer: Any) -> int:
+    """The id of `PASSAGE_READ_TOKEN` for `tokenizer` (the passage readout's score token); ValueError when it is
+    not exactly one token."""
+    ids = tokenizer(PASSAGE_READ_TOKEN, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise ValueError(f"the passage readout reads the logit of {PASSAGE_READ_TOKEN!r}, which is {len(ids)} tokens "
+                         f"({ids}) for this tokenizer; use student.readout: identifier")
+    return int(ids[0])
 
 
 def end_token_id(tokenizer: Any) -> int:

@@ -4,6 +4,8 @@ metadata)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, JsonValue, model_validator
 
 from .base import _STRICT, DEFAULT_MAX_PASSAGE_TOKENS, Finite
@@ -49,6 +51,11 @@ class SelectorConfig(BaseModel):
                                                 "prompt, as in training.")
     adapter: bool = Field(default=False, description="True when the directory holds a LoRA adapter to load on "
                                                      "base_model instead of merged weights.")
+    readout: Literal["identifier", "passage"] = Field(
+        default="identifier", description="Where each candidate's score is read: identifier (its identifier's "
+                                          "logit at the first reply position; the paper) or passage (the logit of "
+                                          "' yes' at the marker after the passage); absent in exports made before "
+                                          "it existed (identifier).")
 
     @model_validator(mode="after")
     def _min_select_within_k_max(self) -> SelectorConfig:
@@ -57,10 +64,13 @@ class SelectorConfig(BaseModel):
         return self
 
     def to_json_dict(self) -> dict[str, JsonValue]:
-        """The file's content: optional keys at their 'absent' value (no tau3_logprob, no adapter) left out."""
+        """The file's content: optional keys at their 'absent' value (no tau3_logprob, no adapter, the identifier
+        readout) left out."""
         data = self.model_dump(mode="json")
         if data.get("tau3_logprob") is None:
             data.pop("tau3_logprob", None)
         if not data.get("adapter"):
             data.pop("adapter", None)
+        if data.get("readout") == "identifier":  # the paper's readout, as every file written before the key
+            data.pop("readout", None)
         return data

@@ -76,6 +76,9 @@ class StudentLosses(_Written):
     negatives: str = Field(default="all", description="L_CL's negatives: all or sampled.")
     negative_sample: int = Field(default=5, ge=1, description="Negatives drawn per question and step (sampled).")
     negative_pool: int = Field(default=10, ge=1, description="The last candidates they were drawn from (sampled).")
+    bce_weight: float = Field(default=0.0, ge=0, description="Weight of the per-passage binary cross-entropy.")
+    readout: Literal["identifier", "passage"] = Field(
+        default="identifier", description="Where the scores were read: identifier or passage.")
 
 
 class StudentMeta(_Written):

@@ -45,7 +45,8 @@ class SelectorExample:
 
     `selected` holds positions among the passages *as shown* in `input_ids` (identifier i labels shown passage i).
     `order`: shown position i holds the candidate at position ``order[i]`` of candidates.jsonl (a permutation of
-    range(n_docs)); None for the retrieval order (``order[i] == i``).
+    range(n_docs)); None for the retrieval order (``order[i] == i``). `read_positions`: the passage readout's
+    marker token of each shown passage, indices into `input_ids` (None: identifier readout).
     """
 
     qid: str
@@ -53,6 +54,7 @@ class SelectorExample:
     selected: list[int]
     n_docs: int
     order: list[int] | None = None
+    read_positions: list[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -189,13 +191,15 @@ def read_labelled_questions(candidates_path: str | Path, labels_path: str | Path
 
 
 def render_examples(questions: Sequence[LabelledQuestion], tokenizer: Any, scheme: IdentifierScheme,
-                    max_passage_tokens: int, wording: SelectorWording | None = None) -> list[SelectorExample]:
-    """Each question as a selector prompt, its candidates in the order given (`wording`: ours when None)."""
+                    max_passage_tokens: int, wording: SelectorWording | None = None,
+                    readout: str = "identifier") -> list[SelectorExample]:
+    """Each question as a selector prompt of `readout`'s layout, its candidates in the order given (`wording`:
+    ours when None)."""
     out = []
     for q in questions:
-        prompt = build_selector_prompt(tokenizer, q.question, q.docs, scheme, max_passage_tokens, wording)
+        prompt = build_selector_prompt(tokenizer, q.question, q.docs, scheme, max_passage_tokens, wording, readout)
         out.append(SelectorExample(q.qid, prompt.input_ids, list(q.selected), len(q.docs),
-                                   None if q.order is None else list(q.order)))
+                                   None if q.order is None else list(q.order), prompt.read_positions))
     return out
 
 
@@ -231,16 +235,16 @@ def split_examples(examples: Sequence[_Q], eval_fraction: float, seed: int = 0, 
 
 def training_splits(questions: Sequence[LabelledQuestion], tokenizer: Any, scheme: IdentifierScheme,
                     max_passage_tokens: int, wording: SelectorWording | None = None, *, eval_fraction: float,
-                    calibration_share: float, seed: int, candidate_shuffles: int
+                    calibration_share: float, seed: int, candidate_shuffles: int, readout: str = "identifier"
                     ) -> tuple[list[SelectorExample], list[SelectorExample], list[SelectorExample]]:
     """The train stage's (train, calib, test) examples: `split_examples` by qid, then each training question
     rendered in `candidate_shuffles` seeded orders (`shuffled_views`; 0: retrieval order) and the calibration
     and test questions in retrieval order, so their figures compare across settings."""
     train_q, calib_q, test_q = split_examples(questions, eval_fraction, seed, calibration_share)
     train = render_examples(shuffled_views(train_q, candidate_shuffles, seed), tokenizer, scheme,
-                            max_passage_tokens, wording)
-    calib = render_examples(calib_q, tokenizer, scheme, max_passage_tokens, wording)
-    test = render_examples(test_q, tokenizer, scheme, max_passage_tokens, wording)
+                            max_passage_tokens, wording, readout)
+    calib = render_examples(calib_q, tokenizer, scheme, max_passage_tokens, wording, readout)
+    test = render_examples(test_q, tokenizer, scheme, max_passage_tokens, wording, readout)
     return train, calib, test
 
 
@@ -265,6 +269,7 @@ class SelectorBatch(TypedDict):
     n_docs: list[int]  # the candidate count of each question
     qids: list[str]
     orders: list[list[int] | None]  # per question the retrieval position of each shown passage (None: retrieval order)
+    read_positions: list[list[int]] | None  # passage readout: per question each passage's marker index; else None
 
 
 class SelectorCollator:
@@ -280,4 +285,16 @@ class SelectorCollator:
             n_docs=[f.n_docs for f in features],
             qids=[f.qid for f in features],
             orders=[None if f.order is None else list(f.order) for f in features],
+            read_positions=_read_positions(features),
         )
+
+
+def _read_positions(features: Sequence[SelectorExample]) -> list[list[int]] | None:
+    """The batch's marker positions: None when no example has them (identifier readout); a batch that mixes
+    both layouts is a ValueError."""
+    reads = [f.read_positions for f in features]
+    if all(r is None for r in reads):
+        return None
+    if any(r is None for r in reads):
+        raise ValueError("a batch mixes passage-readout and identifier-readout examples")
+    return [list(r) for r in reads]  # type: ignore[arg-type]

@@ -4,14 +4,17 @@
            (lm_reduction="sequence_sum": of its total NLL, −log p; the same ordering wins, since
            every ordering's reply has the same 2|S| tokens)
     L_CL = −(1/|P|) Σ_{(i,j) ∈ S × rejected} log σ(s_i − s_j),   0 when P is empty
-    L    = L_CL + λ_LM · L_LM
+    L_BCE = mean over the K candidates of the binary cross-entropy of σ(s_k) against k ∈ S
+    L    = cl_weight · L_CL + λ_LM · L_LM + bce_weight · L_BCE   (bce_weight 0 unless set)
 
 The authors' released code trains differently (docs/paper/released-code.md), and two switches reproduce it:
 ``reply_order="target"`` replies in the order the target is given (a top-k target: by descending gain) instead
 of the best ordering, and `rejected` narrows L_CL's negatives to a few per question (BPR over sampled
 negatives; `negative_pool` and `sample_negatives` draw them).
 
-s_k is the logit of passage k's identifier at the first reply position.
+s_k is the logit of passage k's identifier at the first reply position (``student.readout: identifier``, the
+paper), or, with the passage readout (our extension), the logit of a fixed token at the marker after passage k,
+read in the same forward over the prompt (`purecover.models.selector_prompt`).
 
 How the minimum is computed without |S|! full passes. The gradient of a minimum is the
 gradient of its arg-min, so the orderings are *scored* without gradient: per question the
@@ -46,7 +49,8 @@ from .prefix_tree import score_tree
 from .reply_attention import reply_attention_applies, reply_attention_for
 
 __all__ = ["LM_REDUCTIONS", "REPLY_ORDERS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss",
-           "has_active_dropout", "negative_pool", "sample_negatives", "score_orderings", "selector_loss"]
+           "has_active_dropout", "negative_pool", "passage_bce", "sample_negatives", "score_orderings",
+           "selector_loss"]
 
 REPLY_ORDERS = ("best", "target")
 
@@ -71,13 +75,19 @@ class ReplyFormat:
 
 @dataclass
 class LossOutput:
-    """Batch means of the losses, plus per question the first-position identifier logits (K,) and order."""
+    """Batch means of the losses, plus per question the candidates' scores (K,) and order.
+
+    `first_logits`: the scores L_CL read, detached: the first-position identifier logits (identifier readout) or
+    the marker logits (passage readout). `l_bce`: the mean per-passage binary cross-entropy of those scores
+    (trained on only when its weight is > 0); `l_lm` is 0 when L_LM was not computed (passage readout with
+    lm_weight 0)."""
 
     loss: torch.Tensor
     l_cl: torch.Tensor
     l_lm: torch.Tensor
     first_logits: list[torch.Tensor]
     orders: list[list[int]]
+    l_bce: torch.Tensor | None = None
 
 
 
@@ -216,25 +226,66 @@ def _check_reduction(lm_reduction: str) -> None:
         raise ValueError(f"lm_reduction {lm_reduction!r}; expected one of {', '.join(LM_REDUCTIONS)}")
 
 
+def passage_bce(scores: torch.Tensor, selected: Sequence[int]) -> torch.Tensor:
+    """Mean binary cross-entropy of each passage's score against 1 (selected) / 0 (not): scores (K,) logits."""
+    target = torch.zeros_like(scores)
+    if selected:
+        target[list(selected)] = 1.0
+    return F.binary_cross_entropy_with_logits(scores, target)
+
+
+def _read_scores(model: Any, prompt: torch.Tensor, positions: Sequence[int], read_token: int, use_cache: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+    """One forward over `prompt` (T,) keeping the logits at `positions` and at the last position only: returns
+    (passage scores (K,) = the `read_token` logit at each position, last-position logits (V,), the cache)."""
+    keep = torch.tensor([*positions, prompt.shape[0] - 1], device=prompt.device)
+    out = model(input_ids=prompt[None], use_cache=use_cache, logits_to_keep=keep)
+    logits = out.logits[0].float()  # (K + 1, V)
+    return logits[:-1, read_token], logits[-1], out.past_key_values
+
+
+def _passage_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
+                  read_positions: Sequence[Sequence[int]], read_token: int, cl_weight: float, bce_weight: float,
+                  rejected: Sequence[Sequence[int] | None]) -> LossOutput:
+    """The passage readout without L_LM: per prompt one forward, L_CL (and the BCE) on the marker scores."""
+    l_cl, l_bce, scores = [], [], []
+    for p, sel, pos, neg in zip(prompts, selected, read_positions, rejected):
+        s, _, _ = _read_scores(model, p, pos, read_token, use_cache=False)
+        l_cl.append(contrastive_loss(s, sel, neg))
+        l_bce.append(passage_bce(s, sel))
+        scores.append(s.detach())
+    cl, bce = torch.stack(l_cl).mean(), torch.stack(l_bce).mean()
+    zero = cl.detach() * 0.0
+    return LossOutput(loss=cl_weight * cl + bce_weight * bce, l_cl=cl.detach(), l_lm=zero, first_logits=scores,
+                      orders=[list(s) for s in selected], l_bce=bce.detach())
+
+
 def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                         n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float, m_exact: int, cl_weight: float,
                         lm_reduction: str = "token_mean", reply_order: str = "best",
-                        rejected: Sequence[Sequence[int] | None] | None = None) -> LossOutput | None:
+                        rejected: Sequence[Sequence[int] | None] | None = None,
+                        read_positions: Sequence[Sequence[int]] | None = None, read_token: int | None = None,
+                        bce_weight: float = 0.0) -> LossOutput | None:
     """Each prompt is encoded once, with gradient; orderings are scored on its cache (read detached, not
     modified) and the best reply continues from the cache itself (with `reply_attention.reply_attention` where it
     applies: sdpa or eager attention without soft-capping or sinks). With active dropout (`has_active_dropout`) the
     orderings are scored on a second, eval-mode encoding of the prompt instead (one no-grad prompt
     forward more), so the choice is dropout-free. None when the model gives no cache (gradient
     checkpointing), so the caller falls back to the two-pass path."""
-    l_lm, l_cl, firsts, orders = [], [], [], []
+    l_lm, l_cl, l_bce, firsts, orders = [], [], [], [], []
     stochastic = has_active_dropout(model)
     fast_reply = reply_attention_applies(model)
     negatives = list(rejected) if rejected is not None else [None] * len(prompts)
-    for p, sel, n, neg in zip(prompts, selected, n_docs, negatives):
-        out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
-        if out.past_key_values is None:
+    reads = list(read_positions) if read_positions is not None else [None] * len(prompts)
+    for p, sel, n, neg, pos in zip(prompts, selected, n_docs, negatives, reads):
+        if pos is not None:
+            assert read_token is not None
+            passage_scores, first, cache = _read_scores(model, p, pos, read_token, use_cache=True)
+        else:
+            out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
+            first, cache = out.logits[0, -1].float(), out.past_key_values
+        if cache is None:
             return None
-        first = out.logits[0, -1].float()
         t_len = p.shape[0]
         if reply_order == "target":
             order = list(sel)
@@ -242,31 +293,35 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
             if stochastic and len(sel) > 1:
                 score_cache, score_first = _eval_prompt(model, p)
             else:
-                score_cache, score_first = out.past_key_values, first.detach()
+                score_cache, score_first = cache, first.detach()
             order = _choose_order(model, score_cache, t_len, score_first, sel, n, fmt, m_exact)
         target = torch.tensor(fmt.target(order), device=p.device)
         logits = first[None]
         if target.shape[0] > 1:
-            pos = torch.arange(t_len, t_len + target.shape[0] - 1, device=p.device)[None]
+            reply_pos = torch.arange(t_len, t_len + target.shape[0] - 1, device=p.device)[None]
             with reply_attention_for(model, fast_reply):
-                rest = model(input_ids=target[None, :-1], past_key_values=out.past_key_values, position_ids=pos,
+                rest = model(input_ids=target[None, :-1], past_key_values=cache, position_ids=reply_pos,
                              use_cache=True).logits[0].float()
             logits = torch.cat([logits, rest])
         l_lm.append(F.cross_entropy(logits, target, reduction="mean" if lm_reduction == "token_mean" else "sum"))
-        scores = first[torch.tensor(fmt.identifier_ids[:n], device=p.device)]
+        scores = passage_scores if pos is not None else first[torch.tensor(fmt.identifier_ids[:n], device=p.device)]
         l_cl.append(contrastive_loss(scores, sel, neg))
+        l_bce.append(passage_bce(scores, sel))
         firsts.append(scores.detach())
         orders.append(order)
-    lm, cl = torch.stack(l_lm).mean(), torch.stack(l_cl).mean()
-    return LossOutput(loss=cl_weight * cl + lm_weight * lm, l_cl=cl.detach(), l_lm=lm.detach(), first_logits=firsts,
-                      orders=orders)
+    lm, cl, bce = torch.stack(l_lm).mean(), torch.stack(l_cl).mean(), torch.stack(l_bce).mean()
+    loss = cl_weight * cl + lm_weight * lm + (bce_weight * bce if bce_weight else 0.0)
+    return LossOutput(loss=loss, l_cl=cl.detach(), l_lm=lm.detach(), first_logits=firsts, orders=orders,
+                      l_bce=bce.detach())
 
 
 def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                   n_docs: Sequence[int], fmt: ReplyFormat, lm_weight: float = 1.0, m_exact: int = 5,
                   pad_id: int = 0, share_prompt: bool | None = None, lm_reduction: str = "token_mean",
                   cl_weight: float = 1.0, reply_order: str = "best",
-                  rejected: Sequence[Sequence[int] | None] | None = None) -> LossOutput:
+                  rejected: Sequence[Sequence[int] | None] | None = None,
+                  read_positions: Sequence[Sequence[int]] | None = None, read_token: int | None = None,
+                  bce_weight: float = 0.0) -> LossOutput:
     """L = cl_weight · L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
 
     `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
@@ -279,17 +334,37 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     the batch's questions. `reply_order`: ``best`` (the ordering above) or ``target``, each subset's reply in the
     order it is given, nothing scored (the released code). `rejected`: per question the negatives of L_CL (None, or
     a None entry: every unselected position).
+
+    Passage readout (`read_positions`: per prompt the index of each passage's marker token, with `read_token` the
+    id whose logit there is the passage's score): L_CL (and with `bce_weight` > 0 the per-passage BCE,
+    `passage_bce`) read those scores instead of the first-position identifier logits, from the same forward
+    over the prompt. With lm_weight 0 no reply is scored at all (one forward per prompt); otherwise L_LM is the
+    identifier reply's, as above.
     """
     _check_reduction(lm_reduction)
+    if read_positions is not None:
+        if read_token is None:
+            raise ValueError("read_positions need read_token (the passage readout's score token)")
+        if len(read_positions) != len(prompts):
+            raise ValueError(f"{len(read_positions)} read position lists for a batch of {len(prompts)}")
+        for pos, n in zip(read_positions, n_docs):
+            if len(pos) != n:
+                raise ValueError(f"{len(pos)} read positions for {n} candidates")
     if reply_order not in REPLY_ORDERS:
         raise ValueError(f"reply_order {reply_order!r}; expected one of {', '.join(REPLY_ORDERS)}")
     if rejected is not None and len(rejected) != len(prompts):
         raise ValueError(f"{len(rejected)} negative lists for a batch of {len(prompts)}")
+    if read_positions is not None and lm_weight == 0:
+        out = _passage_loss(model, prompts, selected, read_positions, int(read_token), cl_weight, bce_weight,  # type: ignore[arg-type]
+                            list(rejected) if rejected is not None else [None] * len(prompts))
+        if not math.isfinite(float(out.loss.detach())):
+            raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_BCE={float(out.l_bce)})")
+        return out
     if share_prompt is None:
         share_prompt = not getattr(model, "is_gradient_checkpointing", False)
     if share_prompt:
         out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, cl_weight, lm_reduction,
-                                  reply_order, rejected)
+                                  reply_order, rejected, read_positions, read_token, bce_weight)
         if out is not None:
             if not math.isfinite(float(out.loss.detach())):
                 raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_LM={float(out.l_lm)})")
@@ -324,12 +399,17 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     counts = (labels != -100).sum(-1).clamp(min=1)
     per_question = token_nll.sum(-1)  # (B,): ignored positions contribute 0
     l_lm = (per_question / counts if lm_reduction == "token_mean" else per_question).mean()
-    ident = torch.tensor(fmt.identifier_ids, device=device)
-    first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]
+    if read_positions is not None:  # the marker scores: one more forward per prompt (no cache to read them from)
+        first_logits = [_read_scores(model, p, pos, int(read_token), use_cache=False)[0]  # type: ignore[arg-type]
+                        for p, pos in zip(prompts, read_positions)]
+    else:
+        ident = torch.tensor(fmt.identifier_ids, device=device)
+        first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]
     negatives = list(rejected) if rejected is not None else [None] * b
     l_cl = torch.stack([contrastive_loss(s, sel, neg) for s, sel, neg in zip(first_logits, selected, negatives)]).mean()
-    loss = cl_weight * l_cl + lm_weight * l_lm
+    l_bce = torch.stack([passage_bce(s, sel) for s, sel in zip(first_logits, selected)]).mean()
+    loss = cl_weight * l_cl + lm_weight * l_lm + (bce_weight * l_bce if bce_weight else 0.0)
     if not math.isfinite(float(loss.detach())):
         raise FloatingPointError(f"non-finite selector loss (L_CL={float(l_cl)}, L_LM={float(l_lm)})")
     return LossOutput(loss=loss, l_cl=l_cl.detach(), l_lm=l_lm.detach(),
-                      first_logits=[f.detach() for f in first_logits], orders=orders)
+                      first_logits=[f.detach() for f in first_logits], orders=orders, l_bce=l_bce.detach())

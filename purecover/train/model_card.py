@@ -138,6 +138,7 @@ class ModelCardValues:
     weights: str
     lora: str
     id_scheme: str
+    readout_sentence: str
     id_labels: str
     id_separator: str
     prompt_layout: str
@@ -314,8 +315,10 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
     d = _obj(data_run, "recipe", "data")
     if data_run:
         s = _obj(data_run, "summary")
+        path = d.get("path")  # one source, or a list of files read as one
         data_lines += [
-            f"- Dataset: {d.get('dataset')} (`{d.get('path')}`, split {d.get('split')}, limit {d.get('limit')})",
+            f"- Dataset: {d.get('dataset')} (`{' + '.join(map(str, path)) if isinstance(path, list) else path}`, "
+            f"split {d.get('split')}, limit {d.get('limit')})",
             f"- Candidates: top-{d.get('k1')} by {d.get('retriever')} over the {d.get('corpus')} corpus; "
             f"{s.get('questions')} questions",
         ]
@@ -342,7 +345,8 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
     tsum = _train_summary(meta, train_run)
     training_log = _training_log_lines(meta.log_history, tsum)
     ids = selector_config.identifiers
-    usage = "model_card_usage_adapter.md" if is_adapter else "model_card_usage_transformers.md"
+    usage = ("model_card_usage_adapter.md" if is_adapter else "model_card_usage_passage.md"
+             if selector_config.readout == "passage" else "model_card_usage_transformers.md")
 
     from ..utils.hub import hub_dataset_id
 
@@ -379,6 +383,9 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
         weights=weights,
         lora="\n".join(lora_lines),
         id_scheme=ids.name,
+        readout_sentence=("the logit of ' yes' at a marker after each candidate (the passage readout, "
+                          "purecover's extension)" if selector_config.readout == "passage"
+                          else "the first-token logit of each candidate's identifier"),
         id_labels=", ".join(ids.labels[: min(5, selector_config.k1)]),
         id_separator=repr(ids.separator),
         prompt_layout=str(selector_config.prompt_template.get("layout")),

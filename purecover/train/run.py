@@ -30,8 +30,9 @@ from ..config import ConfigError, Recipe
 from ..contract import StageRun
 from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
+from ..models.passage_scores import hf_passage_logits
 from ..models.selector import hf_identifier_logits
-from ..models.selector_prompt import SelectorWording, end_token_id, prompt_template
+from ..models.selector_prompt import SelectorWording, end_token_id, prompt_template, read_token_id
 from ..records import (
     RecordError,
     StageSummary,
@@ -253,7 +254,9 @@ def train_student(run: StageRun) -> TrainSummary:
     # calibration and test in retrieval order
     train, calib, test = training_splits(questions, tokenizer, scheme, cfg.max_passage_tokens, wording,
                                          eval_fraction=cfg.eval_fraction, calibration_share=cfg.calibration_share,
-                                         seed=recipe.seed, candidate_shuffles=cfg.candidate_shuffles)
+                                         seed=recipe.seed, candidate_shuffles=cfg.candidate_shuffles,
+                                         readout=cfg.readout)
+    read_token = read_token_id(tokenizer) if cfg.readout == "passage" else None
     args = build_training_arguments(recipe, has_eval=bool(calib))
     if not show_progress:
         args.disable_tqdm = True
@@ -261,7 +264,8 @@ def train_student(run: StageRun) -> TrainSummary:
     trainer = SelectorTrainer(
         model=model, args=args, train_dataset=SelectorDataset(train),
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
-        processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, callbacks=[ResumeMarker(), UmaskCallback()],
+        processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, read_token=read_token,
+        callbacks=[ResumeMarker(), UmaskCallback()],
     )
     use_log_lines(trainer, show_progress=not args.disable_tqdm)
     is_main = trainer.accelerator.is_main_process
@@ -275,6 +279,10 @@ def train_student(run: StageRun) -> TrainSummary:
     # τ3 on the calibration split, scored on the test split (all ranks run the forwards: ZeRO-3 shards
     # the weights); τ3 on the logits and on their identifier log-softmax (vLLM log-prob modes).
     def scores_of(exs: list[Any]) -> list[list[float]]:
+        if read_token is not None:  # the passage readout: the score token's logit at each marker
+            return hf_passage_logits(trainer.model, [e.input_ids for e in exs], [e.read_positions for e in exs],
+                                     read_token, batch_size=args.per_device_eval_batch_size,
+                                     pad_id=tokenizer.pad_token_id or 0)
         return first_position_logits(trainer.model, [e.input_ids for e in exs], scheme.token_ids,
                                      [e.n_docs for e in exs], batch_size=args.per_device_eval_batch_size)
 
@@ -312,7 +320,7 @@ def train_student(run: StageRun) -> TrainSummary:
             identifiers=scheme.to_record(), k1=k1, tau3=tau3, tau3_logprob=th["tau3_logprob"],
             calib_subset_f1=calib_f1, calib_subset_f1_logprob=calib_f1_logprob, test_subset_f1=test_f1,
             test_subset_f1_logprob=test_f1_logprob, k_max=k_max, min_select=cfg.min_select,
-            max_passage_tokens=cfg.max_passage_tokens, prompt_template=prompt_template(wording),
+            max_passage_tokens=cfg.max_passage_tokens, prompt_template=prompt_template(wording, cfg.readout),
             losses=StudentLosses(**loss_settings(cfg)), log_history=trainer.state.log_history,
             config_hash=config_hash, summary=summary,
         )

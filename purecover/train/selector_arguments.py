@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["LOSS_FIELDS", "LossSettings", "SelectorTrainingArguments", "loss_settings"]
 
 LOSS_FIELDS = ("lm_weight", "cl_weight", "m_exact", "lm_reduction", "reply_order", "negatives", "negative_sample",
-               "negative_pool")  # also keys of the recipe's `student` section
+               "negative_pool", "bce_weight", "readout")  # also keys of the recipe's `student` section
 
 
 @dataclass
@@ -50,6 +50,11 @@ class SelectorTrainingArguments(TrainingArguments):
                                                               "negatives is sampled (student.negative_sample)."})
     negative_pool: int = field(default=10, metadata={"help": "The sampled negatives come from this many last "
                                                              "candidates (student.negative_pool)."})
+    bce_weight: float = field(default=0.0, metadata={"help": "Weight of the per-passage binary cross-entropy on the "
+                                                             "scores (student.bce_weight)."})
+    readout: str = field(default="identifier", metadata={
+        "help": "Where each candidate's score is read: identifier (first reply position) or passage (a marker "
+                "after each passage) (student.readout).", "choices": ["identifier", "passage"]})
 
 
 class LossSettings(TypedDict):
@@ -63,6 +68,8 @@ class LossSettings(TypedDict):
     negatives: str
     negative_sample: int
     negative_pool: int
+    bce_weight: float
+    readout: str
 
 
 def loss_settings(student: StudentConfig) -> LossSettings:
@@ -70,4 +77,5 @@ def loss_settings(student: StudentConfig) -> LossSettings:
     return LossSettings(lm_weight=student.lm_weight, cl_weight=student.cl_weight, m_exact=student.m_exact,
                         lm_reduction=student.lm_reduction, reply_order=student.reply_order,
                         negatives=student.negatives, negative_sample=student.negative_sample,
-                        negative_pool=student.negative_pool)
+                        negative_pool=student.negative_pool, bce_weight=student.bce_weight,
+                        readout=student.readout)

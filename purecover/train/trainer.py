@@ -41,7 +41,9 @@ def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
 
 
 class SelectorTrainer(Trainer):
-    """Trainer with L = cl_weight · L_CL + lm_weight · L_LM; batches come from `SelectorCollator`.
+    """Trainer with L = cl_weight · L_CL + lm_weight · L_LM (+ bce_weight · L_BCE); batches come from
+    `SelectorCollator`. With ``readout: passage`` the scores are read at each passage's marker (the batch's
+    ``read_positions``, the logit of `read_token`) instead of the first reply position.
 
     The loss settings (lm_weight, cl_weight, m_exact, lm_reduction, reply_order and the negatives) are read from
     `args`, which must be `SelectorTrainingArguments`. With ``negatives: sampled`` each question's negatives are
@@ -51,13 +53,16 @@ class SelectorTrainer(Trainer):
     args: SelectorTrainingArguments
 
     def __init__(self, model: Any = None, args: SelectorTrainingArguments | None = None, *rest: Any,
-                 reply_format: ReplyFormat, pad_id: int = 0, **kwargs: Any) -> None:
+                 reply_format: ReplyFormat, pad_id: int = 0, read_token: int | None = None, **kwargs: Any) -> None:
         if not isinstance(args, SelectorTrainingArguments):
             raise TypeError("SelectorTrainer takes its loss settings from SelectorTrainingArguments; got "
                             f"args of type {type(args).__name__}")
         super().__init__(model, args, *rest, **kwargs)
+        if args.readout == "passage" and read_token is None:
+            raise ValueError("the passage readout (student.readout: passage) needs read_token, the score token's id")
         self.reply_format = reply_format
         self.pad_id = pad_id
+        self.read_token = read_token
         self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
 
     def rejected(self, inputs: SelectorBatch) -> list[list[int]] | None:
@@ -80,10 +85,13 @@ class SelectorTrainer(Trainer):
         out = selector_loss(model, inputs["prompts"], inputs["selected"], inputs["n_docs"], self.reply_format,
                             lm_weight=args.lm_weight, cl_weight=args.cl_weight, m_exact=args.m_exact, pad_id=self.pad_id,
                             lm_reduction=args.lm_reduction, reply_order=args.reply_order,
-                            rejected=self.rejected(inputs))
+                            rejected=self.rejected(inputs), read_positions=inputs.get("read_positions"),
+                            read_token=self.read_token, bce_weight=args.bce_weight)
         split = "train" if model.training else "eval"
         self._extra[split]["l_cl"].append(float(out.l_cl))
         self._extra[split]["l_lm"].append(float(out.l_lm))
+        if args.bce_weight and out.l_bce is not None:
+            self._extra[split]["l_bce"].append(float(out.l_bce))
         if split == "eval":
             for scores, gold in zip(out.first_logits, inputs["selected"]):
                 at_zero = [k for k in range(scores.shape[0]) if scores[k] > 0]

@@ -138,7 +138,7 @@ def test_a_recorded_wording_is_used_and_an_edited_one_refused(selector, selector
     config["prompt_template"] = prompt_template(mine)
     custom = Selector(selector.tokenizer, config, selector.backend)
     assert custom.wording == mine and selector.wording == SelectorWording.default()
-    ids, _ = custom._prompt(candidates[0]["question"], candidates[0]["docs"], "question 0")
+    ids, _, _ = custom._prompt(candidates[0]["question"], candidates[0]["docs"], "question 0")
     assert "Name every passage the answer needs" in selector.tokenizer.decode(ids)
     config["prompt_template"] = {**config["prompt_template"], "instructions": "Edited after export."}
     with pytest.raises(ValueError, match="do not hash to the recorded hash"):
@@ -481,9 +481,9 @@ def test_an_export_without_the_optional_keys_still_reads(tmp_path, selector_dir,
 def test_a_long_question_is_cut_to_max_question_tokens(selector, candidates):
     rec = candidates[0]
     small = Selector(selector.tokenizer, selector.config, selector.backend, max_question_tokens=16)
-    short_ids, _ = small._prompt("Who?", rec["docs"], "q")
+    short_ids, _, _ = small._prompt("Who?", rec["docs"], "q")
     long_question = "Which river flows through the town where the bridge was built? " * 2000
-    long_ids, _ = small._prompt(long_question, rec["docs"], "q")
+    long_ids, _, _ = small._prompt(long_question, rec["docs"], "q")
     # The question is in the prompt twice: at most 2 x 16 tokens more than a one-word question (+ joins).
     assert len(short_ids) < len(long_ids) <= len(short_ids) + 2 * 16 + 4
     assert small.questions_truncated == 1

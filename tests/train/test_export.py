@@ -76,6 +76,7 @@ def test_selector_config_and_model_card(lora_recipe, merged_dir):
     assert set(config) == CONFIG_KEYS
     assert config["base_model"] == lora_recipe.student.model
     assert config["k1"] == 6 and config["tau3"] == pytest.approx(meta["tau3"])
+    assert "readout" not in config  # the paper's identifier readout: left out, as in files written before the key
     assert config["k_max"] == meta["k_max"] and config["min_select"] == meta["min_select"]
     assert config["max_passage_tokens"] == lora_recipe.student.max_passage_tokens
     assert config["identifiers"]["labels"][:3] == ["A", "B", "C"]

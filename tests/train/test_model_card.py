@@ -202,9 +202,10 @@ def test_adapter_card_without_run_dir():
     assert len(_code_blocks(card)) == 2
 
 
-def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir):
+@pytest.mark.parametrize("readout", ["identifier", "passage"])
+def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir, readout):
     """The card's plain-transformers code, run on a tiny selector, gives Selector.select's logits (1e-6) and
-    selection, for titled, title-less and over-long passages (cut to max_passage_tokens)."""
+    selection, for titled, title-less and over-long passages (cut to max_passage_tokens), for either readout."""
     import numpy as np
 
     from purecover.demo.tiny import build_tiny_model
@@ -217,11 +218,13 @@ def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir):
         pytest.skip(f"Qwen2 tokenizer not found at {tok_dir}")
     sel = build_tiny_model(tmp_path / "sel", tok_dir, "qwen2", seed=3)
     scheme = IdentifierScheme.from_dict({**IDS, "separator": "\n"})
-    config = {"base_model": "org/base", "identifiers": scheme.to_dict(), "prompt_template": prompt_template(),
-              "k1": 6, "tau3": -1e9, "k_max": 2, "min_select": 1, "purecover_version": "0.1.0",
-              "max_passage_tokens": 12}
+    config = {"base_model": "org/base", "identifiers": scheme.to_dict(),
+              "prompt_template": prompt_template(readout=readout), "k1": 6, "tau3": -1e9, "k_max": 2, "min_select": 1,
+              "purecover_version": "0.1.0", "max_passage_tokens": 12, "readout": readout}
     (sel / "selector_config.json").write_text(json.dumps(config))
-    code = _code_blocks(render_model_card(config, META, None, True))[1].replace('"path/to/this/directory"', repr(str(sel)))
+    card = render_model_card(config, META, None, True)
+    assert ("marker after each candidate" in card) == (readout == "passage")
+    code = _code_blocks(card)[1].replace('"path/to/this/directory"', repr(str(sel)))
     question = "  Which river flows through the town where Ada Brill was born? "
     cases = [
         [{"title": "Ada Brill", "text": "Ada Brill was born in Tollbridge."},
@@ -255,7 +258,7 @@ def test_templates_ship_as_package_data():
     package = TEMPLATES.parents[1]  # purecover/
     templates = sorted(TEMPLATES.glob("*.md"))
     assert {p.name for p in templates} >= {"model_card.md", "model_card_usage_adapter.md",
-                                           "model_card_usage_transformers.md"}
+                                           "model_card_usage_passage.md", "model_card_usage_transformers.md"}
     for path in templates:
         rel = path.relative_to(package).as_posix()
         assert any(fnmatch.fnmatch(rel, pattern) for pattern in patterns), f"{rel} is not package data"

@@ -15,9 +15,11 @@ from purecover.train.trainer import SelectorTrainer
 
 LOSS_OVERRIDES = ["student.lm_weight=0.25", "student.cl_weight=2.0", "student.m_exact=3",
                   "student.lm_reduction=sequence_sum", "student.reply_order=target", "student.negatives=sampled",
-                  "student.negative_sample=3", "student.negative_pool=7"]
+                  "student.negative_sample=3", "student.negative_pool=7", "student.bce_weight=0.5",
+                  "student.readout=passage"]
 LOSS_VALUES = {"lm_weight": 0.25, "cl_weight": 2.0, "m_exact": 3, "lm_reduction": "sequence_sum",
-               "reply_order": "target", "negatives": "sampled", "negative_sample": 3, "negative_pool": 7}
+               "reply_order": "target", "negatives": "sampled", "negative_sample": 3, "negative_pool": 7,
+               "bce_weight": 0.5, "readout": "passage"}
 
 
 def test_fields_default_to_the_recipe_defaults_and_say_what_they_are():
@@ -29,6 +31,7 @@ def test_fields_default_to_the_recipe_defaults_and_say_what_they_are():
     assert fields["lm_reduction"].metadata["choices"] == ["token_mean", "sequence_sum"]
     assert fields["reply_order"].metadata["choices"] == ["best", "target"]
     assert fields["negatives"].metadata["choices"] == ["all", "sampled"]
+    assert fields["readout"].metadata["choices"] == ["identifier", "passage"]
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
