@@ -244,3 +244,25 @@ def test_a_real_pipeline_run_plans_once(finished, monkeypatch, capsys):
     assert main(["pipeline", str(DEMO), "-q", *[a for s in sets for a in ("--set", s)]]) == 0
     assert len(calls) == 1
     assert "| data | skip |" in capsys.readouterr().out
+
+
+def test_the_passage_readout_runs_every_stage(tmp_path, demo_model):
+    """student.readout: passage through the whole pipeline: train, export, select and evaluate read the marker
+    scores (the selector records the readout, and the selections it wrote are its own sets)."""
+    from purecover.models.selector import Selector
+    from purecover.utils.io import read_jsonl
+
+    recipe = _recipe(tmp_path / "run", demo_model, "student.readout=passage", "student.lm_weight=0.0",
+                     "student.bce_weight=1.0", "eval.methods=[retrieval,student]")
+    rows = run_pipeline(recipe, show_progress=False, echo=lambda _: None)
+    assert {r.stage for r in rows if r.action == "ran"} >= {"train", "export", "select", "evaluate"}
+    run = recipe.run_path
+    assert json.loads((run / "selector" / "selector_config.json").read_text())["readout"] == "passage"
+    selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
+    cands = {rec["qid"]: rec for _, rec in read_jsonl(run / "candidates.jsonl")}
+    selections = [rec for _, rec in read_jsonl(run / "selections.jsonl")]
+    assert selections
+    for rec in selections[:3]:
+        c = cands[rec["qid"]]
+        assert rec["selected"] == selector.select(c["question"], c["docs"]).indices
+    assert (run / "eval" / "metrics.json").is_file()

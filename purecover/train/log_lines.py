@@ -25,7 +25,7 @@ __all__ = ["QuietProgressCallback", "TrainingLogLines", "format_log_line", "use_
 
 log = logging.getLogger("purecover.train")
 
-_NAMES = {"l_cl": "L_CL", "l_lm": "L_LM"}
+_NAMES = {"l_cl": "L_CL", "l_lm": "L_LM", "l_bce": "L_BCE"}
 
 
 def format_log_line(logs: dict[str, Any], step: int, max_steps: int, seconds_per_step: float | None) -> str | None:
@@ -36,11 +36,11 @@ def format_log_line(logs: dict[str, Any], step: int, max_steps: int, seconds_per
     total = f"/{max_steps} ({100 * step / max_steps:.0f}%)" if max_steps > 0 else ""
     if "eval_loss" in logs:
         parts = [f"eval loss {num('eval_loss')}"]
-        parts += [f"{_NAMES.get(k[5:], k[5:])} {num(k)}" for k in ("eval_l_cl", "eval_l_lm") if k in logs]
+        parts += [f"{_NAMES.get(k[5:], k[5:])} {num(k)}" for k in ("eval_l_cl", "eval_l_lm", "eval_l_bce") if k in logs]
         return f"eval at step {step}{total}: " + ", ".join(parts)
     if "loss" not in logs:
         return None
-    losses = [f"{_NAMES[k]} {num(k)}" for k in ("l_cl", "l_lm") if k in logs]
+    losses = [f"{_NAMES[k]} {num(k)}" for k in ("l_cl", "l_lm", "l_bce") if k in logs]
     line = f"train step {step}{total}: loss {num('loss')}" + (f" ({', '.join(losses)})" if losses else "")
     if "grad_norm" in logs:
         line += f", grad norm {num('grad_norm', '.3g')}"

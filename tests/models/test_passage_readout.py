@@ -3,6 +3,8 @@ and export → Selector → serve → adapter on a real tiny trained student."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -120,8 +122,6 @@ def passage_selector_dir(tmp_path_factory, sample_dir):
 
 
 def test_export_records_the_readout_and_vllm_refuses_it(passage_selector_dir):
-    import json
-
     from purecover.models.selector import Selector
 
     config = json.loads((passage_selector_dir / "selector_config.json").read_text())
@@ -154,6 +154,17 @@ def test_export_selector_serve_and_adapter_select_the_same_set(passage_selector_
     assert [r.indices for r in served] == [r.indices for r in local]
     for r, want in zip(served, local):
         assert r.logits == pytest.approx(want.logits, abs=1e-5)
+    # `purecover select --selector DIR --input FILE` (bring your own JSONL: no titles, a doc without an id)
+    from purecover.cli import main
+
+    inp, out = passage_selector_dir.parent / "byo.jsonl", passage_selector_dir.parent / "byo_out.jsonl"
+    inp.write_text("".join(json.dumps({"qid": c["qid"], "question": c["question"],
+                                       "docs": [{"text": d["text"], **({"title": d["title"]} if d.get("title") else {})}
+                                                for d in c["docs"]]}) + "\n" for c in cands), encoding="utf-8")
+    assert main(["select", "--selector", str(passage_selector_dir), "--input", str(inp), "--out", str(out),
+                 "--device", "cpu", "--dtype", "float32", "-q", "--log-level", "WARNING"]) == 0
+    byo = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["selected"] for r in byo] == [r.indices for r in local]
     langchain = pytest.importorskip("purecover.integrations.langchain", reason="needs the langchain extra")
     from langchain_core.documents import Document
 

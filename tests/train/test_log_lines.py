@@ -19,6 +19,9 @@ def test_a_log_becomes_one_line_with_speed_and_time_left():
     assert format_log_line({"eval_loss": 1.25, "eval_l_cl": 0.5}, 50, 150, None) == \
         "eval at step 50/150 (33%): eval loss 1.250, L_CL 0.500"
     assert format_log_line({"train_runtime": 12.0, "train_loss": 2.0}, 150, 150, 1.0) is None  # the final summary
+    # the passage readout's per-passage BCE, when it is trained on
+    assert format_log_line({"loss": 1.2, "l_cl": 0.5, "l_lm": 0.0, "l_bce": 0.7}, 10, 100, None) == \
+        "train step 10/100 (10%): loss 1.200 (L_CL 0.500, L_LM 0.000, L_BCE 0.700)"
 
 
 def test_a_real_training_run_logs_lines_and_prints_no_dicts(tmp_path, capsys, caplog):
