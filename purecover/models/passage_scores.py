@@ -14,7 +14,23 @@ from typing import Any
 
 import torch
 
-__all__ = ["hf_passage_logits"]
+__all__ = ["hf_passage_logits", "left_pad"]
+
+
+def left_pad(batch: Sequence[Sequence[int]], pad_id: int, device: Any
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """A batch of token id lists, left-padded: (input_ids (B, T), attention_mask (B, T), position_ids (B, T) counted
+    from each prompt's first token, the padding of each prompt); ValueError for an empty prompt."""
+    if any(len(p) == 0 for p in batch):
+        raise ValueError("empty prompt")
+    t = max(len(p) for p in batch)
+    ids = torch.full((len(batch), t), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), t), dtype=torch.long)
+    for j, p in enumerate(batch):
+        ids[j, t - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[j, t - len(p) :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), [t - len(p) for p in batch]
 
 
 @torch.no_grad()
@@ -38,24 +54,13 @@ def hf_passage_logits(model: Any, prompts: Sequence[Sequence[int]], read_positio
         for i in range(0, len(prompts), batch_size):
             batch = prompts[i : i + batch_size]
             reads = read_positions[i : i + batch_size]
-            t = max((len(p) for p in batch), default=0)
-            if any(len(p) == 0 for p in batch):
-                raise ValueError("empty prompt")
             for p, pos in zip(batch, reads):
                 if any(not 0 <= k < len(p) for k in pos):
                     raise ValueError(f"read positions {list(pos)} outside a prompt of {len(p)} tokens")
-            ids = torch.full((len(batch), t), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), t), dtype=torch.long)
-            shifted: list[list[int]] = []
-            for j, (p, pos) in enumerate(zip(batch, reads)):
-                pad = t - len(p)
-                ids[j, pad:] = torch.tensor(list(p), dtype=torch.long)
-                mask[j, pad:] = 1
-                shifted.append([pad + k for k in pos])
+            ids, mask, pos_ids, pads = left_pad(batch, pad_id, device)
+            shifted = [[pad + k for k in pos] for pad, pos in zip(pads, reads)]
             keep = sorted({k for row in shifted for k in row})
             column = {k: c for c, k in enumerate(keep)}
-            ids, mask = ids.to(device), mask.to(device)
-            pos_ids = (mask.cumsum(-1) - 1).clamp(min=0)
             logits = model(input_ids=ids, attention_mask=mask, position_ids=pos_ids, use_cache=False,
                            logits_to_keep=torch.tensor(keep, device=device)).logits[..., read_token].float()
             for j, row in enumerate(shifted):

@@ -60,6 +60,7 @@ from pydantic import JsonValue
 
 from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
+from .passage_scores import hf_passage_logits, left_pad
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selection_result import SelectionResult, SelectionRow, as_candidate_doc
 from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids, read_token_id
@@ -133,16 +134,7 @@ def hf_identifier_logits(model: Any, prompts: Sequence[Sequence[int]], identifie
     try:
         for i in range(0, len(prompts), batch_size):
             batch = prompts[i : i + batch_size]
-            if any(len(p) == 0 for p in batch):
-                raise ValueError("empty prompt")
-            t = max(len(p) for p in batch)
-            ids = torch.full((len(batch), t), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), t), dtype=torch.long)
-            for j, p in enumerate(batch):
-                ids[j, t - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-                mask[j, t - len(p) :] = 1
-            ids, mask = ids.to(device), mask.to(device)
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            ids, mask, pos, _ = left_pad(batch, pad_id, device)
             logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
                            logits_to_keep=1).logits[:, -1].float()
             for j in range(len(batch)):
@@ -193,8 +185,6 @@ class HFSelectorBackend:
     def passage_logits(self, prompts: Sequence[Sequence[int]], read_positions: Sequence[Sequence[int]],
                        read_token: int) -> list[list[float]]:
         """The passage readout: the logit of `read_token` at each read position of each prompt."""
-        from .passage_scores import hf_passage_logits
-
         return hf_passage_logits(self.model, prompts, read_positions, read_token, batch_size=self.batch_size,
                                  pad_id=self.pad_id)
 
