@@ -382,6 +382,10 @@ class StudentConfig:
         1, ge=0, le=16, description="Copies of each training question whose candidates are shown in a seeded random "
         "order, the label indices moved with their passages (0: retrieval order only; calibration and test splits "
         "keep retrieval order).")
+    reshuffle_each_epoch: StrictBool = Field(
+        False, description="Draw new candidate orders for the training questions at every epoch (epoch 0 shows the "
+        "candidate_shuffles orders above; epoch e their e-th fresh draw), instead of the same orders every epoch. "
+        "Needs candidate_shuffles >= 1.")
     training: dict[str, JsonValue] = Field(
         default_factory=dict, description="transformers TrainingArguments fields (output_dir is always "
         "run_dir/checkpoints); checked against transformers when the recipe is validated.")
@@ -437,6 +441,8 @@ class StudentConfig:
     def _check_weights(self) -> StudentConfig:
         if self.cl_weight == 0 and self.lm_weight == 0 and self.bce_weight == 0:
             raise _SectionError("cl_weight", "cl_weight, lm_weight and bce_weight cannot all be 0")
+        if self.reshuffle_each_epoch and self.candidate_shuffles < 1:
+            raise _SectionError("reshuffle_each_epoch", "needs candidate_shuffles >= 1 (0 shows the retrieval order)")
         return self
 
 

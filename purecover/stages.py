@@ -161,6 +161,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "teacher.reply_prefix",
     "student.readout",
     "student.bce_weight",
+    "student.reshuffle_each_epoch",
 )
 
 # Keys added after runs already existed whose default changes what a stage does: left out of the hash while

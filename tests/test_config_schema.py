@@ -23,21 +23,21 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # purpose (it is part of the hashed form): then record the new values here.
 # teacher.layers=all: the default before full_attention (the teacher section of a run made then). Recorded again
 # when teacher.reply_prefix, teacher.objective, teacher.attention_layout, teacher.calibration_procedure/_questions, student.target(_k) and the student's released-code loss keys
-# were added, the eval section's again with eval.icr_*, the student's with student.readout and student.bce_weight (the stage hashes below do not move: they are
+# were added, the eval section's again with eval.icr_*, the student's with student.readout, student.bce_weight and student.reshuffle_each_epoch (the stage hashes below do not move: they are
 # left out of them at their defaults).
 PINNED = {
-    ("teacher.layers=all",): ("fb1bafd6708ebc1a", {"data": "6a5640e8f338487f", "teacher": "d8360ee6ef0f683e",
-                                                   "student": "04875a10f2761b19", "eval": "00e985016f5b7d31"}),
+    ("teacher.layers=all",): ("bfc530eb5859074a", {"data": "6a5640e8f338487f", "teacher": "d8360ee6ef0f683e",
+                                                   "student": "7b0b6921351edad7", "eval": "00e985016f5b7d31"}),
     # the defaults since teacher.layers: full_attention (the default moved: the teacher section moves with it)
-    (): ("9555c46916299f9f", {"data": "6a5640e8f338487f", "teacher": "132dae6dc6114ccb",
-                              "student": "04875a10f2761b19", "eval": "00e985016f5b7d31"}),
+    (): ("3ef14ac2013ddc3c", {"data": "6a5640e8f338487f", "teacher": "132dae6dc6114ccb",
+                              "student": "7b0b6921351edad7", "eval": "00e985016f5b7d31"}),
     # integers given for floats are stored as floats, as before
     ("teacher.layers=all", "teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("3b83f9b7f0b1d03d", {"teacher": "66267ce4ec2d3c89", "student": "5c93178b6b4e9876"}),
+        ("1720b9e8149bdb99", {"teacher": "66267ce4ec2d3c89", "student": "1d4dd3932da7e684"}),
     ("teacher.layers=all", "student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}",
      "teacher.calibration_lengths=64", "seed=7", "run_dir=runs/x"):
-        ("5492472f7cab383d", {"seed": "5f83350f79a392f2", "teacher": "08baabfcc2231342",
-                              "student": "cb81362b9c861885"}),
+        ("e5713fbac1093a47", {"seed": "5f83350f79a392f2", "teacher": "08baabfcc2231342",
+                              "student": "08a8e0cb81038183"}),
 }
 
 # The stage configuration hashes of the defaults, as run directories recorded them before eval.prompt_file,

@@ -44,7 +44,15 @@ from ..records import (
 )
 from ..rundir import FILES, RunDir
 from ..utils.io import apply_umask, atomic_write_json
-from .data import SelectorCollator, SelectorDataset, read_labelled_questions, training_splits
+from .data import (
+    SelectorCollator,
+    SelectorDataset,
+    read_labelled_questions,
+    render_examples,
+    split_examples,
+    training_splits,
+)
+from .epoch_orders import EpochShuffledDataset, EpochViewCallback
 from .log_lines import use_log_lines
 from .loss_history import ResumeMarker, whole_run_train_loss
 from .losses import ReplyFormat
@@ -257,15 +265,23 @@ def train_student(run: StageRun) -> TrainSummary:
                                          seed=recipe.seed, candidate_shuffles=cfg.candidate_shuffles,
                                          readout=cfg.readout)
     read_token = read_token_id(tokenizer) if cfg.readout == "passage" else None
+    train_dataset: torch.utils.data.Dataset = SelectorDataset(train)
+    callbacks = [ResumeMarker(), UmaskCallback()]
+    if cfg.reshuffle_each_epoch:  # epoch 0 as `train`; each later epoch its own fresh orders
+        train_q = split_examples(questions, cfg.eval_fraction, recipe.seed, cfg.calibration_share)[0]
+        train_dataset = EpochShuffledDataset(
+            train_q, cfg.candidate_shuffles, recipe.seed,
+            lambda q: render_examples([q], tokenizer, scheme, cfg.max_passage_tokens, wording, cfg.readout)[0])
+        callbacks.append(EpochViewCallback(train_dataset))
     args = build_training_arguments(recipe, has_eval=bool(calib))
     if not show_progress:
         args.disable_tqdm = True
     fmt = ReplyFormat(tuple(scheme.token_ids), int(scheme.separator_id), end_token_id(tokenizer))
     trainer = SelectorTrainer(
-        model=model, args=args, train_dataset=SelectorDataset(train),
+        model=model, args=args, train_dataset=train_dataset,
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
         processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, read_token=read_token,
-        callbacks=[ResumeMarker(), UmaskCallback()],
+        callbacks=callbacks,
     )
     use_log_lines(trainer, show_progress=not args.disable_tqdm)
     is_main = trainer.accelerator.is_main_process
