@@ -350,7 +350,7 @@ def overfit(dataset: str, readout: str, source: Path, work: Path) -> dict[str, A
     copy_labels(source, run, set(four))
     extra = ["seed=0", *STUDENT, *READOUTS[readout], "student.eval_fraction=0", "student.training.max_steps=20",
              "student.training.learning_rate=2e-3", "student.training.warmup_steps=0",
-             "student.candidate_shuffles=0"]
+             "student.candidate_shuffles=0", "student.reshuffle_each_epoch=false"]
     run_command("train", dataset, run, extra)
     run_command("export", dataset, run, extra)
     selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
@@ -364,13 +364,16 @@ def overfit(dataset: str, readout: str, source: Path, work: Path) -> dict[str, A
 
 
 def timing(dataset: str, work: Path, seed: int, n: int = 40) -> dict[str, Any] | None:
-    """Selection seconds per question of the two readouts' exported selectors (seed `seed`) on the same `n` test
-    questions, interleaved question by question (one torch thread)."""
+    """Selection seconds per question of the two readouts' exported selectors (seed `seed`'s students, else the
+    overfit part's: the time does not depend on the weights) on the same `n` questions, interleaved question by
+    question (one torch thread)."""
     import torch
 
     from purecover.models.selector import Selector
 
     dirs = {r: work / dataset / f"{r}-seed{seed}" / "selector" for r in READOUTS}
+    if not all(d.is_dir() for d in dirs.values()):
+        dirs = {r: work / dataset / f"overfit-{r}" / "selector" for r in READOUTS}
     if not all(d.is_dir() for d in dirs.values()):
         return None
     torch.set_num_threads(1)
@@ -385,6 +388,7 @@ def timing(dataset: str, work: Path, seed: int, n: int = 40) -> dict[str, Any] |
     out = {f"{r}_seconds_per_question": round(t / len(cands), 4) for r, t in seconds.items()}
     out["ratio"] = round(seconds["passage"] / seconds["identifier"], 3)
     out["questions"] = len(cands)
+    out["selectors"] = dirs["passage"].parent.name.replace("passage", "<readout>")
     log(f"{dataset} timing: {out}")
     return out
 
