@@ -1,7 +1,8 @@
 """Does a small real student read the passages? The identifier readout against the passage readout (JSON).
 
     python benchmarks/student_readout.py [--datasets hotpotqa,2wiki] [--readouts passage,identifier]
-                                         [--seeds 0] [--parts students,baselines,overfit,timing,curve]
+                                         [--seeds 0] [--parts students,baselines,overfit,overfit_reshuffled,
+                                                                  timing,curve]
                                          [--work build/student_readout] [--out benchmarks/results/student_readout.json]
     python benchmarks/student_readout.py --merge A.json B.json --out benchmarks/results/student_readout.json
     python benchmarks/student_readout.py --rows-only --out benchmarks/results/student_readout.json
@@ -29,9 +30,11 @@ Parts
   baselines  On each seed's test questions: retrieval top-2 / top-|S| / top-5, bi-encoder (all-MiniLM-L6-v2)
              top-2, ICR (SmolLM2's question-to-passage attention, content-free calibrated; layers chosen on that
              seed's calibration questions) and ICR fused with the retrieval rank (weight chosen there too).
-  overfit    Each readout trained on 4 training questions until it fits them (train AUC → 1), then scored on the
-             same 4 questions in retrieval order and reversed: a student that reads keeps its AUC when the
-             candidates move; one that memorised letters does not.
+  overfit    Each readout trained on 4 training questions in retrieval order until it fits them (train AUC → 1),
+             then scored on the same 4 questions reversed: in a fixed order the slots can be memorised, whatever
+             the readout. ``overfit_reshuffled``: the same with a fresh candidate order each epoch, so only a
+             student that ties each score to the passage's content fits them; a student that reads keeps its
+             AUC when the candidates are reversed.
   timing     Selection seconds per question of both readouts' selectors on the same test questions at K1 = 10,
              interleaved (one torch thread each; the ratio is the figure).
   curve      The passage readout at seed 0 trained on 70 / 140 / 280 / all training questions (the others'
@@ -337,20 +340,24 @@ def baselines(dataset: str, seed: int, source: Path, work: Path) -> dict[str, An
 # ------------------------------------------------------------------------------------------------ overfit
 
 
-def overfit(dataset: str, readout: str, source: Path, work: Path) -> dict[str, Any]:
+def overfit(dataset: str, readout: str, source: Path, work: Path, reshuffle: bool = False) -> dict[str, Any]:
     """`readout` trained on 4 training questions (seed 0) for 20 steps at lr 2e-3, then its train AUC on those
-    questions in retrieval order and reversed."""
+    questions in retrieval order and reversed. `reshuffle` False: trained in retrieval order (the slots can be
+    memorised, whatever the readout); True: a fresh random order each epoch (5 epochs), so only a student that
+    ties the score to the passage's content can fit them."""
     from purecover.models.selector import Selector
 
     recipe = load(dataset, work / dataset / "probe", ["seed=0"])
     split = split_of(source, 0, recipe)
     cands = {c["qid"]: c for c in read_jsonl(source / "candidates.jsonl")}
     four = sorted(q for q, s in split.items() if s == "train" and cands[q]["gold_doc_ids"])[:4]
-    run = work / dataset / f"overfit-{readout}"
+    run = work / dataset / f"overfit-{readout}{'-reshuffled' if reshuffle else ''}"
     copy_labels(source, run, set(four))
+    order = ["student.candidate_shuffles=1", "student.reshuffle_each_epoch=true"] if reshuffle else [
+        "student.candidate_shuffles=0", "student.reshuffle_each_epoch=false"]
     extra = ["seed=0", *STUDENT, *READOUTS[readout], "student.eval_fraction=0", "student.training.max_steps=20",
-             "student.training.learning_rate=2e-3", "student.training.warmup_steps=0",
-             "student.candidate_shuffles=0", "student.reshuffle_each_epoch=false"]
+             "student.training.num_train_epochs=5", "student.training.learning_rate=2e-3",
+             "student.training.warmup_steps=0", *order]
     run_command("train", dataset, run, extra)
     run_command("export", dataset, run, extra)
     selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
@@ -358,8 +365,8 @@ def overfit(dataset: str, readout: str, source: Path, work: Path) -> dict[str, A
     for name in ("retrieval", "reversed"):
         out[f"train_auc_{name}"] = score_orders(selector, cands, four, 0)[name]["auc"]
     selector.close()
-    log(f"{dataset} overfit {readout}: train AUC {out['train_auc_retrieval']} in retrieval order, "
-        f"{out['train_auc_reversed']} reversed")
+    log(f"{dataset} overfit {readout}{' (fresh order each epoch)' if reshuffle else ''}: train AUC "
+        f"{out['train_auc_retrieval']} in retrieval order, {out['train_auc_reversed']} reversed")
     return out
 
 
@@ -452,11 +459,15 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                        {s: b[name]["top2_f1"] for s, b in base.items()}, "F1", None, "test questions",
                        note="chosen on calibration questions: " + ", ".join(
                            str(b[name].get("layers", b[name].get("weight"))) for b in base.values()))
-        for readout, o in (d.get("overfit") or {}).items():
-            table.add(f"student_readout.{dataset}.{readout}.overfit_train_auc", o["train_auc_retrieval"], "AUC", None,
-                      variant="retrieval order", note="4 training questions, 20 steps at lr 2e-3")
-            table.add(f"student_readout.{dataset}.{readout}.overfit_train_auc", o["train_auc_reversed"], "AUC",
-                      overfit_target(readout), variant="reversed", note="the same 4 questions, candidates reversed")
+        for part, how, target in (("overfit", "trained in retrieval order", False),
+                                  ("overfit_reshuffled", "trained in a fresh order each epoch", True)):
+            for readout, o in (d.get(part) or {}).items():
+                note = f"4 training questions, 20 steps at lr 2e-3, {how}"
+                table.add(f"student_readout.{dataset}.{readout}.{part}_train_auc", o["train_auc_retrieval"], "AUC",
+                          None, variant="retrieval order", note=note)
+                table.add(f"student_readout.{dataset}.{readout}.{part}_train_auc", o["train_auc_reversed"], "AUC",
+                          overfit_target(readout) if target else None, variant="reversed",
+                          note=note + "; scored with the candidates reversed")
         t = d.get("timing")
         if t:
             table.add(f"student_readout.{dataset}.selection_time_ratio", t["ratio"], "x", at_most(1.2),
@@ -490,7 +501,7 @@ def merge(paths: Sequence[str]) -> dict[str, Any]:
                 if part == "students":
                     for readout, by_seed in value.items():
                         mine.setdefault("students", {}).setdefault(readout, {}).update(by_seed)
-                elif isinstance(value, dict) and part in ("baselines", "overfit", "curve"):
+                elif isinstance(value, dict) and part in ("baselines", "overfit", "overfit_reshuffled", "curve"):
                     mine.setdefault(part, {}).update(value)
                 else:
                     mine[part] = value
@@ -502,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasets", default="hotpotqa")
     parser.add_argument("--readouts", default="passage,identifier")
     parser.add_argument("--seeds", default="0")
-    parser.add_argument("--parts", default="students,baselines,overfit,timing")
+    parser.add_argument("--parts", default="students,baselines,overfit,overfit_reshuffled,timing")
     parser.add_argument("--work", default=str(ROOT / "build" / "student_readout"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "student_readout.json"))
     parser.add_argument("--merge", nargs="+", metavar="FILE")
@@ -546,6 +557,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "overfit" in parts:
             for readout in readouts:
                 d.setdefault("overfit", {})[readout] = overfit(dataset, readout, source, work)
+                save()
+        if "overfit_reshuffled" in parts:
+            for readout in readouts:
+                d.setdefault("overfit_reshuffled", {})[readout] = overfit(dataset, readout, source, work, True)
                 save()
         if "timing" in parts:
             d["timing"] = timing(dataset, work, seeds[0])
