@@ -290,7 +290,7 @@ def icr_per_layer(dataset: str, source: Path, work: Path, qids: Sequence[str]) -
     return {q: np.asarray(stored[q]) for q in qids}
 
 
-def baselines(dataset: str, seed: int, source: Path, work: Path) -> dict[str, Any]:
+def baselines(dataset: str, seed: int, source: Path, work: Path, icr: bool = True) -> dict[str, Any]:
     """Retrieval, bi-encoder, ICR and ICR + retrieval on the test questions of `seed` (ICR's layers and fusion
     weight chosen on that seed's calibration questions). Retrieval top-|S| is with each student's figures."""
     from purecover.eval.icr import choose_fusion_weight, choose_icr_layers, fuse_with_rank
@@ -317,6 +317,10 @@ def baselines(dataset: str, seed: int, source: Path, work: Path) -> dict[str, An
     for k in (2, 5):
         out[f"retrieval_top{k}_f1"] = f1_of({q: [d["doc_id"] for d in cands[q]["docs"][:k]] for q in test})
     out["biencoder_top2_f1"] = biencoder_figures(cands, test, {q: 2 for q in test})["biencoder_top2_f1"]
+    if not icr:
+        log(f"{dataset} seed {seed} baselines: retrieval top-2 {out['retrieval_top2_f1']} top-5 "
+            f"{out['retrieval_top5_f1']}, bi-encoder top-2 {out['biencoder_top2_f1']} (ICR not run)")
+        return out
     per_layer = icr_per_layer(dataset, source, work, [*calib, *test])
     choice = choose_icr_layers([per_layer[q] for q in calib], [gold_pos(q) for q in calib])
     icr = {q: per_layer[q][list(choice.layers)].sum(0) for q in [*calib, *test]}
@@ -442,8 +446,8 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             _seed_rows(table, f"student_readout.{dataset}.{readout}.train_peak_rss",
                        {s: st["train"]["peak_rss_mb"] for s, st in seeds.items()}, "MB", None, "train command")
             mean_f1 = [st["orders"]["retrieval"]["f1"] for st in seeds.values()]
-            best = [max(b["retrieval_top2_f1"], b["retrieval_top5_f1"], b["biencoder_top2_f1"], b["icr"]["top2_f1"])
-                    for s, b in base.items() if s in seeds]
+            best = [max(b["retrieval_top2_f1"], b["retrieval_top5_f1"], b["biencoder_top2_f1"],
+                        (b.get("icr") or {}).get("top2_f1") or 0.0) for s, b in base.items() if s in seeds]
             if readout == "passage" and mean_f1 and best:
                 bound = statistics.mean(best) if dataset == "hotpotqa" else statistics.mean(
                     base[s]["retrieval_top2_f1"] for s in seeds if s in base)
@@ -455,10 +459,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             _seed_rows(table, f"student_readout.{dataset}.baseline.{name}", {s: b[name] for s, b in base.items()},
                        "F1", None, "test questions")
         for name in ("icr", "icr_fused"):
-            _seed_rows(table, f"student_readout.{dataset}.baseline.{name}_top2_f1",
-                       {s: b[name]["top2_f1"] for s, b in base.items()}, "F1", None, "test questions",
-                       note="chosen on calibration questions: " + ", ".join(
-                           str(b[name].get("layers", b[name].get("weight"))) for b in base.values()))
+            measured = {s: b[name] for s, b in base.items() if b.get(name)}
+            if measured:
+                _seed_rows(table, f"student_readout.{dataset}.baseline.{name}_top2_f1",
+                           {s: b["top2_f1"] for s, b in measured.items()}, "F1", None, "test questions",
+                           note="chosen on calibration questions: " + ", ".join(
+                               str(b.get("layers", b.get("weight"))) for b in measured.values()))
         for part, how, target in (("overfit", "trained in retrieval order", False),
                                   ("overfit_reshuffled", "trained in a fresh order each epoch", True)):
             for readout, o in (d.get(part) or {}).items():
@@ -517,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", default=str(ROOT / "build" / "student_readout"))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "student_readout.json"))
     parser.add_argument("--merge", nargs="+", metavar="FILE")
+    parser.add_argument("--skip-icr", action="store_true", help="baselines without ICR (its two forward passes a "
+                                                                     "question are the part's cost)")
     parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
     args = parser.parse_args(argv)
     from purecover.utils.io import atomic_write_json
@@ -552,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     save()
         if "baselines" in parts:
             for seed in seeds:
-                d.setdefault("baselines", {})[str(seed)] = baselines(dataset, seed, source, work)
+                d.setdefault("baselines", {})[str(seed)] = baselines(dataset, seed, source, work, not args.skip_icr)
                 save()
         if "overfit" in parts:
             for readout in readouts:
