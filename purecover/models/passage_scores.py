@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["hf_passage_logits", "left_pad"]
+__all__ = ["hf_passage_logits", "left_pad", "passage_backend_refusal"]
+
+
+def passage_backend_refusal(backend: str) -> str:
+    """The one-line refusal of a backend that cannot read the passage readout."""
+    return (f"this selector uses the passage readout (selector_config.json readout: passage), which {backend} "
+            "cannot read (it reads identifier logits at the first reply position only); use backend='hf'")
 
 
 def left_pad(batch: Sequence[Sequence[int]], pad_id: int, device: Any

@@ -60,7 +60,7 @@ from pydantic import JsonValue
 
 from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
-from .passage_scores import hf_passage_logits, left_pad
+from .passage_scores import hf_passage_logits, left_pad, passage_backend_refusal
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selection_result import SelectionResult, SelectionRow, as_candidate_doc
 from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids, read_token_id
@@ -427,12 +427,6 @@ class VLLMSelectorBackend:
 
 
 # --------------------------------------------------------------------------- Selector
-
-
-def passage_backend_refusal(backend: str) -> str:
-    """The one-line refusal of a backend that cannot read the passage readout."""
-    return (f"this selector uses the passage readout (selector_config.json readout: passage), which {backend} "
-            "cannot read (it reads identifier logits at the first reply position only); use backend='hf'")
 
 
 def read_selector_config(path: str | Path) -> SelectorConfig:
