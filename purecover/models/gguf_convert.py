@@ -29,12 +29,19 @@ from typing import Any
 from ..records import GgufInfo, GgufSource
 from ..utils.index_lock import building_directory, key_lock
 from ..utils.io import apply_umask, atomic_write_json, atomic_write_text
+from .gguf_header import check_gguf_header
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SOURCE_FILE", "UnsupportedGgufError", "convert_gguf", "converted_dir_for",
            "gguf_sha256", "read_gguf_info", "read_source"]
 
+# transformers' list of GGUF architectures also holds the names of its key groups, which are not architectures.
+NOT_ARCHITECTURES = frozenset({"general", "tokenizer"})
+# The parameters the configuration implies may exceed the elements the file's tensors hold by this factor (tied
+# or derived weights) before the conversion is refused: a small header must not make transformers build a huge
+# model.
+IMPLIED_PARAMETERS_SLACK = 1.5
 SOURCE_FILE = "purecover_source.json"  # in every converted directory: what it was made from
 CONVERTER_VERSION = 1  # bump when the conversion's output changes; part of nothing but the record
 
@@ -57,6 +64,7 @@ def _field(reader: Any, key: str) -> Any:
 def _info_cached(path: str, size: int, mtime_ns: int) -> GgufInfo:
     import gguf
 
+    check_gguf_header(path)  # bounded: counts, sizes and tensors checked before the reader trusts them
     try:
         reader = gguf.GGUFReader(path)
     except Exception as exc:  # the gguf reader raises ValueError / struct errors on a file that is not GGUF
@@ -67,8 +75,8 @@ def _info_cached(path: str, size: int, mtime_ns: int) -> GgufInfo:
     file_type = _field(reader, "general.file_type")
     try:
         quant = gguf.LlamaFileType(int(file_type)).name if file_type is not None else "unknown"
-    except ValueError:
-        quant = f"file_type {file_type}"
+    except (ValueError, TypeError, OverflowError):  # not a known type, an array, inf or NaN
+        quant = f"file_type {file_type!r}"
     types = Counter(t.tensor_type.name for t in reader.tensors)
 
     def text(key: str) -> str | None:
@@ -110,10 +118,10 @@ def check_supported(info: GgufInfo, path: str | Path) -> None:
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     arch = info.architecture
-    if arch not in GGUF_SUPPORTED_ARCHITECTURES and arch.replace("-", "_") not in GGUF_SUPPORTED_ARCHITECTURES:
+    if arch in NOT_ARCHITECTURES or (arch not in GGUF_SUPPORTED_ARCHITECTURES and arch.replace("-", "_") not in GGUF_SUPPORTED_ARCHITECTURES):
+        supported = sorted(set(GGUF_SUPPORTED_ARCHITECTURES) - NOT_ARCHITECTURES)
         raise UnsupportedGgufError(
-            f"{path}: GGUF architecture {arch!r} cannot be loaded by transformers (supported: "
-            f"{', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})")
+            f"{path}: GGUF architecture {arch!r} cannot be loaded by transformers (supported: {', '.join(supported)})")
 
 
 def converted_dir_for(gguf_path: str | Path, cache_dir: str | Path) -> Path:
@@ -160,6 +168,22 @@ def _model_card(src: GgufSource) -> str:
             "weights; figures measured with them describe the quantised model.\n")
 
 
+def _check_implied_size(gguf_path: Path) -> None:
+    """ValueError when the model the file's configuration describes has more parameters than its tensors hold
+    (times `IMPLIED_PARAMETERS_SLACK`): counted on the meta device, so nothing is allocated."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    present = check_gguf_header(gguf_path).n_elements
+    config = AutoConfig.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    implied = sum(p.numel() for p in skeleton.parameters())
+    if implied > IMPLIED_PARAMETERS_SLACK * present:
+        raise ValueError(f"{gguf_path}: GGUF metadata: its configuration describes a model of {implied:,} parameters "
+                         f"but the file's tensors hold {present:,} elements; refusing to build it")
+
+
 def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstream: str | None,
                   license: str | None, catalogue_name: str | None) -> GgufSource:
     import torch
@@ -167,6 +191,7 @@ def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstr
 
     t0 = time.perf_counter()
     src_dir, fname = str(gguf_path.parent), gguf_path.name
+    _check_implied_size(gguf_path)
     tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=fname)
     loaded = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.float32)
     config = loaded.config

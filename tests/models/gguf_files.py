@@ -40,8 +40,9 @@ def _bpe_vocabulary(tokenizer_dir: Path) -> tuple[list[str], list[str], list[int
 
 
 def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama", tokenizer_dir: Path | None = None,
-                    context_length: int = 256) -> Path:
-    """A tiny model of architecture `arch` (llama unless a test wants an unsupported one); returns `path`."""
+                    context_length: int = 256, declared_ffn: int | None = None) -> Path:
+    """A tiny model of architecture `arch` (llama unless a test wants an unsupported one); returns `path`.
+    `declared_ffn`: a feed-forward width for the metadata only (the tensors keep theirs), as a hostile file would."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -61,7 +62,7 @@ def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama", tokenizer_di
     w.add_context_length(context_length)
     w.add_embedding_length(hidden)
     w.add_block_count(layers)
-    w.add_feed_forward_length(inter)
+    w.add_feed_forward_length(declared_ffn or inter)
     w.add_head_count(heads)
     w.add_head_count_kv(kv)
     w.add_rope_dimension_count(hidden // heads)
