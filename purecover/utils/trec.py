@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
+    "MAX_GRADE",
+    "MIN_GRADE",
     "TREC_SUFFIXES",
     "check_trec_token",
     "iter_qrels",
@@ -24,6 +26,34 @@ __all__ = [
 
 TREC_SUFFIXES = (".trec", ".run")
 _WS = re.compile(r"\s")
+# Relevance grades a qrels file may hold (trec_eval and ndeval read them as C integers; grades far outside any
+# collection's scale made them misbehave: gigabytes of memory, a changed nDCG or an internal error).
+MIN_GRADE, MAX_GRADE = -1000, 1000
+_GRADE = re.compile(r"[+-]?[0-9]{1,30}")  # ASCII digits only: int() also takes "1_000" and other scripts' digits
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of `path`, decoded as UTF-8 one line at a time, so that a byte that is
+    not UTF-8 is a ValueError naming the file, the line and the column."""
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                 f"{exc.start + 1})") from None
+
+
+def parse_grade(value: str, path: Path, lineno: int) -> int:
+    """A qrels grade: an integer of ASCII digits from `MIN_GRADE` to `MAX_GRADE`; ValueError naming
+    ``file:line: field 'rel'`` otherwise."""
+    if not _GRADE.fullmatch(value):
+        raise ValueError(f"{path}:{lineno}: field 'rel': {value!r} is not an integer (digits 0-9, an optional sign)")
+    grade = int(value)
+    if not MIN_GRADE <= grade <= MAX_GRADE:
+        raise ValueError(f"{path}:{lineno}: field 'rel': {grade} is outside the grades purecover reads "
+                         f"({MIN_GRADE} to {MAX_GRADE})")
+    return grade
 
 
 def check_trec_token(value: str, what: str) -> str | None:
@@ -54,11 +84,10 @@ def looks_like_trec(path: str | Path) -> bool:
     path = Path(path)
     if path.suffix.lower() in TREC_SUFFIXES:
         return True
-    with path.open("r", encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                cols = line.split()
-                return not line.lstrip().startswith(("{", "[")) and len(cols) == 6 and cols[3].lstrip("-").isdigit()
+    for _, line in text_lines(path):
+        if line.strip():
+            cols = line.split()
+            return not line.lstrip().startswith(("{", "[")) and len(cols) == 6 and cols[3].lstrip("-").isdigit()
     return False
 
 
@@ -71,48 +100,43 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int]]]:
     path = Path(path)
     rows: dict[str, list[tuple[int, int, str]]] = {}
     seen: dict[tuple[str, str], int] = {}
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            cols = line.split()
-            if len(cols) != 6:
-                raise ValueError(f"{path}:{lineno}: a TREC run line has 6 columns (qid Q0 doc_id rank score "
-                                 f"run_name), found {len(cols)}")
-            qid, _, doc_id, rank, score, _ = cols
-            try:
-                rank_i = int(rank)
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: field 'rank': {rank!r} is not an integer") from None
-            try:
-                float(score)
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: field 'score': {score!r} is not a number") from None
-            if (qid, doc_id) in seen:
-                raise ValueError(f"{path}:{lineno}: field 'doc_id': {doc_id!r} is listed twice for question {qid!r} "
-                                 f"(first on line {seen[(qid, doc_id)]})")
-            seen[(qid, doc_id)] = lineno
-            rows.setdefault(qid, []).append((rank_i, lineno, doc_id))
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) != 6:
+            raise ValueError(f"{path}:{lineno}: a TREC run line has 6 columns (qid Q0 doc_id rank score "
+                             f"run_name), found {len(cols)}")
+        qid, _, doc_id, rank, score, _ = cols
+        try:
+            rank_i = int(rank)
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: field 'rank': {rank!r} is not an integer") from None
+        try:
+            float(score)
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: field 'score': {score!r} is not a number") from None
+        if (qid, doc_id) in seen:
+            raise ValueError(f"{path}:{lineno}: field 'doc_id': {doc_id!r} is listed twice for question {qid!r} "
+                             f"(first on line {seen[(qid, doc_id)]})")
+        seen[(qid, doc_id)] = lineno
+        rows.setdefault(qid, []).append((rank_i, lineno, doc_id))
     return {qid: [(doc_id, lineno) for _, lineno, doc_id in sorted(r)] for qid, r in rows.items()}
 
 
 def iter_qrels(path: str | Path) -> Iterator[tuple[int, str, str, str, int]]:
     """(line, qid, iteration, doc_id, rel) of each line of a qrels file ``qid iteration doc_id rel`` (blank lines
-    skipped). Errors name the file and line: a line without four columns, a rel that is not an integer."""
+    skipped). Errors name the file and line: a line without four columns, a rel that is not an integer of
+    ASCII digits or is outside `MIN_GRADE`..`MAX_GRADE`, text that is not UTF-8."""
     path = Path(path)
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            cols = line.split()
-            if not cols:
-                continue
-            if len(cols) != 4:
-                raise ValueError(f"{path}:{lineno}: a qrels line has 4 columns (qid iteration doc_id rel), "
-                                 f"found {len(cols)}")
-            try:
-                rel = int(cols[3])
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: field 'rel': {cols[3]!r} is not an integer") from None
-            yield lineno, cols[0], cols[1], cols[2], rel
+    for lineno, line in text_lines(path):
+        cols = line.split()
+        if not cols:
+            continue
+        if len(cols) != 4:
+            raise ValueError(f"{path}:{lineno}: a qrels line has 4 columns (qid iteration doc_id rel), "
+                             f"found {len(cols)}")
+        yield lineno, cols[0], cols[1], cols[2], parse_grade(cols[3], path, lineno)
 
 
 def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
