@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from ..data.loaders.hub import resolve_hub_file
-from ..utils.trec import iter_qrels, looks_like_trec, read_trec_run
+from ..utils.trec import iter_qrels, looks_like_trec, read_trec_scores, trec_eval_order
 
 __all__ = ["COVERAGEBENCH_CONFIGS", "COVERAGEBENCH_REPO", "CoverageCollection", "CoverageDataError", "Topic",
-           "load_collection", "read_judgments", "read_nugget_qrels", "read_ranked", "read_topics"]
+           "load_collection", "read_judgments", "read_nugget_qrels", "read_ranked", "read_run_scores",
+           "read_topics"]
 
 COVERAGEBENCH_REPO = "hltcoe/coveragebench"
 COVERAGEBENCH_CONFIGS = ("cast2020", "fair_ranking_2022", "neuclir_2024", "rag_2024", "ragtime_2025",
@@ -170,14 +171,21 @@ def read_judgments(path: str | Path) -> Judgments:
     return out
 
 
+def read_run_scores(path: str | Path) -> dict[str, list[tuple[str, float]]] | None:
+    """qid -> (doc id, score) in file order for a TREC run (what trec_eval and ndeval read); None for JSONL."""
+    path = Path(path)
+    return read_trec_scores(path) if path.is_file() and looks_like_trec(path) else None
+
+
 def read_ranked(path: str | Path) -> dict[str, list[str]]:
-    """qid -> doc ids best first, from a TREC run (by its rank column) or JSONL (purecover's selections,
-    ``selected_doc_ids``; its candidates, ``docs``; or ``doc_ids``: the order as written)."""
+    """qid -> doc ids best first, from a TREC run (by score, as trec_eval orders it: the rank column is ignored,
+    a tie goes to the later doc id) or JSONL (purecover's selections, ``selected_doc_ids``; its candidates,
+    ``docs``; or ``doc_ids``: the order as written)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"run file {str(path)!r} does not exist")
     if looks_like_trec(path):
-        return {qid: [doc for doc, _ in docs] for qid, docs in read_trec_run(path).items()}
+        return {qid: trec_eval_order(docs) for qid, docs in read_trec_scores(path).items()}
     ranked: dict[str, list[str]] = {}
     for lineno, row in _json_rows(path):
         if not isinstance(row, dict) or "qid" not in row:

@@ -15,9 +15,11 @@
 
 Topics are those of the qrels that have at least one judged relevant document; a topic the run does not
 answer scores 0 on every measure (as ``trec_eval -c``), and is counted in `RunScores.missing`. Topics of the
-run without judgments are left out and counted in `RunScores.unjudged`. The order of a ranking is the one
-given (a TREC run's rank column): it is handed to the tools as strictly decreasing scores, so their own tie
-rules never reorder it.
+run without judgments are left out and counted in `RunScores.unjudged`. A TREC run's own scores are handed to
+the tools as the file holds them (``scores``), so each orders it as it does when run on the file: by score,
+trec_eval breaking a tie by the later doc id, ndeval by the earlier one; Cov@k follows trec_eval's order. A
+ranking without scores (a selection, a JSONL run) is handed over as strictly decreasing scores, so no tie rule
+reorders it.
 
 The extra ``coverage`` (``pip install -e '.[coverage]'``; ``make setup`` installs it) provides ir_measures
 and pyndeval.
@@ -96,8 +98,10 @@ def _check_depth(depth: int) -> None:
 
 def score_ranked(ranked: Mapping[str, Sequence[str]], collection: CoverageCollection, depth: int = 20, *,
                  doc_qrels: Mapping[str, Mapping[str, int]] | None = None, selections: bool = False,
-                 answerable_only: bool = False) -> RunScores:
-    """Score `ranked` (qid -> doc ids, best first) on `collection` at cut-off `depth` (module docstring)."""
+                 answerable_only: bool = False,
+                 scores: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> RunScores:
+    """Score `ranked` (qid -> doc ids, best first) on `collection` at cut-off `depth` (module docstring); `scores`
+    (qid -> (doc id, score) as a TREC run file holds them) replaces the order's stand-in scores for the tools."""
     try:
         import ir_measures
         from ir_measures import P, StRecall, alpha_nDCG, nDCG
@@ -115,8 +119,9 @@ def score_ranked(ranked: Mapping[str, Sequence[str]], collection: CoverageCollec
                     for n, g in grades.items()]
     level_qrels = [ir_measures.Qrel(q, d, int(r)) for q, docs in relevance.items() if q in judged_topics
                    for d, r in docs.items()]
-    run = [ir_measures.ScoredDoc(q, d, float(len(ranked[q]) - i)) for q in topics if ranked.get(q)
-           for i, d in enumerate(ranked[q])]
+    run = [ir_measures.ScoredDoc(q, d, score) for q in topics if ranked.get(q)
+           for d, score in (scores[q] if scores is not None and q in scores
+                            else [(d, float(len(ranked[q]) - i)) for i, d in enumerate(ranked[q])])]
     names = measure_names(depth, collection.judgments is not None, selections)
     per_topic: dict[str, dict[str, float]] = {m: dict.fromkeys(topics, 0.0) for m in names}
     if run:

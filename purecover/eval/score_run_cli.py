@@ -42,7 +42,13 @@ def _is_selection(path: Path) -> bool:
 def score_runs(specs: list[str], qrels: str | Path, judgments: str | Path | None = None, depth: int = 20,
                doc_qrels: str | Path | None = None, answerable_only: bool = False, seed: int = 0) -> dict:
     """The report `purecover score-run` prints as JSON (see the module docstring)."""
-    from .coverage_collections import CoverageCollection, read_judgments, read_nugget_qrels, read_ranked
+    from .coverage_collections import (
+        CoverageCollection,
+        read_judgments,
+        read_nugget_qrels,
+        read_ranked,
+        read_run_scores,
+    )
     from .coverage_scoring import measure_names, score_ranked
     from .stats import bootstrap_ci, paired_test
 
@@ -58,12 +64,13 @@ def score_runs(specs: list[str], qrels: str | Path, judgments: str | Path | None
         levels = read_trec_qrels(doc_qrels)
     runs = {}
     for name, path in named:  # every file is read (and checked) before any is scored
-        runs[name] = (read_ranked(path), _is_selection(path))
+        runs[name] = (read_ranked(path), _is_selection(path), read_run_scores(path))
     scored = {name: score_ranked(ranked, collection, depth, doc_qrels=levels, selections=sel,
-                                 answerable_only=answerable_only) for name, (ranked, sel) in runs.items()}
+                                 answerable_only=answerable_only, scores=file_scores)
+              for name, (ranked, sel, file_scores) in runs.items()}
     if len(scored) == 1:
         ((name, scores),) = scored.items()
-        out: dict = {m: round(scores.mean(m), 4) for m in scores.per_topic}
+        out: dict = {m: scores.mean(m) for m in scores.per_topic}
         out.update(topics=len(scores.topics), missing=len(scores.missing), unjudged=len(scores.unjudged))
         return out
     report: dict = {"runs": {}, "paired": {}, "baseline": named[0][0]}
@@ -72,14 +79,13 @@ def score_runs(specs: list[str], qrels: str | Path, judgments: str | Path | None
         entry: dict = {"topics": len(scores.topics), "missing": len(scores.missing), "unjudged": len(scores.unjudged)}
         for m in scores.per_topic:
             ci = bootstrap_ci(scores.values(m), seed=seed)
-            entry[m] = {"mean": round(ci.mean, 4), "low": round(ci.low, 4), "high": round(ci.high, 4)}
+            entry[m] = {"mean": ci.mean, "low": ci.low, "high": ci.high}
         report["runs"][name] = entry
         if scores is not baseline:
             report["paired"][name] = {}
             for m in measure_names(depth, judgments is not None):
                 test = paired_test(scores.values(m), baseline.values(m), seed=seed)
-                report["paired"][name][m] = {"diff": round(test.diff, 4), "low": round(test.low, 4),
-                                             "high": round(test.high, 4), "p": test.p}
+                report["paired"][name][m] = {"diff": test.diff, "low": test.low, "high": test.high, "p": test.p}
     return report
 
 

@@ -1,13 +1,15 @@
 """TREC run files: ``qid Q0 doc_id rank score run_name``, one line per ranked document.
 
-`trec_run_lines` renders rankings (written with `atomic_write_text` by the caller), `read_trec_run`
-parses a run file back into per-question doc ids ordered by the rank column (ties: file order).
-Note that trec_eval itself re-sorts by score; purecover writes rank and score consistently, and
-reads the rank column, so what it evaluates is the order the file states.
+`trec_run_lines` renders rankings (written with `atomic_write_text` by the caller). `read_trec_run`
+parses a run file back into per-question doc ids ordered by the rank column (ties: file order): how
+purecover reads a selection or ranking it is given. `read_trec_scores` keeps the scores in file order,
+as trec_eval and ndeval read them (they ignore the rank column and sort by score): what `score-run`
+hands to them, so that it gives exactly what they give, ties included (`trec_eval_order` is their order).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,6 +23,8 @@ __all__ = [
     "looks_like_trec",
     "read_trec_qrels",
     "read_trec_run",
+    "read_trec_scores",
+    "trec_eval_order",
     "trec_run_lines",
 ]
 
@@ -91,14 +95,8 @@ def looks_like_trec(path: str | Path) -> bool:
     return False
 
 
-def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int]]]:
-    """Per qid, (doc_id, line number) ordered by the rank column (ties: file order).
-
-    Errors name the file and line: a line without six columns, a rank that is not an integer, a
-    score that is not a number, a doc id listed twice for a question.
-    """
-    path = Path(path)
-    rows: dict[str, list[tuple[int, int, str]]] = {}
+def _run_rows(path: Path) -> Iterator[tuple[int, str, str, int, float]]:
+    """(line, qid, doc_id, rank, score) of each line of TREC run `path`, checked (see `read_trec_run`)."""
     seen: dict[tuple[str, str], int] = {}
     for lineno, line in text_lines(path):
         if not line.strip():
@@ -113,15 +111,44 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int]]]:
         except ValueError:
             raise ValueError(f"{path}:{lineno}: field 'rank': {rank!r} is not an integer") from None
         try:
-            float(score)
+            score_f = float(score)
         except ValueError:
             raise ValueError(f"{path}:{lineno}: field 'score': {score!r} is not a number") from None
+        if not math.isfinite(score_f):
+            raise ValueError(f"{path}:{lineno}: field 'score': {score!r} is not a finite number (the scorers would "
+                             "order it arbitrarily)")
         if (qid, doc_id) in seen:
             raise ValueError(f"{path}:{lineno}: field 'doc_id': {doc_id!r} is listed twice for question {qid!r} "
                              f"(first on line {seen[(qid, doc_id)]})")
         seen[(qid, doc_id)] = lineno
-        rows.setdefault(qid, []).append((rank_i, lineno, doc_id))
+        yield lineno, qid, doc_id, rank_i, score_f
+
+
+def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int]]]:
+    """Per qid, (doc_id, line number) ordered by the rank column (ties: file order).
+
+    Errors name the file and line: a line without six columns, a rank that is not an integer, a
+    score that is not a finite number, a doc id listed twice for a question, bytes that are not UTF-8.
+    """
+    rows: dict[str, list[tuple[int, int, str]]] = {}
+    for lineno, qid, doc_id, rank, _ in _run_rows(Path(path)):
+        rows.setdefault(qid, []).append((rank, lineno, doc_id))
     return {qid: [(doc_id, lineno) for _, lineno, doc_id in sorted(r)] for qid, r in rows.items()}
+
+
+def read_trec_scores(path: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """Per qid, (doc_id, score) in file order: what trec_eval and ndeval read (they ignore the rank column and
+    order by score, each breaking ties by its own rule). Checked as `read_trec_run` checks."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for _, qid, doc_id, _, score in _run_rows(Path(path)):
+        out.setdefault(qid, []).append((doc_id, score))
+    return out
+
+
+def trec_eval_order(scored: Sequence[tuple[str, float]]) -> list[str]:
+    """Doc ids in trec_eval's order: by score, highest first; a tie broken by doc id, the later in byte order
+    first (trec_eval's comparison of docnos, reversed)."""
+    return [d for d, _ in sorted(scored, key=lambda x: (x[1], x[0].encode("utf-8")), reverse=True)]
 
 
 def iter_qrels(path: str | Path) -> Iterator[tuple[int, str, str, str, int]]:

@@ -90,3 +90,51 @@ def test_depth_and_names_are_checked(collection, capsys):
     assert "from 1 to 20" in capsys.readouterr().err
     assert main(["score-run", "a=bm25.trec", "a=runs/demo/selections.jsonl", "--qrels", "qrels.txt"]) == 1
     assert "same name" in capsys.readouterr().err
+
+
+def test_tied_scores_give_exactly_what_the_fields_tools_give_on_the_same_files(tmp_path, capsys):
+    """Scores tie in pairs while the ranks are distinct: trec_eval and ndeval ignore the rank column and each break
+    a tie by its own rule; score-run must match them (it read the rank column before, and printed 4 decimals)."""
+    import random
+
+    import ir_measures
+    from ir_measures import P, StRecall, alpha_nDCG, nDCG
+
+    rng = random.Random(3)
+    qrels_lines, run_lines = [], []
+    for t in range(8):
+        docs = [f"d{t}_{i:02d}" for i in range(20)]
+        for d in rng.sample(docs, 8):
+            for n in rng.sample(["n1", "n2", "n3", "n4"], rng.randint(1, 2)):
+                qrels_lines.append(f"t{t} {n} {d} {rng.randint(1, 3)}")
+        rng.shuffle(docs)
+        run_lines += [f"t{t} Q0 {d} {r} {10 - r // 2} tied" for r, d in enumerate(docs, 1)]
+    (tmp_path / "qrels.txt").write_text("\n".join(qrels_lines) + "\n")
+    (tmp_path / "run.trec").write_text("\n".join(run_lines) + "\n")
+    assert main(["score-run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+
+    run = list(ir_measures.read_trec_run(str(tmp_path / "run.trec")))
+    nuggets = [ir_measures.Qrel(q, d, int(g), n) for q, n, d, g in (line.split() for line in qrels_lines)]
+    best: dict[tuple[str, str], int] = {}
+    for q in nuggets:
+        best[(q.query_id, q.doc_id)] = max(q.relevance, best.get((q.query_id, q.doc_id), 0))
+    levels = [ir_measures.Qrel(q, d, g) for (q, d), g in best.items()]
+    expected = {**ir_measures.calc_aggregate([nDCG @ 20, P @ 20], levels, run),
+                **ir_measures.calc_aggregate([alpha_nDCG @ 20, StRecall @ 20], nuggets, run)}
+    for measure, value in expected.items():
+        assert report[str(measure)] == pytest.approx(value, abs=1e-12), measure
+    by_rank = [f"t{t} Q0 {d} {r} {100 - r} tied" for t in range(8) for r, d in  # the rank column's order, untied
+               enumerate([line.split()[2] for line in run_lines if line.startswith(f"t{t} ")], 1)]
+    (tmp_path / "untied.trec").write_text("\n".join(by_rank) + "\n")
+    assert main(["score-run", str(tmp_path / "untied.trec"), "--qrels", str(tmp_path / "qrels.txt"), "--json"]) == 0
+    untied = json.loads(capsys.readouterr().out)
+    assert untied["nDCG@20"] != report["nDCG@20"]  # the ties matter here: the test would catch reading by rank
+
+
+def test_a_score_that_is_not_finite_is_refused_naming_the_line(tmp_path, capsys):
+    (tmp_path / "q.txt").write_text("t1 n1 a 1\n")
+    for bad in ("inf", "nan", "1e999", "-inf"):
+        (tmp_path / "r.trec").write_text(f"t1 Q0 a 1 2.0 x\nt1 Q0 b 2 {bad} x\n")
+        assert main(["score-run", str(tmp_path / "r.trec"), "--qrels", str(tmp_path / "q.txt")]) == 1
+        assert f"r.trec:2: field 'score': '{bad}' is not a finite number" in capsys.readouterr().err
