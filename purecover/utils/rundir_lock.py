@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from ..records import LockHolder, validate_record
 from .io import ensure_output_dir, open_in_place
+from .rundir_claim import claim_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,6 @@ def handover(run_dir: str | Path) -> Iterator[dict[str, str]]:
 def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
     """Hold `run_dir`'s exclusive lock while the block runs (see module docstring); creates `run_dir`."""
     run_dir = Path(run_dir)
-    ensure_output_dir(run_dir)  # a clear error for a run_dir that cannot be created or written
     key = str(run_dir.resolve())
     if key in _HELD:
         _HELD[key][1] += 1
@@ -189,6 +189,9 @@ def run_dir_lock(run_dir: str | Path, stage: str) -> Iterator[None]:
         _wait_for_own_launch(run_dir, path, launch)
         yield
         return
+    # Before any write: a new, empty or purecover-made folder only (never /, home, the working directory).
+    claim_run_dir(run_dir)
+    ensure_output_dir(run_dir)  # a clear error for a run_dir that cannot be written
     # Held open for the lock's lifetime; never through a link (that would overwrite the file it points to).
     handle = os.fdopen(open_in_place(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     try:

@@ -18,6 +18,7 @@ import pytest
 from purecover.config import load_recipe
 from purecover.eval.qa_metrics import score_prediction
 from tests.process_helpers import run_and_kill_when
+from tests.run_dirs import new_run_dir
 
 pytestmark = pytest.mark.samples
 
@@ -275,7 +276,7 @@ def test_eval_prompt_file_changes_the_prompts_and_is_recorded(evaluated, tmp_pat
     ours = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())
     assert ours["answer_prompt"] == RagPrompt.default().record() and ours["answer_prompt"]["file"] == "rag_answer.txt"
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     shutil.copy2(recipe.run_path / "candidates.jsonl", run_dir / "candidates.jsonl")
     prompt = tmp_path / "answer.txt"
     prompt.write_text("[[reply]]\nAnswer in as few words as you can.\n", encoding="utf-8")
@@ -310,7 +311,7 @@ def test_killed_evaluation_resumes_to_identical_outputs(tmp_path, sample_file, t
     """SIGKILL during generation, rerun: same predictions as the uninterrupted run, no duplicates."""
     recipe, _ = evaluated
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     for name in ("candidates.jsonl", "data.run.json"):
         (run_dir / name).write_bytes((recipe.run_path / name).read_bytes())
     args = [sys.executable, "-m", "purecover.cli", "evaluate", "-q"]
@@ -355,7 +356,7 @@ def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm, bos_tok):
 
     recipe, _ = evaluated
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     for name in ("candidates.jsonl", "data.run.json"):
         (run_dir / name).write_bytes((recipe.run_path / name).read_bytes())
     ev = dataclasses.replace(recipe.eval, backend="vllm", tensor_parallel_size=2, methods=["retrieval"], budgets=[1])

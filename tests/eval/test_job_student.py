@@ -15,12 +15,13 @@ import pytest
 
 from purecover.utils.io import read_jsonl
 from tests.models.conftest import exported_run
+from tests.run_dirs import new_run_dir
 
 pytestmark = pytest.mark.samples
 
 
 def _copy_run(src: Path, dst: Path) -> Path:
-    dst.mkdir(parents=True)
+    new_run_dir(dst)
     for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
         shutil.copy2(src / name, dst / name)
     shutil.copytree(src / "selector", dst / "selector")

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.run_dirs import new_run_dir
+
 _CACHE: dict[Any, Any] = {}
 N_QUESTIONS = 10  # two select batches (8 + 2)
 
@@ -59,6 +61,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path, lora
         run_label_stage(recipe, show_progress=False)
         _CACHE["labelled"] = recipe.run_path
     else:
+        new_run_dir(recipe.run_path)
         for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
             shutil.copy2(labelled / name, recipe.run_path / name)
     run_train_stage(recipe, show_progress=False)

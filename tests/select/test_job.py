@@ -13,12 +13,13 @@ from purecover.config import load_recipe
 from purecover.models.selector import HFSelectorBackend, Selector
 from purecover.select import job as select_job
 from purecover.select.job import SELECTIONS_FILE, select_candidates
+from tests.run_dirs import new_run_dir
 
 
 def _run_copy(selector_run, tmp: Path, candidates_text: str | None = None):
     """A fresh run_dir holding the shared run's candidates (or `candidates_text`)."""
     run_dir = tmp / "run"
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     if candidates_text is None:
         shutil.copy2(selector_run.run_path / "candidates.jsonl", run_dir / "candidates.jsonl")
     else:

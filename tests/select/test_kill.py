@@ -21,6 +21,7 @@ import pytest
 from purecover.select.job import BATCH_SIZE, SELECTIONS_FILE
 from purecover.utils.io import read_jsonl
 from tests.process_helpers import run_and_kill_when
+from tests.run_dirs import new_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 COPIES = 8  # × the shared run's 10 questions: 80 questions, 10 batches
@@ -67,7 +68,7 @@ def make_run(selector_run, qids, tmp_path_factory):
 
     def make(name: str) -> Path:
         run_dir = base / name
-        run_dir.mkdir()
+        new_run_dir(run_dir)
         (run_dir / "candidates.jsonl").write_text(text, encoding="utf-8")
         (run_dir / "selector").symlink_to(selector_run.run_path / "selector", target_is_directory=True)
         return run_dir

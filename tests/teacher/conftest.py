@@ -9,6 +9,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
+from tests.run_dirs import new_run_dir
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +71,7 @@ def demo_candidates(tmp_path_factory, tiny_teacher_dir):
 
 def fresh_run(tmp_path, demo_candidates):
     run = tmp_path / "run"
-    run.mkdir(parents=True)
+    new_run_dir(run)
     shutil.copy(demo_candidates / "candidates.jsonl", run / "candidates.jsonl")
     return run
 

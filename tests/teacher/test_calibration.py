@@ -33,6 +33,7 @@ from purecover.teacher.calibration import (
 from purecover.teacher.capture import SegmentSpec, capture_segment_attention
 from purecover.teacher.job import run_label_stage
 from purecover.teacher.prompts import build_reasoning_prompt, build_teacher_sequence
+from tests.run_dirs import new_run_dir
 
 K1 = 20
 SHORT = 15  # the length of the old fixed dummy documents
@@ -59,7 +60,7 @@ def hotpot_run(tmp_path_factory, sample_file, tiny_teacher_dir):
 
 def fresh_run(tmp_path, hotpot_run):
     run = tmp_path / "run"
-    run.mkdir(parents=True)
+    new_run_dir(run)
     for name in ("candidates.jsonl", "data.run.json"):
         shutil.copy(hotpot_run / name, run / name)
     return run

@@ -22,6 +22,7 @@ from purecover.records import LabelSummary
 from purecover.teacher import job as teacher_job
 from purecover.teacher.job import LABELS_FILE, run_label_stage
 from tests.process_helpers import run_and_kill_when
+from tests.run_dirs import new_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 # The demo recipe's label setup (oracle steps, embedding estimator, shared corpus: documents recur
@@ -52,7 +53,7 @@ def reference_labels(tmp_path_factory, embedding_candidates) -> bytes:
 
 def fresh_run(parent: Path, candidates: Path) -> Path:
     run = parent / "run"
-    run.mkdir(parents=True)
+    new_run_dir(run)
     shutil.copy(candidates, run / "candidates.jsonl")
     return run
 

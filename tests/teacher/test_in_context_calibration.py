@@ -19,6 +19,7 @@ from purecover.teacher.calibration import BiasMismatchError
 from purecover.teacher.capture import SegmentSpec, reference_segment_attention
 from purecover.teacher.job import load_candidates, run_label_stage
 from purecover.teacher.prompts import ReasoningPrompt, build_attention_prompt, build_teacher_sequence
+from tests.run_dirs import new_run_dir
 from tests.teacher.conftest import fresh_run, make_recipe
 
 IN_CONTEXT = ["teacher.calibration_procedure=in_context", "teacher.calibration_questions=2", "teacher.steps=oracle",
@@ -67,7 +68,7 @@ def test_the_bias_is_the_procedure_computed_by_hand(tmp_path, demo_candidates, t
     # a recipe expecting the fixed procedure refuses the file, naming the key
     fixed = make_recipe(run, tiny_teacher_dir, *[o for o in IN_CONTEXT if "procedure" not in o],
                         f"teacher.attention_layout={layout}", f"run_dir={tmp_path / 'fixed'}")
-    (tmp_path / "fixed").mkdir()
+    new_run_dir(tmp_path / "fixed")
     for name in ("candidates.jsonl", "bias.json"):
         (tmp_path / "fixed" / name).write_bytes((run / name).read_bytes())
     with pytest.raises(BiasMismatchError, match="'procedure'"):

@@ -19,6 +19,7 @@ from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import BiasMismatchError
 from purecover.teacher.job import LABELS_FILE, load_candidates, run_label_stage
 from tests.process_helpers import run_and_kill_when
+from tests.run_dirs import new_run_dir
 from tests.teacher.conftest import fresh_run, make_recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,7 +111,7 @@ def test_oracle_embedding_selects_the_documents_that_state_the_steps(tmp_path):
                      "docs": docs, "gold_doc_ids": [f"q{q}d{k}" for k in gold],
                      "oracle_steps": [facts[k] for k in gold]})
     run = tmp_path / "run"
-    run.mkdir()
+    new_run_dir(run)
     (run / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     recipe = load_recipe(None, [f"run_dir={run}", "data.k1=6", "teacher.steps=oracle", "teacher.estimator=embedding",
                                 "teacher.cot_weighting=false"])

@@ -13,6 +13,7 @@ from purecover.data.candidates import run_data_stage
 from purecover.records import LabelSummary
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.job import run_label_stage
+from tests.run_dirs import new_run_dir
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def hotpot_candidates(tmp_path_factory, sample_file):
 
 def label_run(tmp_path, candidates_dir, teacher_dir, *extra):
     run = tmp_path / "run"
-    run.mkdir()
+    new_run_dir(run)
     (run / "candidates.jsonl").write_bytes((candidates_dir / "candidates.jsonl").read_bytes())
     recipe = load_recipe(None, [f"run_dir={run}", "data.dataset=hotpotqa", "data.k1=20", f"teacher.model={teacher_dir}",
                                 "teacher.steps=oracle", "teacher.estimator=attention", "teacher.batch_size=4",

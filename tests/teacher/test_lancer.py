@@ -29,6 +29,7 @@ from purecover.teacher.lancer import (
     write_subquestions,
 )
 from purecover.validate import load_validated_recipe
+from tests.run_dirs import new_run_dir
 
 QUESTION = "Which river flows through the town where Ada Brill was born?"
 DOCS = [
@@ -484,7 +485,7 @@ def label_run(tmp_path: Path, name: str, candidates: Path, teacher: Path, *extra
     from tests.teacher.test_job import labels, make_recipe
 
     run = tmp_path / name
-    run.mkdir()
+    new_run_dir(run)
     shutil.copy(candidates, run / "candidates.jsonl")
     run_label_stage(make_recipe(run, teacher, "teacher.steps=oracle", "teacher.estimator=embedding",
                                 "teacher.lancer.enabled=true", "teacher.lancer.beta=0.5", "data.limit=2", *extra),

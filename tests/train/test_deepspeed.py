@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run
 
 pytest.importorskip("deepspeed")
@@ -57,8 +58,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _train_with_accelerate(stage: int, tiny: Path, run_dir: Path) -> subprocess.CompletedProcess:
-    cmd = [
+def _train_command(stage: int, tiny: Path, run_dir: Path) -> list[str]:
+    return [
         sys.executable, "-m", "accelerate.commands.launch",
         "--config_file", f"configs/accelerate/deepspeed_zero{stage}_cpu.yaml", "--main_process_port", "0",
         "-m", "purecover.train", "-q",
@@ -67,6 +68,10 @@ def _train_with_accelerate(stage: int, tiny: Path, run_dir: Path) -> subprocess.
         "--set", f"student.training.max_steps={MAX_STEPS}", "--set", f"student.training.save_steps={SAVE_STEPS}",
         "--set", "student.training.learning_rate=0.01", "--set", "student.training.logging_steps=1",
     ]
+
+
+def _train_with_accelerate(stage: int, tiny: Path, run_dir: Path) -> subprocess.CompletedProcess:
+    cmd = _train_command(stage, tiny, run_dir)
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"accelerate launch failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
     return proc
@@ -91,7 +96,7 @@ def test_deepspeed_training_through_accelerate(stage, labelled, tmp_path):
 
     tiny, labelled_run = labelled
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     for name in ("candidates.jsonl", "labels.jsonl"):
         (run_dir / name).write_bytes((labelled_run / name).read_bytes())
     _train_with_accelerate(stage, tiny, run_dir)
@@ -140,7 +145,8 @@ def test_deepspeed_training_through_accelerate(stage, labelled, tmp_path):
     from purecover.config import load_recipe
     from purecover.train.export import run_export_stage
 
-    recipe = load_recipe(None, [f"run_dir={run_dir}", f"student.model={tiny}", "student.dtype=float32"])
+    train_sets = _train_command(stage, tiny, run_dir)  # the recipe the train stage ran with (export checks it)
+    recipe = load_recipe(None, [train_sets[i + 1] for i, arg in enumerate(train_sets) if arg == "--set"])
     run_export_stage(recipe)
     exported = AutoModelForCausalLM.from_pretrained(run_dir / "selector", dtype=torch.float32).eval()
     assert not (run_dir / "selector" / "adapter_config.json").exists()

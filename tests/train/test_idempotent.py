@@ -11,6 +11,7 @@ import pytest
 import purecover.train.run as train_run
 from purecover.config import load_recipe
 from purecover.train.run import CHECKPOINTS, FINAL, STUDENT_META, run_train_stage
+from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run
 
 
@@ -134,7 +135,7 @@ def labelled_copy(run, copy):
     """A new run directory holding `run`'s candidates and labels (and their manifests), nothing trained."""
     import shutil
 
-    copy.mkdir()
+    new_run_dir(copy)
     for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
         if (run / name).exists():
             shutil.copy(run / name, copy / name)

@@ -7,6 +7,7 @@ import shutil
 
 from purecover.train.log_lines import format_log_line
 from purecover.train.run import run_train_stage
+from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run
 from tests.train.test_idempotent import recipe_for
 
@@ -30,7 +31,7 @@ def test_a_real_training_run_logs_lines_and_prints_no_dicts(tmp_path, capsys, ca
     with caplog.at_level(logging.INFO, logger="purecover.train"):
         for show in (False, True):
             copy = tmp_path / f"progress-{show}"
-            copy.mkdir()
+            new_run_dir(copy)
             for name in ("candidates.jsonl", "labels.jsonl", "data.run.json", "label.run.json"):
                 if (run / name).exists():
                     shutil.copy(run / name, copy / name)

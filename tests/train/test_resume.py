@@ -23,6 +23,7 @@ import torch
 from purecover.config import ConfigError, load_recipe
 from purecover.train.run import build_training_arguments
 from tests.process_helpers import run_and_kill_when
+from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def _labelled_run(tmp: Path) -> tuple[Path, Path]:
 
 
 def _new_run(labelled: Path, run_dir: Path) -> Path:
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     for name in ("candidates.jsonl", "labels.jsonl"):
         (run_dir / name).write_bytes((labelled / name).read_bytes())
     return run_dir

@@ -134,21 +134,22 @@ def enter_in_child(run_dir: Path, env: dict[str, str]) -> str:
 def test_handover_lets_the_launched_child_in_and_no_one_else(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
-    with run_dir_lock(tmp_path, "pipeline"):
-        with rundir_lock.handover(tmp_path) as env:
+    run = tmp_path / "run"
+    with run_dir_lock(run, "pipeline"):
+        with rundir_lock.handover(run) as env:
             assert set(env) == {rundir_lock.HANDOVER_FILE_ENV, rundir_lock.HANDOVER_TOKEN_ENV}
-            record = json.loads((tmp_path / LOCK_FILE).read_text())
+            record = json.loads((run / LOCK_FILE).read_text())
             assert record["pid"] == os.getpid() and record["stage"] == "pipeline" and list(record)[-1] == "handover"
-            assert env[rundir_lock.HANDOVER_TOKEN_ENV] not in (tmp_path / LOCK_FILE).read_text()  # only its hash
-            assert enter_in_child(tmp_path, env) == "entered"  # the child of the holder (re-entrant there too)
-            assert enter_in_child(tmp_path, {}).startswith("refused:")  # an unrelated process, meanwhile
+            assert env[rundir_lock.HANDOVER_TOKEN_ENV] not in (run / LOCK_FILE).read_text()  # only its hash
+            assert enter_in_child(run, env) == "entered"  # the child of the holder (re-entrant there too)
+            assert enter_in_child(run, {}).startswith("refused:")  # an unrelated process, meanwhile
             forged = {**env, rundir_lock.HANDOVER_TOKEN_ENV: "0" * 64}
-            assert enter_in_child(tmp_path, forged).startswith("refused:")
-            assert enter_in_child(tmp_path, {**env, rundir_lock.HANDOVER_FILE_ENV: str(other / LOCK_FILE)}) \
+            assert enter_in_child(run, forged).startswith("refused:")
+            assert enter_in_child(run, {**env, rundir_lock.HANDOVER_FILE_ENV: str(other / LOCK_FILE)}) \
                 .startswith("refused:")  # a token for another run directory
-        after = (tmp_path / LOCK_FILE).read_text()
+        after = (run / LOCK_FILE).read_text()
         assert list(json.loads(after)) == ["pid", "host", "stage", "launch", "started"]  # as before the hand-over
         assert after == json.dumps(json.loads(after))  # one line, json.dumps' separators
-        assert enter_in_child(tmp_path, env).startswith("refused:")  # the token dies with the hand-over
-    with pytest.raises(RuntimeError, match="needs the run-directory lock"), rundir_lock.handover(tmp_path):
+        assert enter_in_child(run, env).startswith("refused:")  # the token dies with the hand-over
+    with pytest.raises(RuntimeError, match="needs the run-directory lock"), rundir_lock.handover(run):
         pass

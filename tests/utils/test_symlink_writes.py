@@ -18,6 +18,7 @@ from purecover.utils.io import (
     write_jsonl_atomic,
 )
 from purecover.utils.rundir_lock import LOCK_FILE, run_dir_lock
+from tests.run_dirs import new_run_dir
 
 ADVICE = "is a symbolic link; purecover never writes through links: replace it with a regular file or remove it"
 
@@ -95,8 +96,7 @@ def test_resumable_jsonl_still_resumes_a_regular_file(tmp_path):
 def test_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path, elsewhere, content):
     target = elsewhere / "precious.txt"
     target.write_bytes(content)
-    run = tmp_path / "run"
-    run.mkdir()
+    run = new_run_dir(tmp_path / "run")  # ours: what is tested is the link at the lock file
     link = run / LOCK_FILE
     link.symlink_to(target)
     with pytest.raises(SymlinkError, match=re.escape(f"{link} {ADVICE}")), run_dir_lock(run, "data"):
@@ -105,8 +105,7 @@ def test_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path, elsew
 
 
 def test_dangling_symlinked_lock_file_creates_nothing(tmp_path, elsewhere):
-    run = tmp_path / "run"
-    run.mkdir()
+    run = new_run_dir(tmp_path / "run")
     target = elsewhere / "created-by-mistake"
     (run / LOCK_FILE).symlink_to(target)
     with pytest.raises(SymlinkError), run_dir_lock(run, "data"):

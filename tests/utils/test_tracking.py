@@ -21,6 +21,7 @@ import pytest
 from purecover.config import load_recipe
 from purecover.records import StageSummary
 from purecover.utils.tracking import flatten_summary, track_stage, training_tracking
+from tests.run_dirs import new_run_dir
 
 _BLOCK = 32 * 1024
 _HEADER = b":W&B"
@@ -224,7 +225,7 @@ def test_label_stage_logs_its_summary_and_size_histogram(offline_wandb, tmp_path
         rows.append({"qid": f"q{q}", "dataset": "hotpotqa", "question": "Which facts matter?", "answers": ["x"],
                      "docs": docs, "gold_doc_ids": [], "oracle_steps": [facts[q]]})
     run_dir = tmp_path / "labelrun"
-    run_dir.mkdir()
+    new_run_dir(run_dir)
     (run_dir / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     recipe = _recipe(run_dir, "data.k1=4", "teacher.steps=oracle", "teacher.estimator=embedding",
                      "teacher.cot_weighting=false")
