@@ -29,6 +29,7 @@ from typing import Any
 from ..records import GgufInfo, GgufSource
 from ..utils.index_lock import building_directory, key_lock
 from ..utils.io import apply_umask, atomic_write_json, atomic_write_text
+from .chat_template_check import check_chat_template
 from .gguf_header import check_gguf_header
 
 log = logging.getLogger(__name__)
@@ -193,6 +194,7 @@ def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstr
     src_dir, fname = str(gguf_path.parent), gguf_path.name
     _check_implied_size(gguf_path)
     tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=fname)
+    check_chat_template(tokenizer, str(gguf_path))  # before any tensor is read or anything is written
     loaded = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.float32)
     config = loaded.config
     if hasattr(config, "quantization_config"):

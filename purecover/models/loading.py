@@ -140,8 +140,11 @@ def model_source(name: str | None) -> Any:
 def load_tokenizer(name: str, trust_remote_code: bool = False, padding_side: str = "left") -> Any:
     from transformers import AutoTokenizer
 
+    from .chat_template_check import check_chat_template
+
     name = check_model_path(name, "tokenizer")
     tok = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    check_chat_template(tok, name)  # a template that never finishes is refused here, not at the first prompt
     tok.padding_side = padding_side
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
