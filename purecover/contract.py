@@ -20,10 +20,10 @@ from pathlib import Path
 from .config import Recipe
 from .records import OutputDescription, RecordError, StageSummary, validate_record
 from .rundir import FILES, RunDir, describe_input
-from .stages import Runner, config_hash, get_stage, load_hook, load_runner, not_needed, summary_type
+from .stages import STAGES, Runner, config_hash, get_stage, load_hook, load_runner, not_needed, summary_type
 
 __all__ = ["StageBlockedError", "StageOutcome", "StageRun", "execute_stage", "run_stage", "stage_directory",
-           "stage_inputs", "stored_summary"]
+           "stage_inputs", "stored_summary", "upstream_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,49 @@ def stage_inputs(recipe: Recipe, name: str) -> dict[str, OutputDescription | Non
 
 class StageBlockedError(RuntimeError):
     """A stage's outputs were made with another configuration or from other inputs: it refuses to mix them."""
+
+
+def _producers(name: str) -> list[str]:
+    """The pipeline stages before `name` whose outputs it reads, directly or through another such stage, in
+    pipeline order."""
+    order = list(STAGES)
+    wanted, todo = set(), [name]
+    while todo:
+        reads = set(get_stage(todo.pop()).reads)
+        for prior in order[:order.index(name)]:
+            if prior not in wanted and reads & set(get_stage(prior).writes):
+                wanted.add(prior)
+                todo.append(prior)
+    return [s for s in order if s in wanted]
+
+
+def upstream_problem(recipe: Recipe, name: str) -> str | None:
+    """Why stage `name`, run on its own, must not start: a stage whose outputs it reads (`_producers`, in the same
+    run directory, needed by this recipe, not a ``rerun`` stage such as calibrate, whose bias the label stage
+    checks key by key) is blocked, or stale: its manifest is not complete for this recipe
+    and the inputs it holds now. None when every one is complete, or has no manifest (outputs made by hand are
+    used as they are; missing ones are named by the stage itself). What `purecover pipeline` plans for every
+    stage, checked for one."""
+    if name not in STAGES:
+        return None
+    here = stage_directory(recipe, name).path
+    for prior in _producers(name):
+        rd = stage_directory(recipe, prior)
+        if not_needed(recipe, prior) is not None or rd.path != here or get_stage(prior).on_change == "rerun":
+            continue  # a rerun stage (calibrate) is recomputed, not refused: its reader checks what it reads
+        try:
+            status = rd.status(prior, config_hash(recipe, prior), stage_inputs(recipe, prior))
+        except (OSError, ValueError) as exc:
+            return f"the {prior} stage cannot be checked for this recipe ({exc})"
+        if status.action == "skip":
+            continue
+        if status.action != "blocked" and rd.manifest(prior) is None:
+            continue  # outputs made by hand (used as they are), or none: the stage names what it misses
+        state = {"blocked": "blocked", "run": "not done for this recipe", "resume": "not finished",
+                 "redo": "changed since it completed"}.get(status.action, status.action)
+        return (f"the {prior} stage is {state} ({status.reason}); run `purecover {prior}` with this recipe "
+                f"first, or `purecover pipeline`, which runs every stage that needs it")
+    return None
 
 
 @dataclasses.dataclass
@@ -84,17 +127,22 @@ def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, forc
                   config_hash_value: str | None = None, directory: RunDir | None = None) -> StageOutcome:
     """Run stage `name` under the one contract every stage follows.
 
-    Under the run directory's lock: compute the config hash; ask `RunDir.status`; refuse a blocked stage
+    Run on its own (`with_before`): first the stages of `Stage.before`, then refuse (`StageBlockedError`) when a
+    stage whose outputs it reads is blocked, stale or not run (`upstream_problem`). Then, under the run
+    directory's lock: compute the config hash; ask `RunDir.status`; refuse a blocked stage
     (`StageBlockedError`); return the stored summary of a complete one (unless `force`: ``--from``); set
     damaged outputs aside (``redo``); mark the stage running; run its body; mark it complete with what its
     outputs and inputs hold. Manifests are written by rank 0 only (every rank of a launch runs the body).
     `body`, `config_hash_value` and `directory` replace the registry's (a selection with another selector).
     """
     stage = get_stage(name)
-    if with_before:
+    if with_before:  # run on its own (not by the pipeline, which plans every stage itself)
         for prior in stage.before:
             if not_needed(recipe, prior) is None:
                 execute_stage(prior, recipe, show_progress)
+        problem = upstream_problem(recipe, name)
+        if problem is not None:
+            raise StageBlockedError(f"stage {name}: {problem}")
     rd = directory or stage_directory(recipe, name)
     with rd.lock(name):
         h = config_hash_value or config_hash(recipe, name)
