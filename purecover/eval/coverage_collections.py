@@ -88,8 +88,15 @@ def _first(row: dict[str, Any], fields: tuple[str, ...]) -> tuple[str | None, An
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int | None, Any]]:
-    """(line, value) of a JSONL file, or (None, item) of a JSON list."""
-    text = path.read_text(encoding="utf-8")
+    """(line, value) of a JSONL file, or (None, item) of a JSON list. Bytes that are not UTF-8 name their line."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise CoverageDataError(path, line, None, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                                  f"{column})") from None
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)

@@ -56,6 +56,7 @@ from .schemas import (  # noqa: E402
     SelectResponse,
     check_documents,
     document_parts,
+    is_blank,
     is_encodable,
 )
 
@@ -165,8 +166,10 @@ class ScoringService:
             min_select: int | None = None) -> SelectJob:
         """A checked job (HTTPException 400 naming the problem) with the selector's defaults filled in."""
         problem = check_documents(documents, self.selector.k1)
-        if problem is None and not query.strip():
+        if problem is None and is_blank(query):
             problem = "query is empty"
+        if problem is None and "\x00" in query:
+            problem = "query holds a NUL character (U+0000)"
         if problem is None and not is_encodable(query):
             problem = "query is not valid Unicode (a lone surrogate such as \\ud800)"
         effective_k_max = self.selector.k_max if k_max is None else k_max
@@ -266,8 +269,10 @@ OPEN_PATHS = frozenset({"/health", "/metrics"})  # the only paths served without
 
 async def _answer(send: Callable[..., Awaitable[None]], status: int, detail: str,
                   headers: dict[str, str] | None = None) -> None:
-    """Send a JSON ``{"detail": ...}`` response straight from a middleware (the app never runs)."""
-    response = JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    """Send a JSON ``{"detail": ...}`` response straight from a middleware (the app never runs), with
+    ``Connection: close``: the server then closes the connection instead of reading (and discarding) whatever
+    body the client goes on sending, which a client that ignores the answer could make gigabytes."""
+    response = JSONResponse({"detail": detail}, status_code=status, headers={**(headers or {}), "Connection": "close"})
     await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})
 

@@ -8,6 +8,7 @@ k1, empty texts) are in `check_documents` and answer 400.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -153,12 +154,20 @@ def check_documents(documents: list[Document], k1: int) -> str | None:
                 f"(its identifier scheme was trained for {k1}); send the top {k1} candidates")
     for i, doc in enumerate(documents):
         text, title = document_parts(doc)
-        if not text.strip():
+        if is_blank(text):
             return f"document {i} has an empty text"
+        if "\x00" in text or (title is not None and "\x00" in title):
+            return f"document {i} holds a NUL character (U+0000), which no passage text has"
         for field, value in (("text", text), ("title", title)):
             if value is not None and not is_encodable(value):
                 return f"document {i}: its {field} is not valid Unicode (a lone surrogate such as \\ud800)"
     return None
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` has nothing to read: only whitespace, zero-width or other format characters (U+200B,
+    U+FEFF, ...) and control characters (NUL included)."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zs", "Zl", "Zp") for ch in text)
 
 
 def is_encodable(text: str) -> bool:

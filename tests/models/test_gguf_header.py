@@ -77,7 +77,7 @@ def cap_memory() -> None:
 
 
 MEASURE = """
-import json, resource, sys, time
+import json, sys, time
 t = time.perf_counter()
 from purecover.models.gguf_convert import read_gguf_info
 start = time.perf_counter()
@@ -86,8 +86,9 @@ try:
     error = None
 except ValueError as exc:
     error = str(exc)
-print(json.dumps({"seconds": time.perf_counter() - start, "error": error,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM: this process image's peak (ru_maxrss would carry the forking test worker's peak across exec).
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"seconds": time.perf_counter() - start, "error": error, "peak_mb": hwm / 1024}))
 """
 
 

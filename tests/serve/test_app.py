@@ -232,6 +232,15 @@ def test_validation_errors(http, selector, candidates):
     assert r.status_code == 400 and "document 1" in r.json()["detail"]
     r = http.post("/v1/select", json={"query": "   ", "documents": ["a"]})
     assert r.status_code == 400 and "query is empty" in r.json()["detail"]
+    for blank in ("\u200b\u200b", "\ufeff \u2060", "\x00", "\u200b\n\x07"):  # zero-width, format, NUL, control
+        r = http.post("/v1/select", json={"query": "q", "documents": ["fine", blank]})
+        assert r.status_code == 400 and r.json()["detail"] == "document 1 has an empty text", repr(blank)
+        r = http.post("/v1/select", json={"query": blank, "documents": ["a"]})
+        assert r.status_code == 400 and r.json()["detail"] == "query is empty", repr(blank)
+    r = http.post("/v1/select", json={"query": "q", "documents": ["a text\x00with a NUL"]})
+    assert r.status_code == 400 and "document 0 holds a NUL character" in r.json()["detail"]
+    r = http.post("/v1/select", json={"query": "q\x00", "documents": ["a"]})
+    assert r.status_code == 400 and "query holds a NUL character" in r.json()["detail"]
     for bad in ({"query": "q", "documents": [3]}, {"query": "q"}, {"query": "q", "documents": ["a"], "k_max": 0},
                 {"query": "q", "documents": ["a"], "thresold": 1.0}, {"query": "q", "documents": [{"title": "x"}]}):
         assert http.post("/v1/select", json=bad).status_code == 422, bad
@@ -353,9 +362,11 @@ def test_api_key(served_selector, candidates):
             assert c.get(path, headers=good).status_code == 200, path
 
 
-def flood(url: str, head: bytes, total: int = 96 << 20) -> tuple[bytes, int]:
+def flood(url: str, head: bytes, total: int = 96 << 20, heed_answer: bool = True) -> tuple[bytes, int]:
     """POST /v1/select with `head` (extra header lines) and up to `total` bytes of 64 KiB chunks over a raw socket,
-    reading the answer concurrently; returns (what the server answered, bytes sent before it stopped reading)."""
+    reading the answer concurrently; returns (what the server answered, bytes sent before it stopped reading).
+    With `heed_answer` false the client goes on sending after the answer, as an attacker would, until the server
+    closes the connection."""
     import socket
     from urllib.parse import urlsplit
 
@@ -377,7 +388,7 @@ def flood(url: str, head: bytes, total: int = 96 << 20) -> tuple[bytes, int]:
     try:
         sock.sendall(b"POST /v1/select HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + head
                      + b"\r\n")
-        while sent < total and not answer:
+        while sent < total and (not answer or not heed_answer):
             sock.sendall(chunk)
             sent += len(chunk)
     except OSError:  # the server closed the connection: it stopped reading
@@ -401,6 +412,12 @@ def test_smuggled_or_unauthenticated_floods_are_refused_without_reading_them(ser
         assert answer.startswith(b"HTTP/1.1 400") and b"ambiguous framing" in answer and sent < total // 4
         answer, sent = flood(url, key + b"Transfer-Encoding: chunked\r\n", total)
         assert answer.startswith(b"HTTP/1.1 413") and sent < total // 4, (answer[:80], sent)
+        # A client that ignores the 413 and goes on sending: the server closes the connection (it read all of it
+        # before, 10 GB in 43 s), and answers the next client.
+        answer, sent = flood(url, key + b"Transfer-Encoding: chunked\r\n", total, heed_answer=False)
+        assert answer.startswith(b"HTTP/1.1 413") and b"connection: close" in answer.lower() and sent < total // 4
+        answer, sent = flood(url, b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n", total, heed_answer=False)
+        assert answer.startswith(b"HTTP/1.1 401") and sent < total // 4, (answer[:80], sent)
     with running(served_selector, max_body_bytes=1 << 20) as (url, _):  # no key configured
         answer, sent = flood(url, b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n", total)
         assert answer.startswith(b"HTTP/1.1 400") and sent < total // 4, (answer[:80], sent)

@@ -65,3 +65,12 @@ def test_score_run_refuses_the_issues_qrels_at_once(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "q:2: field 'rel': 2147483648 is outside the grades purecover reads" in done.stderr
     assert done.stdout == ""  # nothing scored
+
+
+def test_a_judgments_file_that_is_not_utf8_names_the_line(tmp_path):
+    from purecover.eval.coverage_collections import CoverageDataError, read_judgments
+
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(b'{"id": "1", "docid": "a", "ratings": [1]}\n{"id": "1", "docid": "\xffb", "ratings": [2]}\n')
+    with pytest.raises(CoverageDataError, match=r"j.jsonl:2: not UTF-8 text \(byte 0xff at column 23\)"):
+        read_judgments(path)
