@@ -155,7 +155,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     if args.dry_run:  # a real run makes its plan once, under the run directory's lock
         resources = resolve_resources(recipe)
         plans = plan_pipeline(recipe, args.start)
-        check_stages_with_work(recipe, plans)
+        check_stages_with_work(recipe, plans, dry_run=True)
         print(f"purecover pipeline (dry run): {args.recipe or 'built-in defaults'} -> run_dir {recipe.run_dir}")
         print("\nresources:")
         width = max(len(r.key) for r in resources)

@@ -326,7 +326,7 @@ def _launch_resources(recipe: Recipe) -> list[Resource]:
 
 def resolve_resources(recipe: Recipe) -> list[Resource]:
     """Every model, dataset and file the recipe's enabled stages use."""
-    from .eval.job import EMBEDDING_METHODS, parse_methods
+    from .eval.methods import EMBEDDING_METHODS, parse_methods
 
     d, t, s, e = recipe.data, recipe.teacher, recipe.student, recipe.eval
     out: list[Resource] = []
@@ -426,12 +426,14 @@ def headline(stage: str, summary: StageSummary) -> str:
     return "; ".join(parts)
 
 
-def check_stages_with_work(recipe: Recipe, plans: list[StagePlan]) -> None:
-    """Each planned stage's slow recipe check (`Stage.check`), for the stages with work only, before any runs."""
+def check_stages_with_work(recipe: Recipe, plans: list[StagePlan], dry_run: bool = False) -> None:
+    """Each planned stage's recipe check (`Stage.check`, called as ``check(recipe, dry_run=...)``), for the stages
+    with work only, before any runs. ``dry_run``: the checks that import nothing heavy (no torch: the train
+    stage's TrainingArguments are built when the pipeline starts)."""
     for plan in plans:
         hook = get_stage(plan.stage).check
         if hook and plan.action not in ("skip", "not needed", "blocked"):
-            load_hook(hook)(recipe)
+            load_hook(hook)(recipe, dry_run=dry_run)
 
 
 @locked_stage("pipeline")

@@ -245,7 +245,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "[--set ...] yourself.",
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
         scratch=("checkpoints",), needed="purecover.stages:student_needed", launcher="purecover.pipeline:launch_command",
-        foreign="purecover.train.run:foreign_student", check="purecover.train.run:check_training_arguments",
+        foreign="purecover.train.run:foreign_student", check="purecover.train.recipe_check:check_training_arguments",
         summary="purecover.records:TrainSummary",
         headline=("train_questions", "calib_questions", "test_questions", "train_loss", "tau3", "test_subset_f1"),
         module="purecover.train",
@@ -274,9 +274,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         reads=("candidates", "selector"), writes=("selections",), sections=("data",),
         summary="purecover.records:SelectSummary",
         headline=("questions", "mean_selected", "questions_per_second"),
-        hash_extra="purecover.select.job:selector_fingerprint", module="purecover.select",
+        hash_extra="purecover.select.stage_keys:selector_fingerprint", module="purecover.select",
         needed="purecover.stages:student_needed", directory="purecover.rundir:test_set_directory",
-        inputs="purecover.select.job:selection_inputs", hashed="selector or data", command="purecover.select.byo_cli:select_command",
+        inputs="purecover.select.stage_keys:selection_inputs", hashed="selector or data", command="purecover.select.byo_cli:select_command",
     ),
     Stage(
         name="evaluate",
@@ -296,7 +296,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         reads=("candidates", "labels", "selections"), writes=("metrics", "report"), sections=_ALL_SECTIONS,
         summary="purecover.records:EvaluateSummary",
         headline=("questions", "generated", "cached", "em@"), on_change="rerun", before=("select",),
-        inputs="purecover.eval.job:evaluation_inputs",
+        inputs="purecover.eval.stage_keys:evaluation_inputs",
     ),
 )}
 

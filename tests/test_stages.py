@@ -114,6 +114,7 @@ def test_not_needed_and_before(monkeypatch, tmp_path):
     ran = []
     monkeypatch.setattr(contract, "load_runner", lambda name: lambda run: ran.append(name) or StageSummary())
     monkeypatch.setattr(contract, "stage_inputs", lambda recipe, name: {})
+    monkeypatch.setattr(contract, "upstream_problem", lambda recipe, name: None)  # the stubs write no outputs
     run_stage("evaluate", recipe, show_progress=False)
     assert ran == ["evaluate"]  # no student: select is not run first
     run_stage("evaluate", load_recipe(None, [f"run_dir={tmp_path / 'b'}"]), show_progress=False)

@@ -73,7 +73,7 @@ def check_path_list(path: str | Sequence[str] | None, must_exist: bool = True) -
             raise ConfigError(f"{key}: {entry!r} {problem}")
 
 
-def check_data_files(recipe: Recipe) -> None:
+def check_data_files(recipe: Recipe, dry_run: bool = False) -> None:
     """The data stage's recipe check (`purecover.stages.Stage.check`), which ``purecover pipeline`` (and its dry
     run) runs before any stage when the data stage has work: every file of a ``data.path`` list exists. Not part of
     `purecover.validate.validate_recipe`, so a run directory whose data stage is complete still trains and

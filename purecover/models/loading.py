@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
+
 
 log = logging.getLogger(__name__)
 
@@ -17,15 +19,17 @@ __all__ = ["check_model_path", "gguf_file_of", "load_causal_lm", "load_tokenizer
 # What the Hub accepts as a repo id: ``name`` or ``owner/name`` (letters, digits, ``-_.``).
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = ("float32", "bfloat16", "float16")  # torch dtype names (torch is imported when a model is loaded)
 
 
 def resolve_dtype(name: str, device: str | torch.device | None = None) -> torch.dtype:
     """``auto`` = bfloat16 on CUDA (float16 if bf16 is unsupported), float32 on CPU."""
+    import torch
+
     if name != "auto":
         if name not in _DTYPES:
             raise ValueError(f"unknown dtype {name!r}; expected auto, {', '.join(_DTYPES)}")
-        return _DTYPES[name]
+        return getattr(torch, name)
     on_cuda = torch.cuda.is_available() and (device is None or str(device).startswith(("cuda", "auto")))
     if on_cuda:
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
@@ -158,6 +162,7 @@ def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_
     `device_map` (e.g. ``auto``) spreads a large model over the visible GPUs; otherwise the model
     goes to `device` (``auto`` = cuda if available else cpu).
     """
+    import torch
     from transformers import AutoModelForCausalLM
 
     name = check_model_path(name)

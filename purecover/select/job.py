@@ -48,6 +48,7 @@ from ..rundir import FILES, RunDir
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, read_jsonl
 from ..utils.progress import tqdm
+from .stage_keys import _selector_fingerprint, selection_inputs, selector_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +91,6 @@ def _load_candidates(path: Path, k1: int) -> list[CandidateRecord]:
     """The records of candidates.jsonl, checked for what selection needs (errors name line and field)."""
     return read_candidate_records(path, max_docs=k1, max_docs_hint=(
         f", the k1={k1} the selector was trained for; rebuild the candidates with data.k1 <= {k1}"))
-
-
-def selector_fingerprint(recipe: Recipe) -> str:
-    """What the select stage's hash adds to the data section: the exported selector's fingerprint
-    (run_dir/selector; "none" before export) and the test set it selects for (eval.path, hub_config, split, limit, sample, seed)."""
-    sel_dir = RunDir.of(recipe).path_of("selector")
-    fp = _selector_fingerprint(sel_dir) if (sel_dir / SELECTOR_CONFIG).is_file() else "none"
-    e = recipe.eval
-    return f"{fp}:{e.path}:{e.hub_config}:{e.split}:{e.limit}:{e.sample}:{e.seed}" if e.path else fp
-
-
-def _selector_fingerprint(selector_dir: Path) -> str:
-    """What identifies the selector: its config and the names and sizes of its weight files."""
-    h = hashlib.sha256((selector_dir / SELECTOR_CONFIG).read_bytes())
-    for p in sorted(selector_dir.glob("*.safetensors")):
-        h.update(f"{p.name}:{p.stat().st_size}".encode())
-    return h.hexdigest()[:16]
 
 
 def _select_batch(selector: Selector, batch: Sequence[Question]) -> list[SelectionResult]:
@@ -217,14 +201,6 @@ def run_select_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary
     from ..contract import run_stage
 
     return run_stage("select", recipe, show_progress)
-
-
-def selection_inputs(recipe: Recipe) -> dict[str, Path]:
-    """The select stage's inputs: the evaluation questions' candidates (the selector is in its config hash, by
-    its config and weights: a refreshed model card is not a new selector)."""
-    from ..rundir import test_set_directory
-
-    return {"candidates.jsonl": RunDir(test_set_directory(recipe)).path_of("candidates")}
 
 
 def write_selections(run: StageRun) -> SelectSummary:

@@ -224,12 +224,6 @@ def foreign_student(rd: RunDir, config_hash: str) -> str | None:
     return None
 
 
-def check_training_arguments(recipe: Recipe) -> None:
-    """The train stage's `Stage.check`: build its TrainingArguments once (their own cross-field checks); a
-    ConfigError names the key."""
-    build_training_arguments(recipe, has_eval=recipe.student.eval_fraction > 0, dry_run=True)
-
-
 def run_train_stage(recipe: Recipe, show_progress: bool = True) -> StageSummary:
     """Train the student on run_dir/labels.jsonl; returns the summary written to train.run.json (a
     `TrainSummary`; a complete stage's stored summary that another version wrote may read as a plain
