@@ -7,7 +7,11 @@ EXTRAS ?= dense,dev,docs,serve,langchain,llamaindex,haystack,coverage
 # The stamp changes whenever the dependency declarations change, so `setup` reinstalls only then.
 # Tests and the demo never touch the network.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=offline
-STAMP := $(VENV)/.purecover-installed-$(shell cat pyproject.toml $(CONSTRAINTS) | cksum | cut -d' ' -f1)
+# The editable install puts the clone on sys.path (setuptools' compat mode) instead of an import hook that runs
+# after Python's own path search: with the hook, a folder named purecover/ in the working directory (the clone
+# itself, seen from its parent folder) was imported as an empty namespace package in place of the real one.
+EDITABLE := --config-settings editable_mode=compat
+STAMP := $(VENV)/.purecover-installed-$(shell (cat pyproject.toml $(CONSTRAINTS); echo '$(EDITABLE)') | cksum | cut -d' ' -f1)
 
 .PHONY: setup test lint docs docs-ref demo demo-real bench clean
 
@@ -16,7 +20,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "make setup: installing purecover with its $(EXTRAS) extras into $(VENV) (a few minutes the first time: torch, transformers, ...)"
-	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install --quiet --no-compile --disable-pip-version-check -c $(CONSTRAINTS) $(EDITABLE) -e ".[$(EXTRAS)]"
 	@echo "make setup: byte-compiling the installed packages on every core"
 	@# Byte-compile what pip installed, on every core (pip compiles one file at a time). The tests start many
 	@# Python processes, and where PYTHONDONTWRITEBYTECODE is set none of them would write a cache: each would
