@@ -41,6 +41,10 @@ def read_predictions(path: str | Path) -> dict[str, str]:
     for lineno, record in read_jsonl(path):
         if "prompt_key" in record:  # the evaluate stage's own line: checked whole
             validate_line(PredictionRecord, record, path, lineno)
+        if "qid" not in record:
+            hint = f" (this line has {sorted(k for k in record if k in ('id', '_id', 'question_id'))[0]!r}: name it qid)" \
+                if any(k in record for k in ("id", "_id", "question_id")) else ""
+            raise JsonlLineError(path, lineno, f"field 'qid': missing{hint}")
         qid = record.get("qid")
         if isinstance(qid, int) and not isinstance(qid, bool):
             qid = str(qid)

@@ -245,7 +245,7 @@ def convert_gguf(gguf_path: str | Path, cache_dir: str | Path, *, upstream: str 
         if (final / SOURCE_FILE).is_file():  # another process finished it while we waited
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
-        log.warning("converting %s to a safetensors model directory (once; later loads take seconds): %s",
+        log.info("converting %s to a safetensors model directory (once; later loads take seconds): %s",
                     p.name, final)
         with building_directory(final, SOURCE_FILE) as tmp:
             _convert_into(p, tmp, info, sha, upstream=upstream, license=license, catalogue_name=catalogue_name)

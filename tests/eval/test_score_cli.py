@@ -80,7 +80,9 @@ def test_missing_predictions_error_vs_allow_missing(tmp_path, gold, capsys):
 
 @pytest.mark.parametrize("line, message", [
     ('{"qid": "q1", "prediction": "Mirren"\n', "preds.jsonl:2: invalid JSON"),
-    ('{"prediction": "Mirren"}\n', "preds.jsonl:2: field 'qid'"),
+    ('{"prediction": "Mirren"}\n', "preds.jsonl:2: field 'qid': missing"),
+    ('{"id": "q2", "prediction": "Mirren"}\n', "preds.jsonl:2: field 'qid': missing (this line has 'id': name it qid)"),
+    ('{"qid": "", "prediction": "Mirren"}\n', "preds.jsonl:2: field 'qid': expected a non-empty string"),
     ('{"qid": "q2"}\n', "preds.jsonl:2: field 'prediction': missing"),
     ('{"qid": "q2", "prediction": null}\n', "preds.jsonl:2: field 'prediction': expected a string"),
     ('["q2", "yes"]\n', "preds.jsonl:2: expected a JSON object"),
