@@ -23,14 +23,15 @@ def build_demo_assets(out_dir: str | Path = DEMO_ASSETS, *, hidden_size: int = 6
                       seed: int = 0) -> Path:
     """Tokenizer + tiny Qwen2 under `out_dir`; returns the model directory."""
     from .coverage import write_demo_collection
-    from .offline_tokenizer import build_offline_tokenizer, demo_tokenizer_texts
-    from .tiny import build_tiny_model
 
     out = Path(out_dir)
     write_demo_collection(out / "coverage")  # seconds' worth of JSON, the same bytes every time
     model_dir = out / "tiny-qwen2"
     if (model_dir / "config.json").is_file() and any(model_dir.glob("*.safetensors")):
-        return model_dir
+        return model_dir  # built before: nothing more to import (a rerun of `make demo` stays without torch)
+    from .offline_tokenizer import build_offline_tokenizer, demo_tokenizer_texts
+    from .tiny import build_tiny_model
+
     tok_dir = build_offline_tokenizer(out / "tokenizer", demo_tokenizer_texts())
     tmp = out / ".tiny-qwen2.tmp"
     build_tiny_model(tmp, tok_dir, "qwen2", hidden_size=hidden_size, num_layers=num_layers, num_heads=4,
