@@ -151,8 +151,11 @@ def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str
     k = _main_k(metrics)
     ds = metrics.dataset
     stats = metrics.statistics
+    data = metrics.recipe.get("data")
+    demo = isinstance(data, dict) and data.get("path") == "demo" and not (metrics.recipe.get("eval") or {}).get("path")
+    title = f"{ds} format, the bundled demo set (invented questions)" if demo else ds
     out = [
-        f"# Evaluation: {ds}",
+        f"# Evaluation: {title}",
         "",
         f"{metrics.questions} questions from {metrics.question_source}; generator "
         f"`{metrics.generator}` ({metrics.backend}, greedy, at most {metrics.max_new_tokens} new tokens). "

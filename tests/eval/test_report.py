@@ -60,6 +60,13 @@ def _with_statistics(metrics: MetricsFile, n: int = 40) -> MetricsFile:
     return metrics.model_copy(update={"results": results, "statistics": statistics})
 
 
+def test_the_demo_sets_report_says_it_is_the_demo_set():
+    demo = MetricsFile.model_validate({**_raw("hotpotqa", 0.0), "recipe": {"data": {"path": "demo"}, "eval": {}}})
+    assert render_report(demo).splitlines()[0] == ("# Evaluation: hotpotqa format, the bundled demo set "
+                                                   "(invented questions)")
+    assert render_report(_metrics("hotpotqa", 0.0)).splitlines()[0] == "# Evaluation: hotpotqa"
+
+
 def test_report_shows_intervals_and_the_paired_test():
     metrics = _with_statistics(_metrics("musique", 0.2))
     text = render_report(metrics)
