@@ -16,7 +16,7 @@ score order, ``logits``/``probabilities``/``doc_ids`` cover all candidates in in
 written by the stage's worker (`select_into`): resumable and kill-safe. ``OUT.run.json`` records the
 selector's fingerprint and the input's sha256; a rerun with another selector or input is refused.
 
-While it runs, the command holds an exclusive lock (``fcntl.flock``) on ``OUT.lock`` beside the output:
+While it runs, the command holds an exclusive lock (``fcntl.flock``) on ``.OUT.lock`` (hidden) beside the output:
 a second ``purecover select ... --out OUT`` started meanwhile fails at once with one line naming the
 holder's pid (it does not wait: the first may run for hours, and two writers would interleave their
 records). The kernel releases the lock when the holder exits or is killed; the lock file stays.
@@ -268,7 +268,7 @@ class OutputBusyError(RuntimeError):
 
 @contextlib.contextmanager
 def output_lock(out_path: Path) -> Iterator[None]:
-    """Hold an exclusive flock on ``OUT.lock`` (beside `out_path`) while the block runs.
+    """Hold an exclusive flock on ``.OUT.lock`` (hidden, beside `out_path`) while the block runs.
 
     Does not wait: when another process holds it, raises `OutputBusyError` naming that process (pid,
     host, start, from the lock file). The lock file is created if needed, never followed through a
@@ -277,7 +277,7 @@ def output_lock(out_path: Path) -> Iterator[None]:
     """
     import fcntl
 
-    lock = out_path.with_name(out_path.name + ".lock")
+    lock = out_path.with_name(f".{out_path.name}.lock")  # hidden: a side file, not a result
     ensure_output_dir(lock.parent)
     fd = open_in_place(lock, os.O_RDWR | os.O_CREAT, 0o644)  # a link there is refused, never followed
     try:

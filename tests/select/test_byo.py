@@ -203,14 +203,14 @@ sys.stdin.readline()
 
 def test_a_second_select_into_the_same_out_is_refused_while_the_first_holds_it(byo_run, selector_dir, tmp_path,
                                                                                 capsys):
-    """Another process holds OUT.lock (as a running `purecover select --out OUT` does): this one fails at once,
+    """Another process holds .OUT.lock (as a running `purecover select --out OUT` does): this one fails at once,
     naming the holder's pid, and writes nothing; once the holder is gone the same command runs."""
     import subprocess
     import sys
 
     _, _, inp, out, _ = byo_run
     target = tmp_path / "out.jsonl"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(tmp_path / "out.jsonl.lock")],
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(tmp_path / ".out.jsonl.lock")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -226,7 +226,7 @@ def test_a_second_select_into_the_same_out_is_refused_while_the_first_holds_it(b
 
 
 def test_the_lock_is_held_while_selecting(byo_run, selector_dir, tmp_path, monkeypatch):
-    """While select_into writes OUT, another process cannot take OUT.lock."""
+    """While select_into writes OUT, another process cannot take .OUT.lock."""
     import subprocess
     import sys
 
@@ -237,7 +237,7 @@ def test_the_lock_is_held_while_selecting(byo_run, selector_dir, tmp_path, monke
     real = byo.select_into
 
     def probing(*args, **kwargs):
-        probe = subprocess.run([sys.executable, "-c", _HOLD_LOCK, str(tmp_path / "o.jsonl.lock")], input="\n",
+        probe = subprocess.run([sys.executable, "-c", _HOLD_LOCK, str(tmp_path / ".o.jsonl.lock")], input="\n",
                                capture_output=True, text=True, timeout=60)
         seen.append(probe.returncode)
         return real(*args, **kwargs)
