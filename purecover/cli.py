@@ -142,6 +142,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from .pipeline import (
         check_stages_with_work,
+        figure_legend,
         plan_pipeline,
         resolve_resources,
         run_pipeline,
@@ -181,6 +182,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     rows = run_pipeline(recipe, args.start, show_progress=not args.quiet)
     print("\npurecover pipeline: done\n")
     print(summary_table(rows))
+    print(figure_legend(rows))
     report = recipe.run_path / "eval" / "report.md"
     if report.is_file():
         print(f"\nreport: {report}")

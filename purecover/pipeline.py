@@ -40,7 +40,7 @@ from .config import LAUNCH_FLAGS, Recipe, dump_recipe_yaml, load_recipe, recipe_
 from .contract import execute_stage, stage_directory, stage_inputs, stored_summary
 from .records import StageSummary
 from .rundir import RunDir, StageStatus
-from .stages import PIPELINE, config_hash, get_stage, load_hook, not_needed
+from .stages import PIPELINE, config_hash, get_stage, load_hook, not_needed, summary_type
 from .utils.io import atomic_write_text, open_in_place
 from .utils.rundir_lock import handover, locked_stage, run_dir_lock
 
@@ -411,18 +411,46 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
 # --------------------------------------------------------------------------- running
 
 
-def headline(stage: str, summary: StageSummary) -> str:
-    """A one-line digest of a stage summary for the final table (the figures `Stage.headline` names)."""
-    parts = []
+def _headline_figures(stage: str, summary: StageSummary) -> list[tuple[str, object]]:
+    """(key, value) of the figures `Stage.headline` names that the summary holds, in headline order."""
+    out = []
     figures = summary.figures()
     for prefix in get_stage(stage).headline:
         for key, value in figures.items():
             if (key == prefix or (prefix.endswith("@") and key.startswith(prefix))) and value is not None:
-                if isinstance(value, float):
-                    value = round(value, 4)
-                if isinstance(value, dict):
-                    value = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
-                parts.append(f"{key} {value}")
+                out.append((key, value))
+    return out
+
+
+def figure_legend(rows: list[StageRow]) -> str:
+    """What the figures of the final table mean: one line per figure name shown that is not a plain word (its
+    summary field's description), then where every stage's figures are described."""
+    lines, seen = ["figures:"], set()
+    for r in rows:
+        try:
+            fields = summary_type(r.stage).model_fields
+        except (KeyError, TypeError, ImportError):
+            continue
+        for key, _ in _headline_figures(r.stage, r.summary):
+            field = fields.get(key) or fields.get(key.split("@")[0])
+            plain = key.isalpha() and key != "error"  # questions, generated, cached, format: read as written
+            if key in seen or plain or field is None or not field.description:
+                continue
+            seen.add(key)
+            lines.append(f"  {key} ({r.stage}): {field.description.split('; null')[0].rstrip('.')}")
+    lines.append("  every stage's figures: docs/reference/run-files.md (the <Stage>Summary records)")
+    return "\n".join(lines)
+
+
+def headline(stage: str, summary: StageSummary) -> str:
+    """A one-line digest of a stage summary for the final table (the figures `Stage.headline` names)."""
+    parts = []
+    for key, value in _headline_figures(stage, summary):
+        if isinstance(value, float):
+            value = round(value, 4)
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
+        parts.append(f"{key} {value}")
     return "; ".join(parts)
 
 

@@ -132,5 +132,5 @@ class ExportSummary(StageSummary):
     tau3_logprob: float | None = Field(description="Its threshold on the identifier log-softmax; null for a "
                                                    "checkpoint without one.")
     files: list[str] = Field(description="The files of the selector directory, sorted.")
-    size_bytes: NonNegativeInt = Field(description="Their total size.")
+    size_bytes: NonNegativeInt = Field(description="Total size of the exported files, in bytes.")
     seconds: float = Field(ge=0, description="How long the export took.")

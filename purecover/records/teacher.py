@@ -89,7 +89,7 @@ class LabelSummary(StageSummary):
     max_e: float | None = Field(default=None, description="Mean of the largest normalised step weight.")
     max_W: float | None = Field(default=None, description="Mean of the per-step largest coverage.")
     written_by_rank0: int | None = Field(default=None, description="Records rank 0 wrote in this invocation.")
-    questions_per_second_rank0: float | None = Field(default=None, description="Its labelling speed; null when "
+    questions_per_second_rank0: float | None = Field(default=None, description="Rank 0's labelling speed, in questions per second; null when "
                                                                                "it wrote nothing.")
     labels: str | None = Field(default=None, description="The labels.jsonl written.")
     estimation: EstimationSettings | None = Field(default=None, description="The resolved estimation parameters.")
