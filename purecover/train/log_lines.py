@@ -7,7 +7,10 @@ progress is shown) with a line on the ``purecover.train`` logger, e.g.::
     train step 20/150 (13%): loss 2.504 (L_CL 0.909, L_LM 1.595), grad norm 3.68, lr 4.68e-04, epoch 0.25;
     1.9 s/step, about 4m08s left
 
-and an evaluation line (``eval loss ...``) for the calibration split's logs.
+and an evaluation line (``eval loss ...``) for the calibration split's logs. Besides the ``logging_steps`` lines, a
+line comes after the first step of a run (so a slow machine shows its pace at once, not after ten steps) and
+whenever `HEARTBEAT_SECONDS` pass without one: the Trainer is asked to log at that step (its loss is the mean
+since the last line, as at any logging step).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from ..utils.progress import duration_text, use_bars
 
-__all__ = ["QuietProgressCallback", "TrainingLogLines", "format_log_line", "use_log_lines"]
+__all__ = ["HEARTBEAT_SECONDS", "QuietProgressCallback", "TrainingLogLines", "format_log_line", "use_log_lines"]
 
 log = logging.getLogger("purecover.train")
+HEARTBEAT_SECONDS = 60.0  # at most this long between two training lines
 
 _NAMES = {"l_cl": "L_CL", "l_lm": "L_LM", "l_bce": "L_BCE"}
 
@@ -60,9 +64,18 @@ class TrainingLogLines(TrainerCallback):
 
     def __init__(self) -> None:
         self._start: tuple[float, int] | None = None
+        self._last_line = time.perf_counter()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._start = (time.perf_counter(), int(state.global_step))
+        self._last_line = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """Ask for a log line after the run's first step and when `HEARTBEAT_SECONDS` passed without one."""
+        first = self._start is not None and state.global_step == self._start[1] + 1
+        if first or time.perf_counter() - self._last_line >= HEARTBEAT_SECONDS:
+            control.should_log = True
+        return control
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not state.is_world_process_zero:
@@ -73,6 +86,7 @@ class TrainingLogLines(TrainerCallback):
         line = format_log_line(logs, int(state.global_step), int(state.max_steps or 0), speed)
         if line:
             log.info("%s", line)
+            self._last_line = time.perf_counter()
 
 
 class QuietProgressCallback(ProgressCallback):

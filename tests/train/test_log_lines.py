@@ -41,3 +41,27 @@ def test_a_real_training_run_logs_lines_and_prints_no_dicts(tmp_path, capsys, ca
     lines = [r.getMessage() for r in caplog.records if r.name == "purecover.train"]
     steps = [m for m in lines if m.startswith("train step ")]
     assert len(steps) == 8 and steps[0].startswith("train step 1/4 (25%): loss ") and "s/step" in steps[1]
+
+
+def test_a_line_after_the_first_step_and_then_at_least_every_heartbeat(monkeypatch):
+    """A slow machine shows its pace after step 1, not after `logging_steps`; a long step cadence still gives a
+    line every HEARTBEAT_SECONDS (make demo-real was silent for 21 minutes before its first line)."""
+    from types import SimpleNamespace
+
+    from purecover.train import log_lines
+
+    clock = [100.0]
+    monkeypatch.setattr(log_lines.time, "perf_counter", lambda: clock[0])
+    callback = log_lines.TrainingLogLines()
+    state = SimpleNamespace(global_step=4, max_steps=50, is_world_process_zero=True)  # a resumed run: from step 4
+    callback.on_train_begin(None, state, SimpleNamespace())
+
+    def step(seconds: float) -> bool:
+        clock[0] += seconds
+        state.global_step += 1
+        return callback.on_step_end(None, state, SimpleNamespace(should_log=False)).should_log
+
+    assert step(30.0) is True  # the first step of this run
+    callback.on_log(None, state, SimpleNamespace(), logs={"loss": 1.0})  # the line it asked for
+    assert step(30.0) is False and step(29.0) is False
+    assert step(log_lines.HEARTBEAT_SECONDS) is True  # a minute without a line
