@@ -44,6 +44,7 @@ from ..records import (
 )
 from ..rundir import FILES, RunDir
 from ..utils.io import apply_umask, atomic_write_json
+from ..utils.progress import tqdm
 from .data import (
     SelectorCollator,
     SelectorDataset,
@@ -288,19 +289,32 @@ def train_student(run: StageRun) -> TrainSummary:
 
     # τ3 on the calibration split, scored on the test split (all ranks run the forwards: ZeRO-3 shards
     # the weights); τ3 on the logits and on their identifier log-softmax (vLLM log-prob modes).
-    def scores_of(exs: list[Any]) -> list[list[float]]:
-        if read_token is not None:  # the passage readout: the score token's logit at each marker
-            return hf_passage_logits(trainer.model, [e.input_ids for e in exs], [e.read_positions for e in exs],
-                                     read_token, batch_size=args.per_device_eval_batch_size,
-                                     pad_id=tokenizer.pad_token_id or 0)
-        return first_position_logits(trainer.model, [e.input_ids for e in exs], scheme.token_ids,
-                                     [e.n_docs for e in exs], batch_size=args.per_device_eval_batch_size)
+    def scores_of(exs: list[Any], split: str) -> list[list[float]]:
+        """The student's scores of `exs`, in chunks of a few batches with a progress bar or log line (`split`
+        names them): on CPU a few hundred questions take minutes."""
+        chunk = 4 * args.per_device_eval_batch_size
+        out: list[list[float]] = []
+        with tqdm(total=len(exs), desc=f"scoring the {split} split", unit="q",
+                          disable=not show_progress or not is_main) as bar:
+            for i in range(0, len(exs), chunk):
+                part = exs[i:i + chunk]
+                if read_token is not None:  # the passage readout: the score token's logit at each marker
+                    out += hf_passage_logits(trainer.model, [e.input_ids for e in part],
+                                             [e.read_positions for e in part], read_token,
+                                             batch_size=args.per_device_eval_batch_size,
+                                             pad_id=tokenizer.pad_token_id or 0)
+                else:
+                    out += first_position_logits(trainer.model, [e.input_ids for e in part], scheme.token_ids,
+                                                 [e.n_docs for e in part], batch_size=args.per_device_eval_batch_size)
+                bar.update(len(part))
+        return out
 
     tuned_on = calib if calib else train
     k_max = cfg.k_max or recipe.teacher.budget
-    th = calibrate_thresholds(scores_of(tuned_on), [e.selected for e in tuned_on], cfg.min_select, k_max)
+    th = calibrate_thresholds(scores_of(tuned_on, "calibration" if calib else "training"),
+                              [e.selected for e in tuned_on], cfg.min_select, k_max)
     tau3 = th["tau3"]
-    tested = subset_f1_both_spaces(scores_of(test), [e.selected for e in test], th, cfg.min_select, k_max) \
+    tested = subset_f1_both_spaces(scores_of(test, "test"), [e.selected for e in test], th, cfg.min_select, k_max) \
         if test else None
     calib_f1, calib_f1_logprob = _f1(th["calib_subset_f1"]), _f1(th["calib_subset_f1_logprob"])
     test_f1 = _f1(tested["test_subset_f1"]) if tested else None
