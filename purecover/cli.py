@@ -139,6 +139,21 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_estimate(recipe: Recipe, stages: list[str]) -> None:
+    """The dry run's rough time estimate of the stages with work (`purecover.estimate`)."""
+    from .estimate import estimate_stages, total_text
+    from .utils.progress import duration_text
+
+    if not stages:
+        return
+    estimates = estimate_stages(recipe, stages)
+    print(f"\nestimate (rough, within about x3; from the benchmarks' figures on 2 CPU cores with SmolLM2-135M, "
+          f"scaled by questions, parameters and K1): {total_text(estimates)}")
+    for e in estimates:
+        when = "—" if e.seconds is None else "fast" if e.seconds == 0 else f"~{duration_text(e.seconds)}"
+        print(f"  {e.stage:<9}  {when:<10}  {e.how}")
+
+
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from .pipeline import (
         check_stages_with_work,
@@ -169,6 +184,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
                 print(f"  {'':<9}  {'command':<10}  {shlex.join(p.command)}")
                 print(f"  {'':<9}  {'':<10}  (the resolved recipe is written to {p.command[-1]} when the stage "
                       "starts)")
+        _print_estimate(recipe, [p.stage for p in plans if p.action in ("run", "resume", "redo", "rerun")])
         missing = [r for r in resources if r.status == "missing"]
         blocked = [p for p in plans if p.action == "blocked"]
         _warn_about_gold(recipe)

@@ -1,0 +1,210 @@
+"""A rough time estimate of a recipe's stages, for ``purecover pipeline --dry-run``, before hours start.
+
+The figures are the ones the benchmarks measured on 2 CPU cores with SmolLM2-135M-Instruct and K1 = 10
+(`REFERENCE`, each naming its row in ``benchmarks/results``; a test checks they match). A stage's estimate
+scales its reference by the questions it will see, the parameters of the model it runs and K1 / 10:
+
+    seconds ~ questions x reference s/question x (parameters / 135M) x (K1 / 10)   [x epochs x shuffles: train]
+
+It is a first-order guess (within a factor of about 3 on the machine the figures come from; more cores are
+faster, not linearly; busy cores slower). It imports no torch: parameters come from the catalogue, a local
+``config.json`` or GGUF header, or a Hub id's size tag (``7B``, ``135M``); questions from the data file's records
+(files up to `COUNT_LIMIT_BYTES`) and ``data.limit`` / ``data.sample``. On a machine with a GPU (``nvidia-smi``
+present) the CPU figures do not apply and none is given until the GPU check has measured one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Recipe
+
+__all__ = ["COUNT_LIMIT_BYTES", "REFERENCE", "StageEstimate", "estimate_stages", "model_parameters",
+           "question_count", "total_text"]
+
+REFERENCE_PARAMETERS = 134_515_008  # SmolLM2-135M-Instruct's tensors (its GGUF file)
+REFERENCE_K1 = 10
+COUNT_LIMIT_BYTES = 64 << 20  # larger data files are not read by a dry run to count their questions
+
+# stage variant -> (seconds per question on 2 CPU cores, the benchmark row it comes from)
+REFERENCE: dict[str, tuple[float, str]] = {
+    "label:model": (42.84, "real_models.json real_models.label_f1.smollm2_own_steps (hotpotqa): 42.84 s/question"),
+    "label:attention": (15.71, "real_models.json real_models.label_f1.smollm2_attention (hotpotqa): 15.71 s/question"),
+    "label:embedding": (1.27, "real_models.json real_models.label_f1.oracle_proxy (hotpotqa): 1.27 s/question"),
+    "train": (2444.8 / 378, "student_readout.json student_readout.hotpotqa.passage.train_seconds (seed 0): "
+                            "2444.8 s for 378 questions, one pass"),
+    "select": (2.1446, "student_readout.json student_readout.hotpotqa.selection_time_ratio: 2.1446 s/question"),
+}
+_SIZE_TAG = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+_CATALOGUE_SIZES = {"smollm2-135m-instruct": REFERENCE_PARAMETERS, "gemma3-270m": 268_098_176}
+
+
+@dataclass(frozen=True)
+class StageEstimate:
+    """One stage's estimate: `seconds` (None when it cannot be told) and how it was reached, in words."""
+
+    stage: str
+    seconds: float | None
+    how: str
+
+
+def model_parameters(name: str | None) -> int | None:
+    """The parameter count of model `name` without loading it: a catalogue name, a local directory's
+    ``config.json`` (an estimate from its shapes) or GGUF file (its tensors), or a size tag in the name."""
+    if not name:
+        return None
+    key = name.lower()
+    for known, n in _CATALOGUE_SIZES.items():
+        if key.startswith(known):
+            return n
+    path = Path(name).expanduser()
+    try:
+        if path.is_file() and path.suffix.lower() == ".gguf":
+            from .models.gguf_header import check_gguf_header
+
+            return check_gguf_header(path).n_elements
+        if path.is_dir():
+            ggufs = sorted(path.glob("*.gguf"))
+            if ggufs and not (path / "config.json").is_file():
+                from .models.gguf_header import check_gguf_header
+
+                return check_gguf_header(ggufs[0]).n_elements
+            if (path / "config.json").is_file():
+                return _from_config(json.loads((path / "config.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+    tag = _SIZE_TAG.search(Path(name).name)
+    if tag:
+        return int(float(tag.group(1)) * (1e9 if tag.group(2).lower() == "b" else 1e6))
+    return None
+
+
+def _from_config(config: dict[str, Any]) -> int | None:
+    """Parameters of a decoder from its config: embeddings plus, per layer, attention and a gated MLP."""
+    hidden = config.get("hidden_size")
+    layers = config.get("num_hidden_layers")
+    if not isinstance(hidden, int) or not isinstance(layers, int):
+        return None
+    inter = config.get("intermediate_size") or 4 * hidden
+    vocab = config.get("vocab_size") or 32_000
+    heads = config.get("num_attention_heads") or 1
+    kv = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or hidden // heads
+    attention = hidden * head_dim * (2 * heads + 2 * kv)
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", False) else 2)
+    return int(embeddings + layers * (attention + 3 * hidden * inter))
+
+
+def question_count(recipe: Recipe) -> int | None:
+    """How many questions the data stage will keep: the demo's 36, or the records of the local data file(s)
+    (JSON list or JSON lines, files up to `COUNT_LIMIT_BYTES`), cut to data.limit and data.sample."""
+    d = recipe.data
+    n: int | None
+    if d.path == "demo":
+        n = _records(Path(__file__).with_name("data") / "demo" / "demo_hotpot.json")
+    else:
+        paths = d.path if isinstance(d.path, list) else [d.path] if d.path else []
+        n = 0
+        for p in paths:
+            count = _records(Path(p).expanduser())
+            if count is None:
+                n = None
+                break
+            n += count
+    if n is None:
+        return d.limit or d.sample
+    for cap in (d.limit, d.sample):
+        if cap is not None:
+            n = min(n, cap)
+    return n
+
+
+def _records(path: Path) -> int | None:
+    if not path.is_file() or path.stat().st_size > COUNT_LIMIT_BYTES:
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        return len(data) if isinstance(data, list) else None
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def _has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None
+
+
+def estimate_stages(recipe: Recipe, stages: list[str]) -> list[StageEstimate]:
+    """An estimate for each of `stages` (those the plan will run), in order (module docstring)."""
+    if _has_gpu():
+        return [StageEstimate(s, None, "a GPU is present: the CPU figures do not apply (benchmarks/gpu_check.py "
+                                       "measures GPU figures)") for s in stages]
+    n = question_count(recipe)
+    k1 = recipe.data.k1 / REFERENCE_K1
+    out = []
+    for stage in stages:
+        ref_key, model = _reference_of(recipe, stage)
+        if ref_key is None:  # data and export take seconds to minutes; calibrate and evaluate are not measured yet
+            fast = stage in ("data", "export")
+            out.append(StageEstimate(stage, 0.0 if fast else None, "seconds to minutes" if fast else "not estimated"))
+            continue
+        per_q, _ = REFERENCE[ref_key]
+        params = REFERENCE_PARAMETERS if model is None else model_parameters(model)  # None: not model-bound
+        questions = _train_examples(recipe, n) if stage == "train" else n
+        if questions is None or params is None:
+            what = "the question count" if questions is None else f"the size of {model}"
+            out.append(StageEstimate(stage, None, f"unknown: {what} cannot be told without reading it"))
+            continue
+        seconds = questions * per_q * params / REFERENCE_PARAMETERS * k1
+        millions = params / 1e6
+        size = "" if model is None else f" x {millions:,.{0 if millions >= 10 else 2}f}M/135M parameters"
+        noun = "examples" if stage == "train" else "questions"
+        out.append(StageEstimate(stage, seconds, f"{questions:,.0f} {noun} x {per_q:.3g} s{size}"
+                                                 f"{f' x K1 {recipe.data.k1}/10' if k1 != 1 else ''}"))
+    return out
+
+
+def _train_examples(recipe: Recipe, n: int | None) -> float | None:
+    """Examples the train stage goes through: max_steps x batch x accumulation when set, else the training
+    split's questions x epochs x candidate shuffles."""
+    s = recipe.student
+    t = s.training
+    batch = float(t.get("per_device_train_batch_size", 1)) * float(t.get("gradient_accumulation_steps", 1))
+    max_steps = t.get("max_steps", -1)
+    if isinstance(max_steps, int) and max_steps > 0:
+        return max_steps * batch
+    if n is None:
+        return None
+    return n * (1 - s.eval_fraction) * float(t.get("num_train_epochs", 1)) * max(1, s.candidate_shuffles)
+
+
+def _reference_of(recipe: Recipe, stage: str) -> tuple[str | None, str | None]:
+    """The `REFERENCE` key of `stage` for this recipe and the model its time scales with (None for the
+    embedding estimator, whose cost is the embedding model's; the key None: not estimated here)."""
+    t = recipe.teacher
+    if stage == "label":
+        if t.estimator == "embedding":
+            return "label:embedding", None
+        return ("label:model" if t.steps == "model" else "label:attention"), t.model
+    if stage == "train":
+        return "train", recipe.student.model
+    if stage == "select":
+        return "select", recipe.student.model
+    return None, None
+
+
+def total_text(estimates: list[StageEstimate]) -> str:
+    """'about 2h10m' over the stages with an estimate, '+ ?' when one has none."""
+    from .utils.progress import duration_text
+
+    known = [e.seconds for e in estimates if e.seconds is not None]
+    unknown = any(e.seconds is None for e in estimates)
+    return f"about {duration_text(math.fsum(known))}" + (" + stages not estimated" if unknown else "")

@@ -1,0 +1,78 @@
+"""The dry run's time estimate: its reference figures are the benchmark rows they name, it scales with questions,
+parameters and K1, it reads model sizes without loading anything, and the dry run prints it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from purecover.cli import main
+from purecover.config import load_recipe
+from purecover.estimate import (
+    REFERENCE,
+    REFERENCE_PARAMETERS,
+    estimate_stages,
+    model_parameters,
+    question_count,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _row(file: str, figure: str, variant_hint: str | None = None) -> dict:
+    rows = json.loads((REPO / "benchmarks" / "results" / file).read_text())["rows"]
+    return next(r for r in rows if r["figure"] == figure and (variant_hint is None or variant_hint in str(r.get("variant"))))
+
+
+@pytest.mark.parametrize("key", sorted(REFERENCE))
+def test_each_reference_is_the_benchmark_row_it_names(key):
+    seconds, source = REFERENCE[key]
+    file, figure = source.split()[0], source.split()[1].rstrip(":")
+    row = _row(file, figure, "hotpotqa" if "real_models" in file else None)
+    if figure.endswith("train_seconds"):
+        steps = int(re.search(r"for (\d+) questions", source).group(1))
+        assert seconds == pytest.approx(row["value"] / steps) and str(steps) in row["note"]
+    else:
+        quoted = float(re.search(r"([\d.]+) s(?:/question| vs)", row["note"]).group(1))
+        assert seconds == pytest.approx(quoted)
+
+
+def test_sizes_are_read_without_loading_a_model(tmp_path):
+    from tests.models.gguf_files import write_tiny_gguf
+
+    assert model_parameters("smollm2-135m-instruct") == REFERENCE_PARAMETERS
+    assert model_parameters("Qwen/Qwen2.5-7B-Instruct") == 7_000_000_000
+    assert model_parameters("Qwen/Qwen2.5-32B-Instruct") == 32_000_000_000
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
+    import gguf as gguf_pkg
+
+    assert model_parameters(str(gguf)) == sum(int(t.n_elements) for t in gguf_pkg.GGUFReader(str(gguf)).tensors)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "config.json").write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2,
+                                                              "intermediate_size": 128, "vocab_size": 1000,
+                                                              "num_attention_heads": 4, "num_key_value_heads": 2,
+                                                              "tie_word_embeddings": True}))
+    assert model_parameters(str(tmp_path / "dir")) == 1000 * 64 + 2 * (64 * 16 * 12 + 3 * 64 * 128)
+    assert model_parameters("some/model-without-a-size") is None
+
+
+def test_the_estimate_scales_with_questions_parameters_and_k1():
+    base = load_recipe("configs/recipes/real_cpu/hotpotqa.yaml", ["data.sample=100", "data.limit=null"])
+    twice = load_recipe("configs/recipes/real_cpu/hotpotqa.yaml", ["data.sample=200", "data.limit=null",
+                                                                     "data.k1=20"])
+    assert question_count(base) == 100
+    one = {e.stage: e.seconds for e in estimate_stages(base, ["label", "select"])}
+    four = {e.stage: e.seconds for e in estimate_stages(twice, ["label", "select"])}
+    assert four["select"] == pytest.approx(4 * one["select"]) and four["label"] == pytest.approx(4 * one["label"])
+    assert one["select"] == pytest.approx(100 * REFERENCE["select"][0])
+
+
+def test_the_dry_run_prints_the_estimate(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("purecover.estimate._has_gpu", lambda: False)
+    assert main(["pipeline", "configs/recipes/demo_cpu.yaml", "--dry-run", "--set", f"run_dir={tmp_path}/run"]) == 0
+    out = capsys.readouterr().out
+    assert "estimate (rough, within about x3" in out
+    assert re.search(r"label\s+~\S+\s+36 questions x 1\.27 s", out)
