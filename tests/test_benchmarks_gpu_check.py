@@ -1,0 +1,48 @@
+"""`benchmarks/gpu_check.py --tiny` runs every part on CPU with tiny shapes through the same code paths the GPU run
+takes, so the prepared check cannot rot before a GPU is lent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_tiny_check_measures_every_part(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--tiny", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["shape"] == "tiny" and set(result["parts"]) == {"student", "capture", "selector", "generation"}
+    assert all("error" not in part for part in result["parts"].values()), result["parts"]
+    figures = {r["figure"] for r in result["rows"]}
+    assert {"gpu_check.student_steps_per_second", "gpu_check.student_peak_gb", "gpu_check.exact_over_one_ordering",
+            "gpu_check.capture_over_sdpa_time", "gpu_check.capture_max_abs_diff_vs_eager", "gpu_check.selector_p50_ms",
+            "gpu_check.generation_tokens_per_second"} <= figures
+    assert all((r["value"] is not None and r["value"] > 0) or r["figure"].endswith("diff_vs_eager")
+               for r in result["rows"])
+    diff = next(r for r in result["rows"] if r["figure"] == "gpu_check.capture_max_abs_diff_vs_eager")
+    assert diff["met"] is True  # the capture equals eager attention
+    variants = {r["variant"] for r in result["rows"] if r["figure"] == "gpu_check.student_steps_per_second"}
+    assert len(variants) == 3 and any("passage readout" in v for v in variants)
+    assert not any(r.get("target") for r in result["rows"] if r["figure"] != "gpu_check.capture_max_abs_diff_vs_eager")
+    printed = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert printed == result["rows"]  # printed as measured, the same rows as the file
+
+
+def test_a_failing_part_is_a_row_and_the_others_go_on(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    done = subprocess.run([sys.executable, "-c", (
+        "import sys; sys.argv = ['gpu_check.py', '--tiny', '--parts', 'generation,selector', '--out', sys.argv[1]]; "
+        "sys.path.insert(0, 'benchmarks'); import gpu_check; "
+        "gpu_check.SHAPES['tiny']['new_tokens'] = -1; sys.exit(gpu_check.main())"), str(out)], cwd=REPO,
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    failed = [r for r in result["rows"] if r["figure"] == "gpu_check.generation"]
+    assert len(failed) == 1 and failed[0]["value"] is None and failed[0]["note"].startswith("failed: ")
+    assert any(r["figure"] == "gpu_check.selector_p50_ms" for r in result["rows"])
