@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +157,24 @@ def load_tokenizer(name: str, trust_remote_code: bool = False, padding_side: str
     return tok
 
 
+@contextlib.contextmanager
+def _no_loading_bars(local: bool) -> Iterator[None]:
+    """Without transformers' "Loading weights" bar while a local model loads (seconds, nothing to watch; it
+    cluttered the output of a three-line Python snippet); a Hub download keeps its bars."""
+    if not local:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_map: str | None = None,
                    trust_remote_code: bool = False, attn_implementation: str = "sdpa") -> Any:
     """An eval-mode causal LM from a Hub id or local directory (weights must be safetensors).
@@ -169,10 +189,11 @@ def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     torch_dtype = resolve_dtype(dtype, device)
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, use_safetensors=True,
-                                                 trust_remote_code=trust_remote_code,
-                                                 attn_implementation=attn_implementation,
-                                                 **({"device_map": device_map} if device_map else {}))
+    with _no_loading_bars(local=Path(name).is_dir()):
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, use_safetensors=True,
+                                                     trust_remote_code=trust_remote_code,
+                                                     attn_implementation=attn_implementation,
+                                                     **({"device_map": device_map} if device_map else {}))
     if not device_map:
         model.to(device)
     model.eval()
