@@ -100,6 +100,8 @@ from typing import Any
 
 from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows
 
+from purecover.utils.rundir_claim import mark_run_dir
+
 TARGET_TASK, TARGET_VARIANT = "colour", "cl+lm"
 TARGET_F1 = 0.85
 TARGET_MARGIN = 0.3  # above "select all"
@@ -403,7 +405,7 @@ def run_task(task: str, work: Path, samples: Path, variants: Sequence[str], sett
         "baselines_calib": baselines(cands, labels, calib_qids), "variants": {}}
     for variant in variants:
         run = base / variant
-        run.mkdir(parents=True, exist_ok=True)
+        mark_run_dir(run)  # assembled here: the stages may write into it
         write_jsonl(run / "candidates.jsonl", cand_list)
         write_jsonl(run / "labels.jsonl", label_list)
         row = train_variant(run, student, variant, settings, seed)

@@ -68,6 +68,8 @@ from typing import Any
 import numpy as np
 from rows import ROWS_ONLY_HELP, Rows, above, at_least, at_most, machine_info, now, rewrite, with_rows
 
+from purecover.utils.rundir_claim import mark_run_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("hotpotqa", "2wiki", "musique")
 EVAL_FRACTION, CALIBRATION_SHARE = 0.4, 0.5
@@ -450,7 +452,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
                          "needs labels of every question (choose another --student-sources)")
     labelled = work / dataset / f"teacher-{source}"
     run = work / dataset / f"student-{source}{tag}-seed{seed}"
-    run.mkdir(parents=True, exist_ok=True)
+    mark_run_dir(run)  # assembled here: the stages may write into it
     for name in ("candidates.jsonl", "labels.jsonl"):
         if not (run / name).is_file() or (run / name).read_bytes() != (labelled / name).read_bytes():
             shutil.copyfile(labelled / name, run / name)
@@ -530,7 +532,7 @@ def qa_part(dataset: str, source: str, seed: int, work: Path, generator: str) ->
 
     student_run = work / dataset / f"student-{source}-seed{seed}"
     run = work / dataset / f"qa-{source}-seed{seed}"
-    run.mkdir(parents=True, exist_ok=True)
+    mark_run_dir(run)  # assembled here: the stages may write into it
     shutil.copyfile(student_run / "candidates.jsonl", run / "candidates.jsonl")
     sel = student_run / "student_test_selections.jsonl"
     qids = [json.loads(line)["qid"] for line in sel.read_text().splitlines() if line.strip()]

@@ -155,8 +155,9 @@ def copy_labels(source: Path, run: Path, keep: set[str] | None = None) -> None:
     """candidates.jsonl and labels.jsonl (only the `keep` qids' labels when given) into the student run `run`,
     rewritten only when they differ (a finished run stays finished)."""
     from purecover.utils.io import write_jsonl_atomic
+    from purecover.utils.rundir_claim import mark_run_dir
 
-    run.mkdir(parents=True, exist_ok=True)
+    mark_run_dir(run)  # assembled here: the stages may write into it
     if not (run / "candidates.jsonl").is_file() or \
             (run / "candidates.jsonl").read_bytes() != (source / "candidates.jsonl").read_bytes():
         shutil.copyfile(source / "candidates.jsonl", run / "candidates.jsonl")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .io import atomic_write_text
 
-__all__ = ["LEGACY_LOCK", "MARKER", "RunDirRefusedError", "claim_run_dir", "protected_folders"]
+__all__ = ["LEGACY_LOCK", "MARKER", "RunDirRefusedError", "claim_run_dir", "mark_run_dir", "protected_folders"]
 
 MARKER = ".purecover-run"
 LEGACY_LOCK = ".purecover.lock"  # `purecover.utils.rundir_lock.LOCK_FILE` (not imported: that module imports us)
@@ -67,6 +67,22 @@ def _mark(run_dir: Path) -> None:
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     atomic_write_text(run_dir / MARKER, json.dumps({"made_by": "purecover", "version": __version__,
                                                      "created": created}) + "\n")
+
+
+def mark_run_dir(run_dir: str | Path) -> Path:
+    """Create `run_dir` if needed and mark it as a run directory: the opt-in for a folder assembled by hand or by a
+    script (its own candidates.jsonl and labels.jsonl) before a stage runs there. Refuses the protected folders
+    (the root, the home and working directories and the folders above them); returns the folder."""
+    run_dir = Path(run_dir)
+    what = protected_folders().get(run_dir.resolve())
+    if what is not None:
+        raise RunDirRefusedError(f"run_dir {str(run_dir)!r} is {what}: a run directory must be a folder of its own")
+    from .io import ensure_output_dir
+
+    ensure_output_dir(run_dir)
+    if not _regular(run_dir / MARKER):
+        _mark(run_dir)
+    return run_dir
 
 
 def claim_run_dir(run_dir: str | Path) -> None:

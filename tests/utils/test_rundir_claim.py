@@ -88,3 +88,15 @@ def test_the_data_stage_refuses_root_and_a_users_folder(tmp_path):
         assert f"run_dir '{run_dir}'" in done.stderr and "error" in done.stderr
         assert sorted(os.listdir(run_dir)) == before
     assert (theirs / "candidates.jsonl").read_text() == "mine\n"
+
+
+def test_a_script_marks_the_folder_it_assembles(tmp_path):
+    from purecover.utils.rundir_claim import mark_run_dir
+
+    run = mark_run_dir(tmp_path / "assembled")
+    (run / "candidates.jsonl").write_text("made by a script\n")
+    with run_dir_lock(run, "label"):
+        pass
+    assert (run / "candidates.jsonl").read_text() == "made by a script\n"
+    with pytest.raises(RunDirRefusedError, match="the file system root"):
+        mark_run_dir("/")
