@@ -22,9 +22,13 @@ Parts (``--parts``, default all):
   batch 1 and 16: p50 / p95 ms per batch.
 * ``generation``: greedy generation at 7B shape through transformers (what the label stage's teacher costs when
   vLLM is absent): new tokens per second.
+* ``launch``: the project's own train stage (``purecover train`` with ``student.launch.config_file``: it runs
+  ``accelerate launch`` with DeepSpeed ZeRO-2 on one process) on a run directory assembled from the bundled demo
+  questions (each question's own paragraphs, the gold passages as labels), with a random model of the
+  student's shape saved to disk and the demo's offline tokenizer: seconds per step from the stage's own log
+  lines, and the command's wall time.
 
-Not covered yet (issue 44, continued): the train stage through ``accelerate launch`` with DeepSpeed ZeRO-2, the
-serve batcher over loopback. Targets are checked only on a GPU with the full shapes (``--tiny`` checks the
+Not covered yet (issue 44, continued): the serve batcher over loopback. Targets are checked only on a GPU with the full shapes (``--tiny`` checks the
 code). What the script imports: torch, transformers, peft, numpy and purecover; nothing else.
 """
 
@@ -44,7 +48,7 @@ from typing import Any
 
 from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows
 
-PARTS = ("student", "capture", "selector", "generation")
+PARTS = ("student", "capture", "selector", "generation", "launch")
 QWEN_7B = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
            "intermediate_size": 18944, "vocab_size": 152064}
 QWEN_32B_LAYERS = {"hidden_size": 5120, "num_hidden_layers": 4, "num_attention_heads": 40, "num_key_value_heads": 8,
@@ -54,10 +58,12 @@ TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "nu
 SHAPES: dict[str, dict[str, Any]] = {
     "full": {"student": QWEN_7B, "teacher": QWEN_32B_LAYERS, "k1": 20, "passage_tokens": 192, "batch": 4,
              "steps": 4, "capture_lengths": [4096, 8192], "eager_length": 512, "selector_batches": [1, 16],
-             "selector_repeats": 10, "new_tokens": 128, "time_limit": 150},
+             "selector_repeats": 10, "new_tokens": 128, "time_limit": 150, "launch_steps": 6,
+             "launch_config": "configs/accelerate/deepspeed_zero2.yaml", "launch_time_limit": 420},
     "tiny": {"student": TINY, "teacher": TINY, "k1": 4, "passage_tokens": 12, "batch": 2, "steps": 2,
              "capture_lengths": [128, 256], "eager_length": 64, "selector_batches": [1, 4], "selector_repeats": 3,
-             "new_tokens": 8, "time_limit": 120},
+             "new_tokens": 8, "time_limit": 120, "launch_steps": 3,
+             "launch_config": "configs/accelerate/deepspeed_zero2_cpu.yaml", "launch_time_limit": 300},
 }
 STEPS_PER_SECOND_MIN = 2.0
 PEAK_GB_MAX = 40.0
@@ -273,6 +279,90 @@ def part_generation(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"prompt_tokens": int(ids.shape[1]), "new_tokens": new, "tokens_per_second": new / seconds}]
 
 
+def _assemble_run(run: Path, k1: int) -> int:
+    """candidates.jsonl and labels.jsonl from the bundled demo questions: each question's own paragraphs (padded
+    to k1 with other questions' paragraphs), the gold passages as the labels; returns the question count."""
+    import purecover
+    from purecover.records import CandidateDoc, CandidateRecord, LabelRecord
+    from purecover.records.labels import TeacherSettings
+    from purecover.utils.io import write_jsonl_atomic
+    from purecover.utils.rundir_claim import mark_run_dir
+
+    demo = json.loads((Path(purecover.__file__).parent / "data" / "demo" / "demo_hotpot.json").read_text())
+    pool = [(title, " ".join(sents)) for q in demo for title, sents in q["context"]]
+    mark_run_dir(run)
+    candidates, labels = [], []
+    for i, q in enumerate(demo):
+        docs = [(title, " ".join(sents)) for title, sents in q["context"]][:k1]
+        docs += pool[(i * 7) % len(pool):][: k1 - len(docs)] if len(docs) < k1 else []
+        docs = (docs + pool)[:k1]
+        gold = {title for title, _ in q["supporting_facts"]}
+        picked = [k for k, (title, _) in enumerate(docs) if title in gold] or [0]
+        cand = CandidateRecord(qid=q["_id"], question=q["question"], answers=[q["answer"]],
+                               docs=[CandidateDoc(doc_id=f"{q['_id']}-{k}", title=t, text=x)
+                                     for k, (t, x) in enumerate(docs)])
+        candidates.append(cand.to_json_dict())
+        labels.append(LabelRecord(qid=q["_id"], selected=picked, selected_doc_ids=[f"{q['_id']}-{k}" for k in picked],
+                                  gains=[1.0] * len(picked), objective=float(len(picked)), steps=[],
+                                  answer=q["answer"], e=[], W=[], bias_key=None, status="ok", reason=None,
+                                  teacher=TeacherSettings()).to_json_dict())
+    write_jsonl_atomic(run / "candidates.jsonl", candidates)
+    write_jsonl_atomic(run / "labels.jsonl", labels)
+    return len(candidates)
+
+
+def part_launch(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """The train stage through its own launcher (accelerate launch + DeepSpeed ZeRO-2), in a scratch folder."""
+    import re
+    import subprocess
+    import tempfile
+
+    import torch
+
+    from purecover.demo.offline_tokenizer import build_offline_tokenizer, demo_tokenizer_texts
+
+    device, dtype = _device_and_dtype(torch)
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="gpu_check_launch_") as scratch:
+        root = Path(scratch)
+        tokenizer_dir = build_offline_tokenizer(root / "tokenizer", demo_tokenizer_texts())
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        shape = {**cfg["student"], "vocab_size": max(cfg["student"]["vocab_size"], len(tokenizer))}
+        model = _model(shape, torch, "cpu", dtype)
+        model.save_pretrained(root / "model", safe_serialization=True)
+        tokenizer.save_pretrained(root / "model")
+        del model
+        questions = _assemble_run(root / "run", cfg["k1"])
+        sets = {"run_dir": str(root / "run"), "data.path": "demo", "data.k1": str(cfg["k1"]),
+                "student.model": str(root / "model"), "student.dtype": "bfloat16" if device == "cuda" else "float32",
+                "student.max_passage_tokens": str(cfg["passage_tokens"]), "student.eval_fraction": "0.2",
+                "student.training.max_steps": str(cfg["launch_steps"]), "student.training.logging_steps": "1",
+                "student.training.save_steps": "1000", "student.training.per_device_train_batch_size": str(cfg["batch"]),
+                "student.launch.config_file": cfg["launch_config"], "student.launch.num_processes": "1",
+                "teacher.steps": "oracle", "teacher.calibrate": "false"}
+        command = [sys.executable, "-m", "purecover", "train", "--log-level", "INFO"]
+        for key, value in sets.items():
+            command += ["--set", f"{key}={value}"]
+        t0 = time.perf_counter()
+        done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=cfg["launch_time_limit"])
+        wall = time.perf_counter() - t0
+        log_text = done.stdout + done.stderr
+        launch_log = root / "run" / "train.launch.log"
+        if launch_log.is_file():
+            log_text += launch_log.read_text(errors="replace")
+        if done.returncode != 0:
+            lines = [line for line in log_text.splitlines() if "Error" in line or "error:" in line]
+            raise RuntimeError(f"purecover train exited {done.returncode}: {' | '.join(lines[-3:])[-400:]}")
+        paces = [float(m) for m in re.findall(r"train step \d+/\d+ \([^)]*\): .*?; ([\d.eE+-]+) s/step", log_text)]
+    if not paces:
+        raise RuntimeError("the train stage logged no step line")
+    return [{"questions": questions, "steps": cfg["launch_steps"], "seconds_per_step": paces[-1],
+             "wall_seconds": wall, "config": cfg["launch_config"],
+             "launched": "accelerate.commands.launch" in log_text and "deepspeed" in log_text.lower()}]
+
+
 def _child(part: str, cfg: dict[str, Any], out: Any) -> None:
     try:
         import torch
@@ -290,10 +380,11 @@ def run_part(part: str, cfg: dict[str, Any]) -> dict[str, Any]:
     proc = ctx.Process(target=_child, args=(part, cfg, out))
     t0 = time.perf_counter()
     proc.start()
+    limit = cfg["launch_time_limit"] if part == "launch" else cfg["time_limit"]
     try:
-        result = out.get(timeout=cfg["time_limit"])
+        result = out.get(timeout=limit)
     except queue_module.Empty:
-        result = {"error": f"did not finish within {cfg['time_limit']} s"}
+        result = {"error": f"did not finish within {limit} s"}
     proc.join(5)
     if proc.is_alive():
         proc.kill()
@@ -354,6 +445,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         v = parts["generation"]["ok"][0]
         r.add("gpu_check.generation_tokens_per_second", v["tokens_per_second"], "tokens/s", None, variant=device,
               note=f"{v['prompt_tokens']} prompt tokens, {v['new_tokens']} new, greedy, transformers")
+    if not failed("launch", "launch"):
+        v = parts["launch"]["ok"][0]
+        r.add("gpu_check.launch_seconds_per_step", v["seconds_per_step"], "s", None,
+              variant=f"{device}: purecover train, {v['config']}, 1 process",
+              note=f"{v['steps']} steps on {v['questions']} demo questions; the command took {v['wall_seconds']:.0f} s"
+                   + ("" if v.get("launched") else "; NOT launched through accelerate with DeepSpeed"))
     return r.rows
 
 

@@ -4,6 +4,7 @@ takes, so the prepared check cannot rot before a GPU is lent."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +14,20 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_tiny_check_measures_every_part(tmp_path):
     out = tmp_path / "gpu_check.json"
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": os.environ.get(
+        "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "purecover" / "torch_extensions"))}
     done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--tiny", "--out", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["shape"] == "tiny" and set(result["parts"]) == {"student", "capture", "selector", "generation"}
+    assert result["shape"] == "tiny" and set(result["parts"]) == {"student", "capture", "selector", "generation",
+                                                                   "launch"}
+    assert result["parts"]["launch"]["ok"][0]["launched"] is True  # accelerate launch with DeepSpeed ZeRO-2 ran
     assert all("error" not in part for part in result["parts"].values()), result["parts"]
     figures = {r["figure"] for r in result["rows"]}
     assert {"gpu_check.student_steps_per_second", "gpu_check.student_peak_gb", "gpu_check.exact_over_one_ordering",
             "gpu_check.capture_over_sdpa_time", "gpu_check.capture_max_abs_diff_vs_eager", "gpu_check.selector_p50_ms",
-            "gpu_check.generation_tokens_per_second"} <= figures
+            "gpu_check.generation_tokens_per_second", "gpu_check.launch_seconds_per_step"} <= figures
     assert all((r["value"] is not None and r["value"] > 0) or r["figure"].endswith("diff_vs_eager")
                for r in result["rows"])
     diff = next(r for r in result["rows"] if r["figure"] == "gpu_check.capture_max_abs_diff_vs_eager")
