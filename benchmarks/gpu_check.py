@@ -16,8 +16,8 @@ Parts (``--parts``, default all):
   exact permutation-invariant LM loss (m_exact 5), the same scored against one ordering (m_exact 0), and the
   passage readout (L_CL + BCE): seconds per step, tokens per second, peak memory, and exact / one ordering.
 * ``capture``: `purecover.teacher.capture.capture_segment_attention` on 32B-shaped layers at 4k and 8k tokens
-  against a plain sdpa forward (time ratio, peak memory), and its largest difference from eager attention on a
-  short sequence.
+  against a plain sdpa forward (time ratio) and, on a GPU, eager attention (memory: each forward's own peak above
+  the weights), and its largest difference from eager attention on a short sequence.
 * ``selector``: one-pass selection latency at 7B shape, K1 = 20 (`purecover.models.selector.hf_identifier_logits`),
   batch 1 and 16: p50 / p95 ms per batch.
 * ``generation``: greedy generation at 7B shape through transformers (what the label stage's teacher costs when
@@ -90,23 +90,30 @@ def _model(shape: dict[str, Any], torch: Any, device: str, dtype: Any) -> Any:
     return model
 
 
-def _reset_peak(torch: Any, device: str) -> None:
+def _status_gb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 2**20
+    return 0.0
+
+
+def _reset_peak(torch: Any, device: str) -> float:
+    """Start a peak-memory measurement; returns what is held now (GB), for `_peak_gb`'s `above`."""
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    else:
-        with contextlib.suppress(OSError):
-            Path("/proc/self/clear_refs").write_text("5")
+        return torch.cuda.memory_allocated() / 2**30
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    return _status_gb("VmRSS")
 
 
-def _peak_gb(torch: Any, device: str) -> float:
+def _peak_gb(torch: Any, device: str, above: float = 0.0) -> float:
+    """The peak (GB) since `_reset_peak`, less `above` (what was held before: the weights, for a forward's own)."""
     if device == "cuda":
         torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() / 2**30
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 2**20
-    return 0.0
+        return max(torch.cuda.max_memory_allocated() / 2**30 - above, 0.0)
+    return max(_status_gb("VmHWM") - above, 0.0)
 
 
 def _sync(torch: Any, device: str) -> None:
@@ -208,13 +215,26 @@ def part_capture(cfg: dict[str, Any]) -> list[dict[str, Any]]:
                     return capture_segment_attention(model, ids, mask, [spec])
 
                 run()
-                _reset_peak(torch, device)
+                held = _reset_peak(torch, device)
                 t0 = time.perf_counter()
                 run()
                 _sync(torch, device)
-                timings[kind] = (time.perf_counter() - t0, _peak_gb(torch, device))
-        out.append({"tokens": length, "sdpa_seconds": timings["sdpa"][0], "capture_seconds": timings["capture"][0],
-                    "sdpa_peak_gb": timings["sdpa"][1], "capture_peak_gb": timings["capture"][1]})
+                timings[kind] = (time.perf_counter() - t0, _peak_gb(torch, device, held))
+        entry = {"tokens": length, "sdpa_seconds": timings["sdpa"][0], "capture_seconds": timings["capture"][0],
+                 "sdpa_peak_gb": timings["sdpa"][1], "capture_peak_gb": timings["capture"][1]}
+        if device == "cuda":  # eager attention's own memory at this length (what the capture avoids)
+            try:
+                with torch.no_grad():
+                    model.set_attn_implementation("eager")
+                    held = _reset_peak(torch, device)
+                    model.model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
+                    entry["eager_peak_gb"] = _peak_gb(torch, device, held)
+            except torch.cuda.OutOfMemoryError:
+                entry["eager_peak_gb"] = None  # eager does not fit: the capture's point
+            finally:
+                model.set_attn_implementation("sdpa")
+                torch.cuda.empty_cache()
+        out.append(entry)
     short = cfg["eager_length"]
     ids = torch.randint(100, cfg["teacher"]["vocab_size"], (1, short), device=device)
     mask = torch.ones_like(ids)
@@ -222,14 +242,14 @@ def part_capture(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     with torch.no_grad():
         captured = capture_segment_attention(model, ids, mask, [spec])[0]
         model.set_attn_implementation("eager")
-        _reset_peak(torch, device)
+        held = _reset_peak(torch, device)
         eager_out = model.model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
-        eager_peak = _peak_gb(torch, device)
+        eager_peak = _peak_gb(torch, device, held)
         reference = reference_segment_attention(eager_out.attentions, mask, [spec])[0]
         model.set_attn_implementation("sdpa")
-        _reset_peak(torch, device)
+        held = _reset_peak(torch, device)
         capture_segment_attention(model, ids, mask, [spec])
-        capture_peak = _peak_gb(torch, device)
+        capture_peak = _peak_gb(torch, device, held)
     out.append({"tokens": short, "max_abs_diff": float((captured - reference).abs().max()),
                 "eager_peak_gb": eager_peak, "capture_peak_gb": capture_peak})
     return out
@@ -429,6 +449,11 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                       at_most(CAPTURE_OVER_SDPA_MAX) if full else None, variant=f"{device}: {v['tokens']} tokens",
                       note=f"capture {v['capture_seconds']:.3f} s, peak {v['capture_peak_gb']:.2f} GB; sdpa "
                            f"{v['sdpa_seconds']:.3f} s, peak {v['sdpa_peak_gb']:.2f} GB")
+                if v.get("eager_peak_gb"):
+                    r.add("gpu_check.capture_over_eager_memory", v["capture_peak_gb"] / v["eager_peak_gb"], "x",
+                          at_most(CAPTURE_OVER_EAGER_MEMORY_MAX) if full and v["tokens"] >= 8192 else None,
+                          variant=f"{device}: {v['tokens']} tokens",
+                          note=f"capture {v['capture_peak_gb']:.2f} GB, eager {v['eager_peak_gb']:.2f} GB")
             else:
                 r.add("gpu_check.capture_max_abs_diff_vs_eager", v["max_abs_diff"], "abs", at_most(1e-2 if full
                                                                                                    else 1e-5),
