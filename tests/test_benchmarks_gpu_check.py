@@ -28,8 +28,8 @@ def test_the_tiny_check_measures_every_part(tmp_path):
     assert {"gpu_check.student_steps_per_second", "gpu_check.student_peak_gb", "gpu_check.exact_over_one_ordering",
             "gpu_check.capture_over_sdpa_time", "gpu_check.capture_max_abs_diff_vs_eager", "gpu_check.selector_p50_ms",
             "gpu_check.generation_tokens_per_second", "gpu_check.launch_seconds_per_step"} <= figures
-    assert all((r["value"] is not None and r["value"] > 0) or r["figure"].endswith("diff_vs_eager")
-               for r in result["rows"])
+    assert all(r["value"] is not None and r["value"] >= 0 for r in result["rows"])
+    assert all(r["value"] > 0 for r in result["rows"] if r["unit"] in ("steps/s", "ms", "tokens/s", "s"))
     diff = next(r for r in result["rows"] if r["figure"] == "gpu_check.capture_max_abs_diff_vs_eager")
     assert diff["met"] is True  # the capture equals eager attention
     variants = {r["variant"] for r in result["rows"] if r["figure"] == "gpu_check.student_steps_per_second"}
