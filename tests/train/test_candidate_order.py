@@ -172,7 +172,7 @@ def test_train_stage_feeds_the_losses_the_shuffled_views(tmp_path, monkeypatch):
     from purecover.config import load_recipe
     from purecover.train import trainer as trainer_module
     from purecover.train.run import run_train_stage
-    from tests.train.helpers import labelled_run
+    from tests.train.helpers import labelled_overrides, labelled_run
 
     tiny, run = labelled_run(tmp_path)
     seen: list[tuple[bool, tuple[int, ...], tuple[int, ...]]] = []
@@ -184,7 +184,7 @@ def test_train_stage_feeds_the_losses_the_shuffled_views(tmp_path, monkeypatch):
         return real(model, prompts, selected, *args, **kwargs)
 
     monkeypatch.setattr(trainer_module, "selector_loss", spy)
-    recipe = load_recipe(None, [f"run_dir={run}", f"student.model={tiny}", "student.dtype=float32",
+    recipe = load_recipe(None, [f"run_dir={run}", *labelled_overrides(tiny), f"student.model={tiny}", "student.dtype=float32",
                                 "student.max_passage_tokens=32", "student.candidate_shuffles=2",
                                 "student.eval_fraction=0.5", "student.training.max_steps=6",
                                 "student.training.save_steps=100", "student.training.eval_strategy=steps",

@@ -15,11 +15,11 @@ def _trained(tmp_path, *overrides: str):
     """(tiny model, run dir, recipe, train summary): two full-weight steps on a labelled demo run, logged every step."""
     from purecover.config import load_recipe
     from purecover.train.run import run_train_stage
-    from tests.train.helpers import labelled_run
+    from tests.train.helpers import labelled_overrides, labelled_run
 
     tiny, run = labelled_run(tmp_path)
     recipe = load_recipe(None, [
-        f"run_dir={run}", "data.path=demo", "data.k1=6", f"student.model={tiny}", "student.lora.enabled=false",
+        f"run_dir={run}", *labelled_overrides(tiny), f"student.model={tiny}", "student.lora.enabled=false",
         "student.dtype=float32", "student.training.max_steps=2", "student.training.logging_steps=1",
         "student.training.save_steps=1000", *overrides])
     return tiny, run, recipe, run_train_stage(recipe, show_progress=False)
