@@ -44,6 +44,7 @@ def test_sizes_are_read_without_loading_a_model(tmp_path):
     from tests.models.gguf_files import write_tiny_gguf
 
     assert model_parameters("smollm2-135m-instruct") == REFERENCE_PARAMETERS
+    assert model_parameters("gemma-3-270m") == 270_000_000  # the catalogue's other model, by its size tag
     assert model_parameters("Qwen/Qwen2.5-7B-Instruct") == 7_000_000_000
     assert model_parameters("Qwen/Qwen2.5-32B-Instruct") == 32_000_000_000
     gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
