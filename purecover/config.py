@@ -413,6 +413,10 @@ class StudentConfig:
         "identifier at the first reply position (the paper; needs a model that binds content to letters, ~7B); "
         "passage, the logit of ' yes' at a marker after each passage, in the same one-pass prompt (our extension, "
         "for small students: docs/guides/student.md#readouts). The vLLM selector backend reads identifier only.")
+    passage_score: Literal["token", "head"] = Field(
+        "token", description="How the passage readout scores a passage at its marker: token, the logit of ' yes'; "
+        "head, a linear head on the hidden state there, started as that token's row of the output projection and "
+        "trained with the adapter (score_head.safetensors beside it). Needs readout: passage.")
     bce_weight: StrictFloat = Field(
         0.0, ge=0, description="Weight of a per-passage binary cross-entropy on the same scores (selected: 1, "
         "others: 0), added to L; it puts the scores on an absolute scale. 0: off (the paper).")
@@ -441,6 +445,8 @@ class StudentConfig:
     def _check_weights(self) -> StudentConfig:
         if self.cl_weight == 0 and self.lm_weight == 0 and self.bce_weight == 0:
             raise _SectionError("cl_weight", "cl_weight, lm_weight and bce_weight cannot all be 0")
+        if self.passage_score == "head" and self.readout != "passage":
+            raise _SectionError("passage_score", "head scores the passage readout's markers: needs readout: passage")
         if self.reshuffle_each_epoch and self.candidate_shuffles < 1:
             raise _SectionError("reshuffle_each_epoch", "needs candidate_shuffles >= 1 (0 shows the retrieval order)")
         return self

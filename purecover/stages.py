@@ -162,6 +162,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "student.readout",
     "student.bce_weight",
     "student.reshuffle_each_epoch",
+    "student.passage_score",
 )
 
 # Keys added after runs already existed whose default changes what a stage does: left out of the hash while

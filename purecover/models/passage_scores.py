@@ -4,15 +4,19 @@
 marker's last token (`SelectorPrompt.read_positions`); passage k's score is the logit of the read token
 (`read_token_id`) there. One forward pass per left-padded batch, as for the identifier readout, with the logits
 kept only at the batch's read positions (``logits_to_keep`` as an index tensor), so the vocabulary projection
-covers K positions per prompt, not the whole prompt.
+covers K positions per prompt, not the whole prompt. With a scoring head (`purecover.models.score_head`) the
+score is the head on the hidden state at each read position instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from .score_head import HeadReadout
 
 __all__ = ["hf_passage_logits", "left_pad", "passage_backend_refusal"]
 
@@ -41,9 +45,11 @@ def left_pad(batch: Sequence[Sequence[int]], pad_id: int, device: Any
 
 @torch.no_grad()
 def hf_passage_logits(model: Any, prompts: Sequence[Sequence[int]], read_positions: Sequence[Sequence[int]],
-                      read_token: int, batch_size: int = 8, pad_id: int = 0) -> list[list[float]]:
+                      read_token: int, batch_size: int = 8, pad_id: int = 0,
+                      score_head: HeadReadout | None = None) -> list[list[float]]:
     """For prompt i, the logit of `read_token` at each of `read_positions[i]` (indices into the unpadded prompt):
-    a list of len(read_positions[i]) floats per prompt, in that order.
+    a list of len(read_positions[i]) floats per prompt, in that order. With `score_head` (``passage_score:
+    head``): the head on the hidden state at each of those positions instead.
 
     Prompts are left-padded in batches of `batch_size`, position ids come from the attention mask (padding does
     not shift positions), and the logits are computed only at the union of the batch's (shifted) read positions.
@@ -67,8 +73,14 @@ def hf_passage_logits(model: Any, prompts: Sequence[Sequence[int]], read_positio
             shifted = [[pad + k for k in pos] for pad, pos in zip(pads, reads)]
             keep = sorted({k for row in shifted for k in row})
             column = {k: c for c, k in enumerate(keep)}
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos_ids, use_cache=False,
-                           logits_to_keep=torch.tensor(keep, device=device)).logits[..., read_token].float()
+            kwargs = {"input_ids": ids, "attention_mask": mask, "position_ids": pos_ids, "use_cache": False,
+                      "logits_to_keep": torch.tensor(keep, device=device)}
+            if score_head is None:
+                logits = model(**kwargs).logits[..., read_token].float()  # (B, len(keep))
+            else:
+                with score_head.reading() as seen:
+                    model(**kwargs)
+                logits = score_head.scores(seen)  # (B, len(keep))
             for j, row in enumerate(shifted):
                 out.append(logits[j, [column[k] for k in row]].cpu().tolist())
     finally:

@@ -42,9 +42,10 @@ Two backends behind one interface (`SelectorBackend`):
 
 The passage readout (``readout: passage`` in selector_config.json, our extension; docs/guides/student.md#readouts):
 s_k is the logit of a fixed token at the marker after passage k, read in the same single forward pass
-(`SelectorBackend.passage_logits`; the HF backend: `purecover.models.passage_scores.hf_passage_logits`). The vLLM
-backend reads identifier logits only, so a passage selector is refused there with one line
-(`passage_backend_refusal`), before any engine starts.
+(`SelectorBackend.passage_logits`; the HF backend: `purecover.models.passage_scores.hf_passage_logits`), or with
+``passage_score: head`` a linear head on the hidden state there (``score_head.safetensors``,
+`purecover.models.score_head`; the HF backend loads it). The vLLM backend reads identifier logits only, so a
+passage selector is refused there with one line (`passage_backend_refusal`), before any engine starts.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from pydantic import JsonValue
 from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .passage_scores import hf_passage_logits, left_pad, passage_backend_refusal
+from .score_head import HeadReadout, ScoreHead, output_projection
 from .selection import identifier_log_softmax, select_from_scores, softmax_probabilities
 from .selection_result import SelectionResult, SelectionRow, as_candidate_doc
 from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids, read_token_id
@@ -150,12 +152,17 @@ class HFSelectorBackend:
 
     score_space = "logit"
 
-    def __init__(self, model: Any, pad_id: int = 0, batch_size: int = 8) -> None:
+    def __init__(self, model: Any, pad_id: int = 0, batch_size: int = 8, score_head: ScoreHead | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.model = model
         self.pad_id = pad_id
         self.batch_size = batch_size
+        self.head_readout: HeadReadout | None = None
+        if score_head is not None:  # passage_score head: on the model's device and in its dtype
+            proj = output_projection(model)
+            weight = next(proj.parameters())
+            self.head_readout = HeadReadout(score_head.to(device=weight.device, dtype=weight.dtype).eval(), proj)
 
     @classmethod
     def load(cls, path: str | Path, config: SelectorConfig, *, pad_id: int = 0, device: str = "auto",
@@ -175,7 +182,10 @@ class HFSelectorBackend:
             model.eval()
         else:
             model = load_causal_lm(str(path), **kwargs)
-        return cls(model, pad_id=pad_id, batch_size=batch_size)
+        head = None
+        if config.passage_score == "head":
+            head = ScoreHead.load(path, hidden_size=int(output_projection(model).weight.shape[1]))
+        return cls(model, pad_id=pad_id, batch_size=batch_size, score_head=head)
 
     def identifier_logits(self, prompts: Sequence[Sequence[int]],
                           identifier_ids: Sequence[Sequence[int]]) -> list[list[float]]:
@@ -184,9 +194,10 @@ class HFSelectorBackend:
 
     def passage_logits(self, prompts: Sequence[Sequence[int]], read_positions: Sequence[Sequence[int]],
                        read_token: int) -> list[list[float]]:
-        """The passage readout: the logit of `read_token` at each read position of each prompt."""
+        """The passage readout: the logit of `read_token` at each read position of each prompt (or, with a scoring
+        head, the head on the hidden state there)."""
         return hf_passage_logits(self.model, prompts, read_positions, read_token, batch_size=self.batch_size,
-                                 pad_id=self.pad_id)
+                                 pad_id=self.pad_id, score_head=self.head_readout)
 
     def close(self) -> None:
         self.model = None
@@ -492,6 +503,10 @@ class Selector:
             if not callable(getattr(backend, "passage_logits", None)):
                 raise ValueError(passage_backend_refusal(type(backend).__name__))
             self.read_token = read_token_id(tokenizer)
+            if record.passage_score == "head" and getattr(backend, "head_readout", None) is None:
+                raise ValueError(f"this selector scores each passage with a trained head (selector_config.json "
+                                 f"passage_score: head), which {type(backend).__name__} does not load; use "
+                                 "backend='hf'")
         # the wording it was trained with: ours, or the one recorded (it must hash to the recorded hash)
         self.wording = SelectorWording.from_record(record.prompt_template, self.readout)
 

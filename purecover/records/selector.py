@@ -56,16 +56,22 @@ class SelectorConfig(BaseModel):
                                           "logit at the first reply position; the paper) or passage (the logit of "
                                           "' yes' at the marker after the passage); absent in exports made before "
                                           "it existed (identifier).")
+    passage_score: Literal["token", "head"] = Field(
+        default="token", description="How the passage readout scores a marker: token (the logit of ' yes') or head "
+                                     "(score_head.safetensors: a linear head on the hidden state there); absent "
+                                     "when token.")
 
     @model_validator(mode="after")
     def _min_select_within_k_max(self) -> SelectorConfig:
         if self.k_max is not None and self.min_select > self.k_max:
             raise ValueError(f"min_select ({self.min_select}) is above k_max ({self.k_max})")
+        if self.passage_score == "head" and self.readout != "passage":
+            raise ValueError("passage_score head needs readout passage")
         return self
 
     def to_json_dict(self) -> dict[str, JsonValue]:
         """The file's content: optional keys at their 'absent' value (no tau3_logprob, no adapter, the identifier
-        readout) left out."""
+        readout, the token passage score) left out."""
         data = self.model_dump(mode="json")
         if data.get("tau3_logprob") is None:
             data.pop("tau3_logprob", None)
@@ -73,4 +79,6 @@ class SelectorConfig(BaseModel):
             data.pop("adapter", None)
         if data.get("readout") == "identifier":  # the paper's readout, as every file written before the key
             data.pop("readout", None)
+        if data.get("passage_score") == "token":
+            data.pop("passage_score", None)
         return data

@@ -79,6 +79,8 @@ class StudentLosses(_Written):
     bce_weight: float = Field(default=0.0, ge=0, description="Weight of the per-passage binary cross-entropy.")
     readout: Literal["identifier", "passage"] = Field(
         default="identifier", description="Where the scores were read: identifier or passage.")
+    passage_score: Literal["token", "head"] = Field(
+        default="token", description="How the passage readout scored a marker: token or head (score_head.safetensors).")
 
 
 class StudentMeta(_Written):

@@ -11,8 +11,10 @@ The selector directory holds:
   ``adapter_model.safetensors``) and ``"adapter": true`` in selector_config.json: it must be
   loaded on ``base_model``;
 - the tokenizer (with its chat template);
+- ``score_head.safetensors`` when the student scores passages with a head (``passage_score: head``);
 - ``selector_config.json``: base_model, identifiers, prompt_template, k1, tau3, k_max,
-  min_select, purecover_version, max_passage_tokens (+ ``adapter`` for an unmerged export);
+  min_select, purecover_version, max_passage_tokens (+ ``adapter`` for an unmerged export, ``readout`` and
+  ``passage_score`` when not the paper's);
 - ``README.md``: a model card (base model, data, teacher, losses, held-out subset F1, τ3, usage),
   rendered by `purecover.train.model_card`.
 
@@ -37,6 +39,7 @@ from .. import __version__
 from ..config import Recipe
 from ..contract import StageRun
 from ..models.identifiers import IdentifierScheme
+from ..models.score_head import ScoreHead
 from ..models.selector import SELECTOR_CONFIG, read_selector_config
 from ..models.selector_prompt import read_token_id
 from ..records import (
@@ -159,6 +162,7 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     scheme = IdentifierScheme.from_record(meta.identifiers).check(tokenizer, k1)  # fail now, not at inference
     if meta.losses is not None and meta.losses.readout == "passage":
         read_token_id(tokenizer)  # the passage readout's score token is one token: fail now, not at inference
+    head = ScoreHead.load(ckpt) if meta.losses is not None and meta.losses.passage_score == "head" else None
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):  # ours: left by an export killed mid-way
@@ -185,6 +189,8 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             _save_model(model, tmp, max_shard_size)
             del model
         tokenizer.save_pretrained(str(tmp))
+        if head is not None:
+            head.save(tmp)
         # The record that selector_config.json is read back into (models/selector.py), checked against the
         # checkpoint's metadata (its ranges and k_max/min_select rule).
         config = validate_record(SelectorConfig, {
@@ -200,6 +206,7 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             "max_passage_tokens": meta.max_passage_tokens,
             "adapter": bool(is_adapter and not merge),
             "readout": meta.losses.readout if meta.losses is not None else "identifier",
+            "passage_score": meta.losses.passage_score if meta.losses is not None else "token",
         }, str(ckpt / STUDENT_META), hint=_META_HINT)
         atomic_write_json(tmp / SELECTOR_CONFIG, config.to_json_dict())
         atomic_write_text(tmp / "README.md", render_model_card(config, meta, Path(run_dir) if run_dir else None, merged,

@@ -14,7 +14,8 @@ negatives; `negative_pool` and `sample_negatives` draw them).
 
 s_k is the logit of passage k's identifier at the first reply position (``student.readout: identifier``, the
 paper), or, with the passage readout (our extension), the logit of a fixed token at the marker after passage k,
-read in the same forward over the prompt (`purecover.models.selector_prompt`).
+read in the same forward over the prompt (`purecover.models.selector_prompt`), or a trained linear head on the
+hidden state there (``passage_score: head``, `purecover.models.score_head`).
 
 How the minimum is computed without |S|! full passes. The gradient of a minimum is the
 gradient of its arg-min, so the orderings are *scored* without gradient: per question the
@@ -40,13 +41,16 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
 from .prefix_tree import score_tree
 from .reply_attention import reply_attention_applies, reply_attention_for
+
+if TYPE_CHECKING:
+    from ..models.score_head import HeadReadout
 
 __all__ = ["LM_REDUCTIONS", "REPLY_ORDERS", "LossOutput", "ReplyFormat", "best_ordering", "contrastive_loss",
            "has_active_dropout", "negative_pool", "passage_bce", "sample_negatives", "score_orderings",
@@ -234,23 +238,28 @@ def passage_bce(scores: torch.Tensor, selected: Sequence[int]) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(scores, target)
 
 
-def _read_scores(model: Any, prompt: torch.Tensor, positions: Sequence[int], read_token: int, use_cache: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+def _read_scores(model: Any, prompt: torch.Tensor, positions: Sequence[int], read_token: int, use_cache: bool,
+                 score_head: HeadReadout | None = None) -> tuple[torch.Tensor, torch.Tensor, Any]:
     """One forward over `prompt` (T,) keeping the logits at `positions` and at the last position only: returns
-    (passage scores (K,) = the `read_token` logit at each position, last-position logits (V,), the cache)."""
+    (passage scores (K,) = the `read_token` logit at each position, or with `score_head` the head on the hidden
+    state there; last-position logits (V,); the cache)."""
     keep = torch.tensor([*positions, prompt.shape[0] - 1], device=prompt.device)
-    out = model(input_ids=prompt[None], use_cache=use_cache, logits_to_keep=keep)
-    logits = out.logits[0].float()  # (K + 1, V)
-    return logits[:-1, read_token], logits[-1], out.past_key_values
+    if score_head is None:
+        out = model(input_ids=prompt[None], use_cache=use_cache, logits_to_keep=keep)
+        logits = out.logits[0].float()  # (K + 1, V)
+        return logits[:-1, read_token], logits[-1], out.past_key_values
+    with score_head.reading() as seen:
+        out = model(input_ids=prompt[None], use_cache=use_cache, logits_to_keep=keep)
+    return score_head.scores(seen)[0, :-1], out.logits[0, -1].float(), out.past_key_values
 
 
 def _passage_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequence[Sequence[int]],
                   read_positions: Sequence[Sequence[int]], read_token: int, cl_weight: float, bce_weight: float,
-                  rejected: Sequence[Sequence[int] | None]) -> LossOutput:
+                  rejected: Sequence[Sequence[int] | None], score_head: HeadReadout | None = None) -> LossOutput:
     """The passage readout without L_LM: per prompt one forward, L_CL (and the BCE) on the marker scores."""
     l_cl, l_bce, scores = [], [], []
     for p, sel, pos, neg in zip(prompts, selected, read_positions, rejected):
-        s, _, _ = _read_scores(model, p, pos, read_token, use_cache=False)
+        s, _, _ = _read_scores(model, p, pos, read_token, use_cache=False, score_head=score_head)
         l_cl.append(contrastive_loss(s, sel, neg))
         l_bce.append(passage_bce(s, sel))
         scores.append(s.detach())
@@ -265,7 +274,7 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
                         lm_reduction: str = "token_mean", reply_order: str = "best",
                         rejected: Sequence[Sequence[int] | None] | None = None,
                         read_positions: Sequence[Sequence[int]] | None = None, read_token: int | None = None,
-                        bce_weight: float = 0.0) -> LossOutput | None:
+                        bce_weight: float = 0.0, score_head: HeadReadout | None = None) -> LossOutput | None:
     """Each prompt is encoded once, with gradient; orderings are scored on its cache (read detached, not
     modified) and the best reply continues from the cache itself (with `reply_attention.reply_attention` where it
     applies: sdpa or eager attention without soft-capping or sinks). With active dropout (`has_active_dropout`) the
@@ -280,7 +289,8 @@ def _shared_prompt_loss(model: Any, prompts: Sequence[torch.Tensor], selected: S
     for p, sel, n, neg, pos in zip(prompts, selected, n_docs, negatives, reads):
         if pos is not None:
             assert read_token is not None
-            passage_scores, first, cache = _read_scores(model, p, pos, read_token, use_cache=True)
+            passage_scores, first, cache = _read_scores(model, p, pos, read_token, use_cache=True,
+                                                        score_head=score_head)
         else:
             out = model(input_ids=p[None], use_cache=True, logits_to_keep=1)
             first, cache = out.logits[0, -1].float(), out.past_key_values
@@ -321,7 +331,7 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
                   cl_weight: float = 1.0, reply_order: str = "best",
                   rejected: Sequence[Sequence[int] | None] | None = None,
                   read_positions: Sequence[Sequence[int]] | None = None, read_token: int | None = None,
-                  bce_weight: float = 0.0) -> LossOutput:
+                  bce_weight: float = 0.0, score_head: HeadReadout | None = None) -> LossOutput:
     """L = cl_weight · L_CL + lm_weight · L_LM for a batch of prompts (1-D token tensors) and teacher subsets.
 
     `share_prompt` (default: on unless gradient checkpointing is on): encode each prompt once, with
@@ -339,8 +349,11 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     id whose logit there is the passage's score): L_CL (and with `bce_weight` > 0 the per-passage BCE,
     `passage_bce`) read those scores instead of the first-position identifier logits, from the same forward
     over the prompt. With lm_weight 0 no reply is scored at all (one forward per prompt); otherwise L_LM is the
-    identifier reply's, as above.
+    identifier reply's, as above. `score_head` (``passage_score: head``): the scores are the head on the hidden
+    state at each marker instead of the `read_token` logit there.
     """
+    if score_head is not None and read_positions is None:
+        raise ValueError("a scoring head reads the passage readout's markers: it needs read_positions")
     _check_reduction(lm_reduction)
     if read_positions is not None:
         if read_token is None:
@@ -356,7 +369,7 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
         raise ValueError(f"{len(rejected)} negative lists for a batch of {len(prompts)}")
     if read_positions is not None and lm_weight == 0:
         out = _passage_loss(model, prompts, selected, read_positions, int(read_token), cl_weight, bce_weight,  # type: ignore[arg-type]
-                            list(rejected) if rejected is not None else [None] * len(prompts))
+                            list(rejected) if rejected is not None else [None] * len(prompts), score_head)
         if not math.isfinite(float(out.loss.detach())):
             raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_BCE={float(out.l_bce)})")
         return out
@@ -364,7 +377,7 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
         share_prompt = not getattr(model, "is_gradient_checkpointing", False)
     if share_prompt:
         out = _shared_prompt_loss(model, prompts, selected, n_docs, fmt, lm_weight, m_exact, cl_weight, lm_reduction,
-                                  reply_order, rejected, read_positions, read_token, bce_weight)
+                                  reply_order, rejected, read_positions, read_token, bce_weight, score_head)
         if out is not None:
             if not math.isfinite(float(out.loss.detach())):
                 raise FloatingPointError(f"non-finite selector loss (L_CL={float(out.l_cl)}, L_LM={float(out.l_lm)})")
@@ -400,8 +413,8 @@ def selector_loss(model: Any, prompts: Sequence[torch.Tensor], selected: Sequenc
     per_question = token_nll.sum(-1)  # (B,): ignored positions contribute 0
     l_lm = (per_question / counts if lm_reduction == "token_mean" else per_question).mean()
     if read_positions is not None:  # the marker scores: one more forward per prompt (no cache to read them from)
-        first_logits = [_read_scores(model, p, pos, int(read_token), use_cache=False)[0]  # type: ignore[arg-type]
-                        for p, pos in zip(prompts, read_positions)]
+        first_logits = [_read_scores(model, p, pos, int(read_token), use_cache=False,  # type: ignore[arg-type]
+                                     score_head=score_head)[0] for p, pos in zip(prompts, read_positions)]
     else:
         ident = torch.tensor(fmt.identifier_ids, device=device)
         first_logits = [logits[i, 0, ident[: n_docs[i]]] for i in range(b)]

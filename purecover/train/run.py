@@ -31,6 +31,7 @@ from ..contract import StageRun
 from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
 from ..models.passage_scores import hf_passage_logits
+from ..models.score_head import SCORE_HEAD_FILE, ScoreHead
 from ..models.selector import hf_identifier_logits
 from ..models.selector_prompt import SelectorWording, end_token_id, prompt_template, read_token_id
 from ..records import (
@@ -155,14 +156,15 @@ def first_position_logits(model: Any, prompts: list[list[int]], identifier_ids: 
     return hf_identifier_logits(model, prompts, [identifier_ids[:n] for n in n_docs], batch_size=batch_size)
 
 
-def checkpoint_problem(d: Path) -> str | None:
+def checkpoint_problem(d: Path, needs_head: bool = False) -> str | None:
     """What a ``checkpoint-N`` folder lacks to be resumed exactly as saved (None when complete).
 
     The Trainer writes, in order, the weights (``adapter_model.safetensors`` or ``model*.safetensors``),
     the optimizer and scheduler state (``optimizer.pt``, ``scheduler.pt``; under DeepSpeed the engine's
     ``global_step*/`` folder named by ``latest`` instead), the RNG state (``rng_state*.pth``) and last
     ``trainer_state.json``. Resuming without the optimizer or scheduler state silently trains another
-    student, so each is required.
+    student, so each is required; so is ``score_head.safetensors`` (written with the weights) when `needs_head`
+    (``passage_score: head``).
     """
     if not (d / "trainer_state.json").is_file():
         return "no trainer_state.json (interrupted while saving)"
@@ -177,12 +179,14 @@ def checkpoint_problem(d: Path) -> str | None:
         for name in ("optimizer.pt", "scheduler.pt"):
             if not (d / name).is_file():
                 return f"no {name}"
+    if needs_head and not (d / SCORE_HEAD_FILE).is_file():
+        return f"no {SCORE_HEAD_FILE} (the scoring head)"
     if not any(d.glob("rng_state*.pth")):
         return "no rng_state*.pth"
     return None
 
 
-def _last_complete_checkpoint(output_dir: Path) -> str | None:
+def _last_complete_checkpoint(output_dir: Path, needs_head: bool = False) -> str | None:
     """The ``checkpoint-N`` to resume from: the newest complete one (`checkpoint_problem`); an incomplete one
     is passed over with a warning.
 
@@ -199,7 +203,7 @@ def _last_complete_checkpoint(output_dir: Path) -> str | None:
         if d.is_dir() and suffix.isdigit():
             found.append((int(suffix), d))
     for _step, d in sorted(found, reverse=True):
-        problem = checkpoint_problem(d)
+        problem = checkpoint_problem(d, needs_head)
         if problem is not None:
             log.warning("not resuming from %s: %s; trying an earlier checkpoint", d, problem)
             continue
@@ -260,6 +264,9 @@ def train_student(run: StageRun) -> TrainSummary:
                                          seed=recipe.seed, candidate_shuffles=cfg.candidate_shuffles,
                                          readout=cfg.readout)
     read_token = read_token_id(tokenizer) if cfg.readout == "passage" else None
+    # passage_score head: a linear head on the marker's hidden state, started as the read token's logit
+    score_head = ScoreHead.from_token(model, read_token) if cfg.passage_score == "head" and read_token is not None \
+        else None
     train_dataset: torch.utils.data.Dataset = SelectorDataset(train)
     callbacks = [ResumeMarker(), UmaskCallback()]
     if cfg.reshuffle_each_epoch:  # epoch 0 as `train`; each later epoch its own fresh orders
@@ -276,13 +283,15 @@ def train_student(run: StageRun) -> TrainSummary:
         model=model, args=args, train_dataset=train_dataset,
         eval_dataset=SelectorDataset(calib) if calib else None, data_collator=SelectorCollator(),
         processing_class=tokenizer, reply_format=fmt, pad_id=tokenizer.pad_token_id or 0, read_token=read_token,
-        callbacks=callbacks,
+        score_head=score_head, callbacks=callbacks,
     )
     use_log_lines(trainer, show_progress=not args.disable_tqdm)
     is_main = trainer.accelerator.is_main_process
     resume = cfg.training.get("resume_from_checkpoint")
     if resume is None:
-        resume = _last_complete_checkpoint(Path(args.output_dir))
+        resume = _last_complete_checkpoint(Path(args.output_dir), needs_head=score_head is not None)
+    if resume and score_head is not None:  # the Trainer restores the adapter and the optimizer; the head is ours
+        score_head.load_state_dict(ScoreHead.load(resume, hidden_size=score_head.hidden_size).state_dict())
     result = trainer.train(resume_from_checkpoint=resume)
     final = Path(args.output_dir) / FINAL
     trainer.save_model(str(final))
@@ -302,7 +311,7 @@ def train_student(run: StageRun) -> TrainSummary:
                     out += hf_passage_logits(trainer.model, [e.input_ids for e in part],
                                              [e.read_positions for e in part], read_token,
                                              batch_size=args.per_device_eval_batch_size,
-                                             pad_id=tokenizer.pad_token_id or 0)
+                                             pad_id=tokenizer.pad_token_id or 0, score_head=trainer.head_readout)
                 else:
                     out += first_position_logits(trainer.model, [e.input_ids for e in part], scheme.token_ids,
                                                  [e.n_docs for e in part], batch_size=args.per_device_eval_batch_size)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["LOSS_FIELDS", "LossSettings", "SelectorTrainingArguments", "loss_settings"]
 
 LOSS_FIELDS = ("lm_weight", "cl_weight", "m_exact", "lm_reduction", "reply_order", "negatives", "negative_sample",
-               "negative_pool", "bce_weight", "readout")  # also keys of the recipe's `student` section
+               "negative_pool", "bce_weight", "readout", "passage_score")  # also keys of the recipe's `student` section
 
 
 @dataclass
@@ -55,6 +55,9 @@ class SelectorTrainingArguments(TrainingArguments):
     readout: str = field(default="identifier", metadata={
         "help": "Where each candidate's score is read: identifier (first reply position) or passage (a marker "
                 "after each passage) (student.readout).", "choices": ["identifier", "passage"]})
+    passage_score: str = field(default="token", metadata={
+        "help": "How the passage readout scores a marker: token (the ' yes' logit) or head (a trained linear head on "
+                "the hidden state) (student.passage_score).", "choices": ["token", "head"]})
 
 
 class LossSettings(TypedDict):
@@ -70,6 +73,7 @@ class LossSettings(TypedDict):
     negative_pool: int
     bce_weight: float
     readout: str
+    passage_score: str
 
 
 def loss_settings(student: StudentConfig) -> LossSettings:
@@ -78,4 +82,4 @@ def loss_settings(student: StudentConfig) -> LossSettings:
                         lm_reduction=student.lm_reduction, reply_order=student.reply_order,
                         negatives=student.negatives, negative_sample=student.negative_sample,
                         negative_pool=student.negative_pool, bce_weight=student.bce_weight,
-                        readout=student.readout)
+                        readout=student.readout, passage_score=student.passage_score)

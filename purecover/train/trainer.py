@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import Trainer
 
+from ..models.score_head import SCORE_HEAD_ATTR, HeadReadout, ScoreHead
 from .losses import ReplyFormat, negative_pool, sample_negatives, selector_loss
 from .selector_arguments import SelectorTrainingArguments
 
@@ -43,7 +44,11 @@ def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
 class SelectorTrainer(Trainer):
     """Trainer with L = cl_weight · L_CL + lm_weight · L_LM (+ bce_weight · L_BCE); batches come from
     `SelectorCollator`. With ``readout: passage`` the scores are read at each passage's marker (the batch's
-    ``read_positions``, the logit of `read_token`) instead of the first reply position.
+    ``read_positions``, the logit of `read_token`) instead of the first reply position; with ``passage_score:
+    head`` by `score_head`, a linear head on the hidden state there, attached to the model as the submodule
+    ``purecover_score_head`` (so the optimizer, DeepSpeed and device placement treat it as the model's own) and
+    written as ``score_head.safetensors`` next to the weights of every checkpoint (`_save`, the one other
+    override: the Trainer saves only the adapter's weights).
 
     The loss settings (lm_weight, cl_weight, m_exact, lm_reduction, reply_order and the negatives) are read from
     `args`, which must be `SelectorTrainingArguments`. With ``negatives: sampled`` each question's negatives are
@@ -53,10 +58,18 @@ class SelectorTrainer(Trainer):
     args: SelectorTrainingArguments
 
     def __init__(self, model: Any = None, args: SelectorTrainingArguments | None = None, *rest: Any,
-                 reply_format: ReplyFormat, pad_id: int = 0, read_token: int | None = None, **kwargs: Any) -> None:
+                 reply_format: ReplyFormat, pad_id: int = 0, read_token: int | None = None,
+                 score_head: ScoreHead | None = None, **kwargs: Any) -> None:
         if not isinstance(args, SelectorTrainingArguments):
             raise TypeError("SelectorTrainer takes its loss settings from SelectorTrainingArguments; got "
                             f"args of type {type(args).__name__}")
+        if (args.passage_score == "head") != (score_head is not None):
+            raise ValueError(f"passage_score {args.passage_score!r} with{'out' if score_head is None else ''} a "
+                             "score_head: the head and the setting go together")
+        self.head_readout: HeadReadout | None = None
+        if score_head is not None:
+            model.add_module(SCORE_HEAD_ATTR, score_head)  # before the Trainer places the model and its optimizer
+            self.head_readout = HeadReadout.of(model, score_head)
         super().__init__(model, args, *rest, **kwargs)
         if args.readout == "passage" and read_token is None:
             raise ValueError("the passage readout (student.readout: passage) needs read_token, the score token's id")
@@ -86,7 +99,7 @@ class SelectorTrainer(Trainer):
                             lm_weight=args.lm_weight, cl_weight=args.cl_weight, m_exact=args.m_exact, pad_id=self.pad_id,
                             lm_reduction=args.lm_reduction, reply_order=args.reply_order,
                             rejected=self.rejected(inputs), read_positions=inputs.get("read_positions"),
-                            read_token=self.read_token, bce_weight=args.bce_weight)
+                            read_token=self.read_token, bce_weight=args.bce_weight, score_head=self.head_readout)
         split = "train" if model.training else "eval"
         self._extra[split]["l_cl"].append(float(out.l_cl))
         self._extra[split]["l_lm"].append(float(out.l_lm))
@@ -101,6 +114,16 @@ class SelectorTrainer(Trainer):
         if return_outputs:
             return out.loss, {"first_logits": out.first_logits}
         return out.loss
+
+    def _save(self, output_dir: str | None = None, state_dict: dict[str, Any] | None = None) -> None:
+        """The Trainer's save, then the scoring head (when there is one) as score_head.safetensors beside the
+        weights; a full model's own weights file leaves the head out."""
+        if self.head_readout is not None and not hasattr(self.model, "peft_config"):
+            state_dict = {k: v for k, v in (state_dict if state_dict is not None else self.model.state_dict()).items()
+                          if SCORE_HEAD_ATTR not in k.split(".")}
+        super()._save(output_dir, state_dict)
+        if self.head_readout is not None:
+            self.head_readout.head.save(output_dir if output_dir is not None else self.args.output_dir)
 
     def prediction_step(self, model: Any, inputs: SelectorBatch, prediction_loss_only: bool,
                         ignore_keys: list[str] | None = None) -> tuple[Any, Any, Any]:

@@ -32,9 +32,9 @@ from pydantic import JsonValue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "SymlinkError", "atomic_write_json", "atomic_write_text",
-           "disk_full_is_explained", "ensure_output_dir", "iter_json_lines", "open_in_place", "read_jsonl",
-           "write_jsonl_atomic"]
+__all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "SymlinkError", "atomic_write_bytes",
+           "atomic_write_json", "atomic_write_text", "disk_full_is_explained", "ensure_output_dir", "iter_json_lines",
+           "open_in_place", "read_jsonl", "write_jsonl_atomic"]
 
 
 class DiskFullError(OSError):
@@ -150,9 +150,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
     A symbolic link at `path` is replaced by the new file; the file it pointed to is left as it was.
     """
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """`atomic_write_text` of raw bytes."""
     path = Path(path)
     ensure_output_dir(path.parent)
-    data = text.encode("utf-8")
     with disk_full_is_explained(path, "the previous version of the file is unchanged"):
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:

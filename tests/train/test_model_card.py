@@ -202,10 +202,11 @@ def test_adapter_card_without_run_dir():
     assert len(_code_blocks(card)) == 2
 
 
-@pytest.mark.parametrize("readout", ["identifier", "passage"])
+@pytest.mark.parametrize("readout", ["identifier", "passage", "passage+head"])
 def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir, readout):
     """The card's plain-transformers code, run on a tiny selector, gives Selector.select's logits (1e-6) and
-    selection, for titled, title-less and over-long passages (cut to max_passage_tokens), for either readout."""
+    selection, for titled, title-less and over-long passages (cut to max_passage_tokens), for either readout and
+    for the passage readout scored by a head (score_head.safetensors)."""
     import numpy as np
 
     from purecover.demo.tiny import build_tiny_model
@@ -218,12 +219,23 @@ def test_card_snippet_reproduces_selector_exactly(tmp_path, sample_dir, readout)
         pytest.skip(f"Qwen2 tokenizer not found at {tok_dir}")
     sel = build_tiny_model(tmp_path / "sel", tok_dir, "qwen2", seed=3)
     scheme = IdentifierScheme.from_dict({**IDS, "separator": "\n"})
+    head = readout == "passage+head"
+    readout = "passage" if head else readout
     config = {"base_model": "org/base", "identifiers": scheme.to_dict(),
               "prompt_template": prompt_template(readout=readout), "k1": 6, "tau3": -1e9, "k_max": 2, "min_select": 1,
-              "purecover_version": "0.1.0", "max_passage_tokens": 12, "readout": readout}
+              "purecover_version": "0.1.0", "max_passage_tokens": 12, "readout": readout,
+              **({"passage_score": "head"} if head else {})}
+    if head:
+        import torch
+
+        from purecover.models.score_head import ScoreHead
+
+        torch.manual_seed(5)
+        ScoreHead(json.loads((sel / "config.json").read_text())["hidden_size"]).save(sel)
     (sel / "selector_config.json").write_text(json.dumps(config))
     card = render_model_card(config, META, None, True)
     assert ("marker after each candidate" in card) == (readout == "passage")
+    assert ("score_head.safetensors" in card) == head
     code = _code_blocks(card)[1].replace('"path/to/this/directory"', repr(str(sel)))
     question = "  Which river flows through the town where Ada Brill was born? "
     cases = [
@@ -258,7 +270,8 @@ def test_templates_ship_as_package_data():
     package = TEMPLATES.parents[1]  # purecover/
     templates = sorted(TEMPLATES.glob("*.md"))
     assert {p.name for p in templates} >= {"model_card.md", "model_card_usage_adapter.md",
-                                           "model_card_usage_passage.md", "model_card_usage_transformers.md"}
+                                           "model_card_usage_passage.md", "model_card_usage_passage_head.md",
+                                           "model_card_usage_transformers.md"}
     for path in templates:
         rel = path.relative_to(package).as_posix()
         assert any(fnmatch.fnmatch(rel, pattern) for pattern in patterns), f"{rel} is not package data"

@@ -94,3 +94,41 @@ def test_passage_bce_is_the_binary_cross_entropy():
     want = -(F.logsigmoid(s[0]) + F.logsigmoid(-s[1]) + F.logsigmoid(s[2])) / 3
     assert torch.allclose(passage_bce(s, [0, 2]), want)
     assert torch.allclose(passage_bce(s, []), -F.logsigmoid(-s).mean())
+
+
+@pytest.mark.parametrize("lm_weight", [0.0, 0.5])
+def test_with_a_scoring_head_the_scores_are_the_head_on_the_hidden_states(lm_weight):
+    """passage_score head: s_k = w · h_k + b with h_k the final hidden state at marker k; L and the gradients of the
+    model and of the head equal the formula written out (one plain forward with output_hidden_states)."""
+    from purecover.models.score_head import HeadReadout, ScoreHead
+
+    torch.manual_seed(3)
+    prompt = torch.randint(30, VOCAB, (40,))
+    positions, selected = [5, 12, 19, 26, 33], [1, 3]
+    m_fast, m_ref = model(), model()
+    torch.manual_seed(4)
+    head_fast = ScoreHead(32)
+    head_ref = ScoreHead(32)
+    head_ref.load_state_dict(head_fast.state_dict())
+    out = selector_loss(m_fast, [prompt], [selected], [5], FMT, lm_weight=lm_weight, cl_weight=0.8,
+                        read_positions=[positions], read_token=READ, bce_weight=0.5,
+                        score_head=HeadReadout.of(m_fast, head_fast))
+    hidden = m_ref(input_ids=prompt[None], output_hidden_states=True).hidden_states[-1][0]
+    s = hidden[positions] @ head_ref.proj.weight[0] + head_ref.proj.bias[0]
+    pos = torch.tensor([k in selected for k in range(len(positions))])
+    ref = 0.8 * -F.logsigmoid(s[pos][:, None] - s[~pos][None, :]).mean() + 0.5 * passage_bce(s, selected)
+    assert torch.allclose(out.first_logits[0], s.detach(), atol=1e-5)
+    if lm_weight:  # L_LM is the identifier reply's, untouched by the head: take it from the output
+        ref = ref + lm_weight * out.l_lm
+    assert torch.allclose(out.loss, ref, atol=1e-5), (float(out.loss), float(ref))
+    out.loss.backward()
+    ref.backward()
+    assert head_fast.proj.weight.grad is not None and float(head_fast.proj.weight.grad.abs().sum()) > 0
+    assert torch.allclose(head_fast.proj.weight.grad, head_ref.proj.weight.grad, atol=1e-5, rtol=1e-4)
+    assert torch.allclose(head_fast.proj.bias.grad, head_ref.proj.bias.grad, atol=1e-5, rtol=1e-4)
+    if not lm_weight:
+        for (name, p), q in zip(m_fast.named_parameters(), m_ref.parameters()):
+            assert (p.grad is None) == (q.grad is None), name  # the vocabulary projection is not in this loss
+            assert p.grad is None or torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+    with pytest.raises(ValueError, match="needs read_positions"):
+        selector_loss(m_fast, [prompt], [selected], [5], FMT, score_head=HeadReadout.of(m_fast, head_fast))

@@ -16,10 +16,10 @@ from purecover.train.trainer import SelectorTrainer
 LOSS_OVERRIDES = ["student.lm_weight=0.25", "student.cl_weight=2.0", "student.m_exact=3",
                   "student.lm_reduction=sequence_sum", "student.reply_order=target", "student.negatives=sampled",
                   "student.negative_sample=3", "student.negative_pool=7", "student.bce_weight=0.5",
-                  "student.readout=passage"]
+                  "student.readout=passage", "student.passage_score=head"]
 LOSS_VALUES = {"lm_weight": 0.25, "cl_weight": 2.0, "m_exact": 3, "lm_reduction": "sequence_sum",
                "reply_order": "target", "negatives": "sampled", "negative_sample": 3, "negative_pool": 7,
-               "bce_weight": 0.5, "readout": "passage"}
+               "bce_weight": 0.5, "readout": "passage", "passage_score": "head"}
 
 
 def test_fields_default_to_the_recipe_defaults_and_say_what_they_are():
@@ -32,6 +32,7 @@ def test_fields_default_to_the_recipe_defaults_and_say_what_they_are():
     assert fields["reply_order"].metadata["choices"] == ["best", "target"]
     assert fields["negatives"].metadata["choices"] == ["all", "sampled"]
     assert fields["readout"].metadata["choices"] == ["identifier", "passage"]
+    assert fields["passage_score"].metadata["choices"] == ["token", "head"]
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
