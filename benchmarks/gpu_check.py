@@ -20,6 +20,9 @@ Parts (``--parts``, default all):
   the weights), and its largest difference from eager attention on a short sequence.
 * ``selector``: one-pass selection latency at 7B shape, K1 = 20 (`purecover.models.selector.hf_identifier_logits`),
   batch 1 and 16: p50 / p95 ms per batch.
+* ``serve``: `purecover serve`'s app (real uvicorn on loopback, the project's HTTP client) around a selector of
+  the student's shape: 16 concurrent clients, 96 requests of K1 = 20 demo passages, max_batch 16: requests per
+  second, p50 / p95 ms per request, and the mean batch the batcher formed.
 * ``generation``: greedy generation at 7B shape through transformers (what the label stage's teacher costs when
   vLLM is absent): new tokens per second.
 * ``launch``: the project's own train stage (``purecover train`` with ``student.launch.config_file``: it runs
@@ -28,8 +31,14 @@ Parts (``--parts``, default all):
   student's shape saved to disk and the demo's offline tokenizer: seconds per step from the stage's own log
   lines, and the command's wall time.
 
-Not covered yet (issue 44, continued): the serve batcher over loopback. Targets are checked only on a GPU with the full shapes (``--tiny`` checks the
-code). What the script imports: torch, transformers, peft, numpy and purecover; nothing else.
+* ``tests``: the tests marked ``gpu`` (``pytest -m gpu tests``: bf16 on CUDA, the selector and the capture on the
+  device, the train stage there), which every machine without CUDA skips with a reason: failures (target 0). With
+  ``--tiny`` on a machine without CUDA they run on the CPU instead (``PURECOVER_GPU_TEST_DEVICE=cpu``).
+
+Targets are checked only on a GPU with the full shapes (``--tiny`` checks the code), except the gpu tests' and the
+capture's agreement with eager attention. What the script imports: torch, transformers, peft, numpy and purecover;
+the serve part also fastapi, uvicorn and httpx (the ``serve`` extra), the launch part accelerate and DeepSpeed, the
+tests part pytest; a part whose packages are missing is a failed row naming the module.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from typing import Any
 
 from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows
 
-PARTS = ("student", "capture", "selector", "generation", "launch")
+PARTS = ("student", "capture", "selector", "serve", "generation", "launch", "tests")
 QWEN_7B = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
            "intermediate_size": 18944, "vocab_size": 152064}
 QWEN_32B_LAYERS = {"hidden_size": 5120, "num_hidden_layers": 4, "num_attention_heads": 40, "num_key_value_heads": 8,
@@ -59,11 +68,15 @@ SHAPES: dict[str, dict[str, Any]] = {
     "full": {"student": QWEN_7B, "teacher": QWEN_32B_LAYERS, "k1": 20, "passage_tokens": 192, "batch": 4,
              "steps": 4, "capture_lengths": [4096, 8192], "eager_length": 512, "selector_batches": [1, 16],
              "selector_repeats": 10, "new_tokens": 128, "time_limit": 150, "launch_steps": 6,
-             "launch_config": "configs/accelerate/deepspeed_zero2.yaml", "launch_time_limit": 420},
+             "launch_config": "configs/accelerate/deepspeed_zero2.yaml", "launch_time_limit": 420,
+             "serve_clients": 16, "serve_requests": 96, "serve_max_batch": 16, "tests_paths": ["tests"],
+             "tests_time_limit": 300},
     "tiny": {"student": TINY, "teacher": TINY, "k1": 4, "passage_tokens": 12, "batch": 2, "steps": 2,
              "capture_lengths": [128, 256], "eager_length": 64, "selector_batches": [1, 4], "selector_repeats": 3,
              "new_tokens": 8, "time_limit": 120, "launch_steps": 3,
-             "launch_config": "configs/accelerate/deepspeed_zero2_cpu.yaml", "launch_time_limit": 300},
+             "launch_config": "configs/accelerate/deepspeed_zero2_cpu.yaml", "launch_time_limit": 300,
+             "serve_clients": 4, "serve_requests": 12, "serve_max_batch": 4, "tests_paths": ["tests/gpu"],
+             "tests_time_limit": 240},
 }
 STEPS_PER_SECOND_MIN = 2.0
 PEAK_GB_MAX = 40.0
@@ -299,23 +312,32 @@ def part_generation(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"prompt_tokens": int(ids.shape[1]), "new_tokens": new, "tokens_per_second": new / seconds}]
 
 
-def _assemble_run(run: Path, k1: int) -> int:
-    """candidates.jsonl and labels.jsonl from the bundled demo questions: each question's own paragraphs (padded
-    to k1 with other questions' paragraphs), the gold passages as the labels; returns the question count."""
+def _demo_questions(k1: int) -> list[tuple[dict[str, Any], list[tuple[str, str]]]]:
+    """The bundled demo questions, each with k1 (title, text) passages: its own paragraphs, padded with other
+    questions' paragraphs."""
     import purecover
+
+    demo = json.loads((Path(purecover.__file__).parent / "data" / "demo" / "demo_hotpot.json").read_text())
+    pool = [(title, " ".join(sents)) for q in demo for title, sents in q["context"]]
+    out = []
+    for i, q in enumerate(demo):
+        docs = [(title, " ".join(sents)) for title, sents in q["context"]][:k1]
+        docs += pool[(i * 7) % len(pool):][: k1 - len(docs)] if len(docs) < k1 else []
+        out.append((q, (docs + pool)[:k1]))
+    return out
+
+
+def _assemble_run(run: Path, k1: int) -> int:
+    """candidates.jsonl and labels.jsonl from the bundled demo questions (`_demo_questions`), the gold passages as
+    the labels; returns the question count."""
     from purecover.records import CandidateDoc, CandidateRecord, LabelRecord
     from purecover.records.labels import TeacherSettings
     from purecover.utils.io import write_jsonl_atomic
     from purecover.utils.rundir_claim import mark_run_dir
 
-    demo = json.loads((Path(purecover.__file__).parent / "data" / "demo" / "demo_hotpot.json").read_text())
-    pool = [(title, " ".join(sents)) for q in demo for title, sents in q["context"]]
     mark_run_dir(run)
     candidates, labels = [], []
-    for i, q in enumerate(demo):
-        docs = [(title, " ".join(sents)) for title, sents in q["context"]][:k1]
-        docs += pool[(i * 7) % len(pool):][: k1 - len(docs)] if len(docs) < k1 else []
-        docs = (docs + pool)[:k1]
+    for q, docs in _demo_questions(k1):
         gold = {title for title, _ in q["supporting_facts"]}
         picked = [k for k, (title, _) in enumerate(docs) if title in gold] or [0]
         cand = CandidateRecord(qid=q["_id"], question=q["question"], answers=[q["answer"]],
@@ -383,6 +405,94 @@ def part_launch(cfg: dict[str, Any]) -> list[dict[str, Any]]:
              "launched": "accelerate.commands.launch" in log_text and "deepspeed" in log_text.lower()}]
 
 
+def part_serve(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """`purecover serve`'s app (real uvicorn on loopback, the real HTTP client) around a selector of the student's
+    shape (random weights, the demo's offline tokenizer): `serve_clients` concurrent clients send `serve_requests`
+    requests of K1 demo passages; requests per second, p50 / p95 ms per request, the batcher's mean batch."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from purecover.demo.offline_tokenizer import build_offline_tokenizer, demo_tokenizer_texts
+    from purecover.models.identifiers import IdentifierScheme
+    from purecover.models.selector import HFSelectorBackend, Selector
+    from purecover.models.selector_prompt import prompt_template
+    from purecover.records import SelectorConfig
+    from purecover.serve.app import create_app
+    from purecover.serve.client import RemoteSelector
+    from purecover.serve.server import serve_in_thread
+
+    device, dtype = _device_and_dtype(torch)
+    k1 = cfg["k1"]
+    with tempfile.TemporaryDirectory(prefix="gpu_check_serve_") as scratch:
+        tokenizer = AutoTokenizer.from_pretrained(build_offline_tokenizer(Path(scratch) / "tok", demo_tokenizer_texts()),
+                                                  padding_side="left")
+    shape = {**cfg["student"], "vocab_size": max(cfg["student"]["vocab_size"], len(tokenizer))}
+    model = _model(shape, torch, device, dtype).eval()
+    scheme = IdentifierScheme("letters").check(tokenizer, k1)
+    config = SelectorConfig.model_validate({
+        "base_model": "random/qwen2.5-7b-shape", "identifiers": scheme.to_record().model_dump(mode="json"),
+        "prompt_template": prompt_template(), "k1": k1, "tau3": 0.0, "k_max": 5, "min_select": 1,
+        "max_passage_tokens": cfg["passage_tokens"]})
+    selector = Selector(tokenizer, config, HFSelectorBackend(model, pad_id=tokenizer.pad_token_id or 0,
+                                                             batch_size=cfg["serve_max_batch"]))
+    questions = _demo_questions(k1)
+    work = [questions[i % len(questions)] for i in range(cfg["serve_requests"])]
+    app = create_app(selector, model_name="gpu-check", max_batch=cfg["serve_max_batch"], max_wait_ms=5.0,
+                     max_queue=4 * cfg["serve_requests"])
+    with serve_in_thread(app) as url, RemoteSelector(url, max_concurrency=cfg["serve_clients"]) as client:
+        def one(item: tuple[dict[str, Any], list[tuple[str, str]]]) -> float:
+            q, docs = item
+            t0 = time.perf_counter()
+            client.select(q["question"], [{"title": t, "text": x} for t, x in docs])
+            return (time.perf_counter() - t0) * 1000
+
+        one(work[0])  # warm-up
+        registry = app.state.service.metrics.registry
+        before = (registry.get_sample_value("purecover_batch_size_sum") or 0.0,
+                  registry.get_sample_value("purecover_batch_size_count") or 0.0)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(cfg["serve_clients"]) as pool:
+            latencies = sorted(pool.map(one, work))
+        wall = time.perf_counter() - t0
+        size_sum = (registry.get_sample_value("purecover_batch_size_sum") or 0.0) - before[0]
+        batches = (registry.get_sample_value("purecover_batch_size_count") or 0.0) - before[1]
+    return [{"clients": cfg["serve_clients"], "requests": len(work), "requests_per_second": len(work) / wall,
+             "p50_ms": statistics.median(latencies),
+             "p95_ms": latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))],
+             "mean_batch": size_sum / batches if batches else None, "max_batch": cfg["serve_max_batch"]}]
+
+
+def part_tests(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tests marked ``gpu`` (pytest -m gpu), on this machine's CUDA device; on a machine without one (--tiny on
+    the CPU) on the CPU instead (PURECOVER_GPU_TEST_DEVICE=cpu), so their own logic is checked."""
+    import os
+    import re
+    import subprocess
+
+    import torch
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    if not torch.cuda.is_available():
+        env["PURECOVER_GPU_TEST_DEVICE"] = "cpu"
+    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+               *cfg["tests_paths"]]
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=cfg["tests_time_limit"])
+    tail = (done.stdout + done.stderr).strip().splitlines()
+    summary = next((line for line in reversed(tail) if re.search(r"\d+ (passed|failed|skipped|error)", line)), "")
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary)}
+    failures = [line for line in tail if line.startswith(("FAILED", "ERROR"))][:5]
+    return [{"passed": counts.get("passed", 0), "failed": counts.get("failed", 0) + counts.get("error", 0)
+             + counts.get("errors", 0), "skipped": counts.get("skipped", 0), "exit_code": done.returncode,
+             "summary": summary.strip("= "), "failures": failures,
+             "device": "cuda" if torch.cuda.is_available() else "cpu (PURECOVER_GPU_TEST_DEVICE)"}]
+
+
 def _child(part: str, cfg: dict[str, Any], out: Any) -> None:
     try:
         import torch
@@ -400,7 +510,7 @@ def run_part(part: str, cfg: dict[str, Any]) -> dict[str, Any]:
     proc = ctx.Process(target=_child, args=(part, cfg, out))
     t0 = time.perf_counter()
     proc.start()
-    limit = cfg["launch_time_limit"] if part == "launch" else cfg["time_limit"]
+    limit = {"launch": cfg["launch_time_limit"], "tests": cfg["tests_time_limit"] + 30}.get(part, cfg["time_limit"])
     try:
         result = out.get(timeout=limit)
     except queue_module.Empty:
@@ -466,6 +576,13 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             r.add("gpu_check.selector_p50_ms", v["p50_ms"], "ms",
                   at_most(SELECTOR_P50_MS_MAX) if full and v["batch"] == 1 else None,
                   variant=f"{device}: batch {v['batch']}", note=f"p95 {v['p95_ms']:.1f} ms")
+    if not failed("serve", "serve"):
+        v = parts["serve"]["ok"][0]
+        r.add("gpu_check.serve_requests_per_second", v["requests_per_second"], "requests/s", None,
+              variant=f"{device}: {v['clients']} clients over loopback, max_batch {v['max_batch']}",
+              note=f"p50 {v['p50_ms']:.1f} ms, p95 {v['p95_ms']:.1f} ms per request; mean batch "
+                   + (f"{v['mean_batch']:.1f}" if v["mean_batch"] is not None else "-")
+                   + f"; {v['requests']} requests")
     if not failed("generation", "generation"):
         v = parts["generation"]["ok"][0]
         r.add("gpu_check.generation_tokens_per_second", v["tokens_per_second"], "tokens/s", None, variant=device,
@@ -476,6 +593,11 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
               variant=f"{device}: purecover train, {v['config']}, 1 process",
               note=f"{v['steps']} steps on {v['questions']} demo questions; the command took {v['wall_seconds']:.0f} s"
                    + ("" if v.get("launched") else "; NOT launched through accelerate with DeepSpeed"))
+    if not failed("tests", "tests"):
+        v = parts["tests"]["ok"][0]
+        r.add("gpu_check.gpu_tests_failed", v["failed"], "tests", at_most(0), variant=f"{device}: pytest -m gpu",
+              note=f"{v['passed']} passed, {v['skipped']} skipped on {v['device']}; exit {v['exit_code']}"
+                   + (f"; {' | '.join(v['failures'])}"[:400] if v["failures"] else ""))
     return r.rows
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         slow[item.path] += item.get_closest_marker("slow") is not None
     items.sort(key=lambda item: (-slow[item.path], collected[item.path]))  # stable: same-file order kept
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu and not os.environ.get("PURECOVER_GPU_TEST_DEVICE"):  # set: the gpu tests run on that device
+        import torch
+
+        if not torch.cuda.is_available():
+            skip = pytest.mark.skip(reason="needs a CUDA device (benchmarks/gpu_check.py runs these on a GPU machine)")
+            for item in gpu:
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

@@ -20,21 +20,28 @@ def test_the_tiny_check_measures_every_part(tmp_path):
                           capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert result["shape"] == "tiny" and set(result["parts"]) == {"student", "capture", "selector", "generation",
-                                                                   "launch"}
+    assert result["shape"] == "tiny" and set(result["parts"]) == {"student", "capture", "selector", "serve",
+                                                                   "generation", "launch", "tests"}
     assert result["parts"]["launch"]["ok"][0]["launched"] is True  # accelerate launch with DeepSpeed ZeRO-2 ran
     assert all("error" not in part for part in result["parts"].values()), result["parts"]
     figures = {r["figure"] for r in result["rows"]}
     assert {"gpu_check.student_steps_per_second", "gpu_check.student_peak_gb", "gpu_check.exact_over_one_ordering",
             "gpu_check.capture_over_sdpa_time", "gpu_check.capture_max_abs_diff_vs_eager", "gpu_check.selector_p50_ms",
-            "gpu_check.generation_tokens_per_second", "gpu_check.launch_seconds_per_step"} <= figures
+            "gpu_check.generation_tokens_per_second", "gpu_check.launch_seconds_per_step",
+            "gpu_check.serve_requests_per_second", "gpu_check.gpu_tests_failed"} <= figures
     assert all(r["value"] is not None and r["value"] >= 0 for r in result["rows"])
     assert all(r["value"] > 0 for r in result["rows"] if r["unit"] in ("steps/s", "ms", "tokens/s", "s"))
     diff = next(r for r in result["rows"] if r["figure"] == "gpu_check.capture_max_abs_diff_vs_eager")
     assert diff["met"] is True  # the capture equals eager attention
     variants = {r["variant"] for r in result["rows"] if r["figure"] == "gpu_check.student_steps_per_second"}
     assert len(variants) == 3 and any("passage readout" in v for v in variants)
-    assert not any(r.get("target") for r in result["rows"] if r["figure"] != "gpu_check.capture_max_abs_diff_vs_eager")
+    checked = ("gpu_check.capture_max_abs_diff_vs_eager", "gpu_check.gpu_tests_failed")  # targets on any device
+    assert not any(r.get("target") for r in result["rows"] if r["figure"] not in checked)
+    # the gpu-marked tests ran (on the CPU, behind PURECOVER_GPU_TEST_DEVICE) and passed, none skipped
+    tests = result["parts"]["tests"]["ok"][0]
+    assert tests["failed"] == 0 and tests["passed"] >= 7 and tests["skipped"] == 0, tests
+    serve = result["parts"]["serve"]["ok"][0]
+    assert serve["requests"] == 12 and serve["mean_batch"] >= 1 and serve["p95_ms"] >= serve["p50_ms"] > 0
     printed = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert printed == result["rows"]  # printed as measured, the same rows as the file
 
