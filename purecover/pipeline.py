@@ -138,7 +138,7 @@ def launch_command(recipe: Recipe, recipe_file: str | Path, quiet: bool = False,
     interpreter (so the child uses the same environment); `recipe_file` is the resolved recipe.
     """
     cfg = recipe.student.launch
-    if cfg.config_file is None:  # (a launch key without config_file is a recipe error: config.py)
+    if cfg.config_file is None:  # (a launch key without config_file is a recipe error: purecover.config)
         return None
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg.config_file)]
     for key in LAUNCH_FLAGS:

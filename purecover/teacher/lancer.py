@@ -30,7 +30,7 @@ from ..prompts import PROMPTS, TemplateError, check_template_text, load_prompt
 from ..records import CandidateDoc
 from .prompts import document_body
 
-if TYPE_CHECKING:  # the backends pull in torch; this module stays light (config.py checks templates with it)
+if TYPE_CHECKING:  # the backends pull in torch; this module stays light (purecover.config checks templates with it)
     from ..models.generation import GenerationBackend
 
 __all__ = ["RATING_TEMPLATE", "SUBQUESTION_TEMPLATE", "TEMPLATE_FIELDS", "TemplateError", "check_template",

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from purecover.data.corpus import Corpus, Doc
-from purecover.data.retrieval import bm25_index
+from purecover.data.retrieval import bm25_index, bm25_search, bm25_store
 from purecover.data.retrieval.base import top_k
 from purecover.data.retrieval.bm25 import _META, BM25Retriever
 from tests.data.retrieval.bm25_helpers import (
@@ -119,7 +119,8 @@ def test_index_on_disk_is_reloaded_memory_mapped_with_the_same_results(corpus, r
 
 def test_hash_collisions_never_give_another_terms_column(corpus, reference, tmp_path, monkeypatch):
     real = bm25_index.hash_terms
-    monkeypatch.setattr(bm25_index, "hash_terms", lambda encoded: real(encoded) % np.uint64(3))  # all collide
+    for module in (bm25_search, bm25_store):  # the lookups and the vocabulary files hash alike: all collide
+        monkeypatch.setattr(module, "hash_terms", lambda encoded: real(encoded) % np.uint64(3))
     r = BM25Retriever(corpus, index_dir=tmp_path, **SMALL)
     assert len(np.unique(np.asarray(r.index.vocab.hashes))) == 3
     vocab = reference.tokenizer.word_to_id
