@@ -5,6 +5,7 @@ bounded and every process is killed at the end of the test."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import signal
 import subprocess
@@ -154,6 +155,7 @@ def test_killed_under_load_restarted_then_sigterm_answers_in_flight_and_exits_0(
     for t in senders:
         t.join(timeout=HTTP_TIMEOUT)
     assert proc.wait(timeout=60) == 0, _tail(log)
+    exited = time.time()
     assert time.monotonic() - sigterm_at < 30
     assert sorted(results) == [0, 3, 5]
     for i, r in results.items():
@@ -161,5 +163,10 @@ def test_killed_under_load_restarted_then_sigterm_answers_in_flight_and_exits_0(
         assert r.json()["selected"] == want[i].indices
     text = log.read_text(encoding="utf-8", errors="replace")
     assert "SIGTERM received" in text and "purecover serve: stopped" in text and "Traceback" not in text
+    # nothing keeps the process alive once it says it stopped (no thread or child left to wait for): the exit
+    # follows within seconds (issue 43 saw 15-30 s; 1.4-1.7 s measured here, busy cores)
+    stamp = next(line for line in text.splitlines() if "purecover serve: stopped" in line)[:23]
+    stopped = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    assert exited - stopped < 10, f"exited {exited - stopped:.1f} s after logging 'stopped'"
     with pytest.raises(httpx.ConnectError):  # nothing listens any more
         httpx.get(f"{url}/health", timeout=2)
