@@ -13,8 +13,9 @@ Parts (``--parts``, default all):
 
 * ``student``: LoRA (r 16, alpha 32, all linear layers, as ``configs/recipes/paper/``) training steps with the
   project's loss (`purecover.train.losses.selector_loss`) in bf16 on the GPU: the identifier readout with the
-  exact permutation-invariant LM loss (m_exact 5), the same scored against one ordering (m_exact 0), and the
-  passage readout (L_CL + BCE): seconds per step, tokens per second, peak memory, and exact / one ordering.
+  exact permutation-invariant LM loss (m_exact 5), the same scored against one ordering (m_exact 0), the
+  passage readout (L_CL + BCE) and the passage readout with the scoring head (``passage_score: head``): seconds
+  per step, tokens per second, peak memory, and exact / one ordering.
 * ``capture``: `purecover.teacher.capture.capture_segment_attention` on 32B-shaped layers at 4k and 8k tokens
   against a plain sdpa forward (time ratio) and, on a GPU, eager attention (memory: each forward's own peak above
   the weights), and its largest difference from eager attention on a short sequence.
@@ -157,6 +158,7 @@ def part_student(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     import torch
     from peft import LoraConfig, get_peft_model
 
+    from purecover.models.score_head import SCORE_HEAD_ATTR, HeadReadout, ScoreHead
     from purecover.train.losses import ReplyFormat, selector_loss
 
     device, dtype = _device_and_dtype(torch)
@@ -167,6 +169,8 @@ def part_student(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules="all-linear",
                                              task_type="CAUSAL_LM"))
     model.train()
+    head = ScoreHead.from_token(model, 11)  # passage_score: head, trained with the adapter
+    model.add_module(SCORE_HEAD_ATTR, head)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     k1, batch = cfg["k1"], cfg["batch"]
     prompts = [_prompt(torch, cfg["student"], k1, cfg["passage_tokens"], device, seed=i) for i in range(batch)]
@@ -178,7 +182,10 @@ def part_student(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     variants = {"identifier, exact permutation-invariant LM loss (m_exact 5)": {"m_exact": 5},
                 "identifier, one ordering (m_exact 0)": {"m_exact": 0},
                 "passage readout (L_CL + BCE)": {"read_positions": [p[1] for p in prompts], "read_token": 11,
-                                                 "lm_weight": 0.0, "bce_weight": 1.0}}
+                                                 "lm_weight": 0.0, "bce_weight": 1.0},
+                "passage readout, scoring head (L_CL + BCE)": {
+                    "read_positions": [p[1] for p in prompts], "read_token": 11, "lm_weight": 0.0, "bce_weight": 1.0,
+                    "score_head": HeadReadout.of(model, head)}}
     for name, kwargs in variants.items():
         def step(kwargs: dict[str, Any] = kwargs) -> None:
             opt.zero_grad(set_to_none=True)

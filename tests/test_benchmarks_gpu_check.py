@@ -34,7 +34,7 @@ def test_the_tiny_check_measures_every_part(tmp_path):
     diff = next(r for r in result["rows"] if r["figure"] == "gpu_check.capture_max_abs_diff_vs_eager")
     assert diff["met"] is True  # the capture equals eager attention
     variants = {r["variant"] for r in result["rows"] if r["figure"] == "gpu_check.student_steps_per_second"}
-    assert len(variants) == 3 and any("passage readout" in v for v in variants)
+    assert len(variants) == 4 and any("scoring head" in v for v in variants)
     checked = ("gpu_check.capture_max_abs_diff_vs_eager", "gpu_check.gpu_tests_failed")  # targets on any device
     assert not any(r.get("target") for r in result["rows"] if r["figure"] not in checked)
     # the gpu-marked tests ran (on the CPU, behind PURECOVER_GPU_TEST_DEVICE) and passed, none skipped
