@@ -14,7 +14,6 @@ length; max abs difference of capture vs eager segment averages <= 1e-6. Rows: s
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import statistics
@@ -22,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from rows import ROWS_ONLY_HELP, Rows, at_most, machine_info, now, rewrite, with_rows
+import harness
+from rows import Rows, at_most, machine_info, now
 
 TIME_OVER_SDPA_MAX = 1.5
 PEAK_OVER_EAGER_MAX = 0.1
@@ -117,17 +117,14 @@ def measure(kind: str, length: int, repeats: int) -> dict:
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/attention_capture.json")
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default="benchmarks/results/attention_capture.json")
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
 
-    from purecover.utils.io import atomic_write_json
     from purecover.utils.provenance import package_versions
 
     lengths = []
@@ -141,7 +138,7 @@ def main() -> int:
         row["capture_over_eager_peak"] = round(row["capture"]["peak_mb"] / max(row["eager"]["peak_mb"], 1e-9), 4)
         lengths.append(row)
         print(json.dumps(row), flush=True)
-    result = with_rows({
+    result = harness.write(args.out, {
         "benchmark": "attention_capture",
         "date": now(),
         "config": {"layers": 4, "heads": 8, "kv_heads": 2, "hidden": 256, "docs": 20, "steps": 5},
@@ -149,7 +146,6 @@ def main() -> int:
         "machine": machine_info(),
         "versions": package_versions(),
     }, rows)
-    atomic_write_json(args.out, result)
     print(json.dumps(result["rows"], indent=2, ensure_ascii=False))
     return 0
 

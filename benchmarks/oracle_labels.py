@@ -22,7 +22,6 @@ retrieval top-|S| on all four, fallback ≤ 5%. Rows (see rows.py): those three 
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -30,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
-from rows import ROWS_ONLY_HELP, Rows, above, at_least, at_most, machine_info, now, rewrite, with_rows
+from rows import Rows, above, at_least, at_most, machine_info, now
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage
@@ -47,7 +47,7 @@ from purecover.teacher.tune import (
     retrieval_baselines,
     split_questions,
 )
-from purecover.utils.io import atomic_write_json, atomic_write_text
+from purecover.utils.io import atomic_write_text
 from purecover.utils.provenance import package_versions
 
 # one grid per score scale (the temperatures' units differ); their points are concatenated
@@ -129,14 +129,12 @@ def shared_choice(per_dataset: dict[str, dict]) -> dict:
             "heldout_f1": {d: per_dataset[d]["rows"][best]["heldout"]["f1"] for d in names}}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results/oracle_labels.json")
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/oracle_labels.json")
     parser.add_argument("--work", default=None, help="keep the run directories here (reused when rerun)")
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     samples = sample_data_dir()
     if samples is None:
         print("sample data not found (set PURECOVER_SAMPLE_DATA)", file=sys.stderr)
@@ -171,10 +169,10 @@ def main() -> int:
         "target_f1": TARGET_F1, "targets_met": targets,
         "all_targets_met": all(all(c.values()) for c in targets.values()),
         "results": {d: {k: v for k, v in r.items() if k != "rows"} for d, r in per_dataset.items()},
-        "grid_csv": str(write_grid_csv(Path(args.out).with_name("oracle_labels_grid.csv"), per_dataset)),
+        "grid_csv": str(write_grid_csv(args.out.with_name("oracle_labels_grid.csv"), per_dataset)),
         "date": now(), "machine": machine_info(), "versions": package_versions(),
     }
-    atomic_write_json(args.out, with_rows(out, rows))
+    harness.write(args.out, out, rows)
     print(json.dumps({"shared_choice": choice, "shipped": shipped, "equal": out["shipped_equals_shared_choice"],
                       "targets_met": targets}, indent=1))
     return 0

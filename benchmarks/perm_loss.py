@@ -41,15 +41,14 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+import harness
 import torch
 import torch.nn.functional as F
-from rows import ROWS_ONLY_HELP, Rows, at_most, machine_info, now, rewrite, with_rows
+from rows import Rows, at_most, machine_info, now
 
 from purecover.demo.tiny import tiny_causal_lm
 from purecover.train.losses import ReplyFormat, best_ordering, selector_loss
-from purecover.utils.io import atomic_write_json
 from purecover.utils.provenance import package_versions
 
 VOCAB = 2048
@@ -173,7 +172,7 @@ def run(args: argparse.Namespace) -> dict:
               f"exact/one {row['ratio_exact_vs_one_order']:.2f}  "
               f"scoring {row['scoring']['median_s']:.4f}s  ({time.perf_counter() - started:.0f}s)", flush=True)
     ratio5 = results[str(TARGET_SIZE)]["ratio_exact_vs_one_order"]
-    return with_rows({
+    return {
         "benchmark": "perm_loss",
         "date": now(),
         "setting": {
@@ -189,7 +188,7 @@ def run(args: argparse.Namespace) -> dict:
                    "pass": ratio5 <= TARGET_RATIO},
         "machine": machine_info(),
         "versions": package_versions(),
-    }, rows)
+    }
 
 
 def rows(result: dict) -> list[dict]:
@@ -204,24 +203,21 @@ def rows(result: dict) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/perm_loss.json"))
+    parser = harness.parser(__doc__, out="benchmarks/results/perm_loss.json")
     parser.add_argument("--repeats", type=int, default=7, help="timed steps per method (>= 5), after one warm-up")
     parser.add_argument("--prompt-len", type=int, default=1024)
     parser.add_argument("--naive-max", type=int, default=4, choices=SIZES,
                         help="largest |S| where naive enumeration is measured (larger: extrapolated)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--lora", action="store_true", help="train LoRA adapters instead of all weights")
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args(argv)
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     if args.repeats < 5:
         parser.error("--repeats must be at least 5")
     if args.threads:
         torch.set_num_threads(args.threads)
-    report = run(args)
-    atomic_write_json(args.out, report)
+    report = harness.write(args.out, run(args), rows)
     print(f"target exact/one_order at |S|={TARGET_SIZE}: {report['target']['value']} (<= {TARGET_RATIO}: "
           f"{'pass' if report['target']['pass'] else 'FAIL'}) -> {args.out}")
     return 0

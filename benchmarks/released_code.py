@@ -18,8 +18,8 @@ Variants, each over the run's own recipe (docs/paper/released-code.md):
   temperature      the code's W temperature alone: absolute scale, τ2 1e-5 (attention sources only)
   released_code    all of them: the released-code recipe's teacher settings
 
-Figures on the test split (questions with gold passages; no setting is chosen here): label P/R/F1 against the
-gold passages, mean |S|, the share of questions whose set equals the paper form's. And on 1,000 synthetic
+Figures on the test split (questions with gold passages; no setting is chosen here, and no figure has a
+target: the comparison is the result): label P/R/F1 against the gold passages, mean |S|, the share of questions whose set equals the paper form's. And on 1,000 synthetic
 coverage matrices (20 documents x 2-5 steps, column softmax as the code's calibration makes them, e a softmax
 too) at λ 0.1 / 0.3 / 0.5: how often the two greedy rules pick the same set, and their mean sizes.
 
@@ -34,14 +34,14 @@ into --out as it finishes, so seeds can be run in separate sessions.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 from real_models import label_source, log, read_jsonl, recipe_for, splits_of
-from rows import ROWS_ONLY_HELP, Rows, machine_info, now, rewrite, with_rows
+from rows import Rows, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"hotpotqa": ("oracle_proxy", "smollm2_attention_layers", "gemma_attention", "smollm2_attention",
@@ -113,11 +113,7 @@ def student_figures(seeds: list[int], work: Path, test: list[str]) -> dict[str, 
 
 def paper_students(path: Path = ROOT / "benchmarks" / "results" / "real_models.json") -> dict[str, Any]:
     """The paper-form students of `real_models.py` (oracle proxy, HotpotQA), by seed; {} without the file."""
-    if not path.is_file():
-        return {}
-    import json
-
-    data = json.loads(path.read_text())
+    data = harness.load(path) or {}
     return data.get("datasets", {}).get("hotpotqa", {}).get("student", {}).get("oracle_proxy", {})
 
 
@@ -217,38 +213,32 @@ def rows(result: dict) -> list[dict]:
     return table.rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/released_code.json")
     parser.add_argument("--datasets", default="hotpotqa,2wiki,musique")
     parser.add_argument("--work", default="build/real_models")
-    parser.add_argument("--out", default="benchmarks/results/released_code.json")
     parser.add_argument("--student", default=None, metavar="SEEDS",
                         help="train and score the released-code students of these seeds (comma-separated) and merge "
                              "them into --out; the label part is not rerun")
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     from purecover.data.candidates import run_data_stage
-    from purecover.utils.io import atomic_write_json
 
     work = Path(args.work)
     if args.student is not None:
-        import json
-
-        out = Path(args.out)
-        if not out.is_file():
-            raise SystemExit(f"{out} does not exist: run the label part first (without --student)")
+        if not args.out.is_file():
+            raise SystemExit(f"{args.out} does not exist: run the label part first (without --student)")
         probe = recipe_for("hotpotqa", work / "hotpotqa" / "split-probe")
         run_data_stage(probe, show_progress=False)
         split = splits_of([c["qid"] for c in read_jsonl(probe.run_path / "candidates.jsonl")])
         test = sorted(q for q, s in split.items() if s == "test")
         for seed in (int(s) for s in args.student.split(",")):
             figs = student_figures([seed], work, test)
-            result = json.loads(out.read_text())  # reread: another part may have written meanwhile
+            result = harness.load(args.out)  # reread: another part may have written meanwhile
             result.setdefault("student", {}).update(figs)
             result.setdefault("student_commands", []).append(" ".join(sys.argv))
-            atomic_write_json(out, with_rows(result, rows))
+            harness.write(args.out, result, rows)
         return 0
     datasets: dict[str, Any] = {}
     for dataset in args.datasets.split(","):
@@ -265,10 +255,8 @@ def main() -> int:
                 datasets[dataset][source] = {"error": str(exc)}
     result = {"date": now(), "machine": machine_info(), "command": " ".join(sys.argv), "datasets": datasets,
               "synthetic": synthetic()}
-    if Path(args.out).is_file():  # keep the students measured so far
-        import json
-
-        old = json.loads(Path(args.out).read_text())
+    old = harness.load(args.out)
+    if old is not None:  # keep the students measured so far
         for key in ("student", "student_commands"):
             if key in old:
                 result[key] = old[key]
@@ -276,8 +264,7 @@ def main() -> int:
         if kept:  # datasets not measured this time keep their figures and the command that made them
             result["datasets"] = {**kept, **datasets}
             result["earlier_commands"] = [*old.get("earlier_commands", []), old.get("command")]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(args.out, with_rows(result, rows))
+    harness.write(args.out, result, rows)
     return 0
 
 

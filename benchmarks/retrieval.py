@@ -1,31 +1,30 @@
 """BM25 index build and query throughput on the union of all sample paragraphs (JSON output).
 
-    python benchmarks/retrieval.py [--out benchmarks/results/retrieval.json] [--repeats 3]
+    python benchmarks/retrieval.py [--out benchmarks/results/retrieval.json] [--repeats 3] [--k 20]
 
 Corpus: every paragraph of the four real samples (the sample folder of `purecover.data.samples`,
 or $PURECOVER_SAMPLE_DATA), queries: every sample question. Also reports supporting-paragraph
 recall@20 per dataset on that joint corpus, and BM25 on the bundled demo set when the samples are
-absent. Rows (see rows.py): build seconds and queries per second, reported without a target.
+absent. Against: nothing (the reference figures of the index; the median of --repeats builds and query
+passes). Rows (see rows.py): build seconds and queries per second, reported without a target.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
+import harness
 import numpy as np
-from rows import ROWS_ONLY_HELP, Rows, machine_info, now, rewrite, with_rows
+from rows import Rows, machine_info, now
 
 from purecover.data import load_examples
 from purecover.data.candidates import gold_doc_ids
 from purecover.data.corpus import corpus_from_examples
 from purecover.data.retrieval.bm25 import BM25Retriever
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
-from purecover.utils.io import atomic_write_json
 from purecover.utils.provenance import package_versions
 
 
@@ -40,15 +39,13 @@ def rows(result: dict) -> list[dict]:
     return table.rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results/retrieval.json")
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/retrieval.json")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
 
     samples = sample_data_dir()
     if samples is not None:
@@ -105,9 +102,7 @@ def main() -> int:
         "machine": machine_info(),
         "versions": package_versions(),
     }
-    result = with_rows(result, rows)
-    out = Path(args.out)
-    atomic_write_json(out, result)
+    result = harness.write(args.out, result, rows)
     print(json.dumps({k: v for k, v in result.items() if k not in ("versions", "rows")}, indent=2))
     return 0
 

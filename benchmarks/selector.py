@@ -26,7 +26,6 @@ latency and both slow-downs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -36,8 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import torch
-from rows import ROWS_ONLY_HELP, Rows, at_least, machine_info, now, rewrite, with_rows
+from rows import Rows, at_least, machine_info, now
 
 import purecover
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
@@ -115,17 +115,15 @@ def _summary(seconds: list[float]) -> dict[str, float]:
             "mean_ms": statistics.fmean(ms)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results/selector.json")
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/selector.json")
     parser.add_argument("--questions", type=int, default=12, help="timed questions (>= 10)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     if args.questions < 10:
         parser.error("--questions must be >= 10")
     sample = sample_data_dir()
@@ -213,7 +211,7 @@ def main() -> int:
         "machine": machine_info(),
         "versions": package_versions(),
     }
-    atomic_write_json(args.out, with_rows(result, rows))
+    harness.write(args.out, result, rows)
     print(f"one pass {one:.1f} ms | Selector.select {results['selector_select']['median_ms']:.1f} ms | "
           f"generate 5 {results['generate5']['median_ms']:.1f} ms ({ratio5:.2f}x) | "
           f"full ranking {results['full_ranking']['median_ms']:.1f} ms ({ratio_full:.2f}x) | "

@@ -59,7 +59,6 @@ end is recorded.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -73,9 +72,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import torch
-from rows import ROWS_ONLY_HELP, Rows, at_least, machine_info, now, rewrite, with_rows
+from rows import Rows, at_least, machine_info, now
 
 import purecover
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
@@ -319,9 +319,8 @@ def _median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------- main
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results/serve.json")
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/serve.json")
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients")
     parser.add_argument("--requests-per-client", type=int, default=40, help="timed requests per client per round")
     parser.add_argument("--warmup-per-client", type=int, default=2, help="untimed requests per client per round")
@@ -341,10 +340,9 @@ def main() -> int:
     parser.add_argument("--tokenizer", default=None, help="a Qwen2 tokenizer folder (default: the sample folder's)")
     parser.add_argument("--round-timeout", type=float, default=300.0, help="seconds one round may take")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     if args.rounds < 3:
         parser.error("--rounds must be >= 3")
     if min(args.clients, args.requests_per_client, args.offline_rounds, args.server_threads) < 1:
@@ -439,7 +437,7 @@ def main() -> int:
         "machine": machine_info(),
         "versions": package_versions(SERVE_PACKAGES),
     }
-    atomic_write_json(args.out, with_rows(result, rows))
+    harness.write(args.out, result, rows)
     one, bat = median["one_at_a_time"], median["batched"]
     print(f"one at a time {one['qps']:.1f} q/s (p50 {one['p50_ms']:.1f} ms, p99 {one['p99_ms']:.1f} ms) | batched "
           f"{bat['qps']:.1f} q/s (p50 {bat['p50_ms']:.1f} ms, p99 {bat['p99_ms']:.1f} ms, mean batch "

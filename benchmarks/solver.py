@@ -32,16 +32,15 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS
              "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ[_var] = "1"
 
-import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
-from rows import ROWS_ONLY_HELP, Rows, at_least, at_most, machine_info, now, rewrite, with_rows  # noqa: E402
+from rows import Rows, at_least, at_most, machine_info, now  # noqa: E402
 
 from purecover.teacher.solvers import exact_select, greedy_select  # noqa: E402
-from purecover.utils.io import atomic_write_json  # noqa: E402
 from purecover.utils.provenance import package_versions  # noqa: E402
 
 try:
@@ -130,16 +129,14 @@ def throughput(rng: np.random.Generator, B: int, K1: int, N: int, K: int, repeat
             "us_per_question": 1e6 * best / B}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="benchmarks/results/solver.json")
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out="benchmarks/results/solver.json")
     parser.add_argument("--instances", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    if args.rows_only:
-        return rewrite(args.out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     rng = np.random.default_rng(args.seed)
     t_start = time.perf_counter()
 
@@ -184,7 +181,7 @@ def main() -> int:
         "total_seconds": time.perf_counter() - t_start,
         "versions": package_versions(extra=("threadpoolctl",)),
     }
-    atomic_write_json(args.out, with_rows(result, rows))
+    harness.write(args.out, result, rows)
     print(f"wrote {args.out} ({result['total_seconds']:.1f}s)")
     return 0
 

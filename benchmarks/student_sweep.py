@@ -18,13 +18,13 @@ calibration questions (retrieval order) are scored against the gold passages:
 Forward and backward run under bfloat16 autocast with float32 weights (`--no-autocast` for float32); the
 speed-up depends on the CPU (docs/guides/real-models.md). The settings chosen here (highest calibration AUC) are the ones
 real_models.py's student part is run with; its figures are on the test split. One row per configuration and
-seed (the last evaluation); the curves are in the JSON.
+seed (the last evaluation), without a target (the sweep chooses, it claims nothing); the curves are in the JSON.
+A run adds its configurations to the runs already in --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rows import ROWS_ONLY_HELP, Rows, machine_info, now, rewrite, with_rows
+import harness
+from rows import Rows, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,8 +154,8 @@ def rows(result: dict) -> list[dict]:
     return table.rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "student_sweep.json")
     parser.add_argument("--dataset", default="hotpotqa")
     parser.add_argument("--source", default="oracle_proxy")
     parser.add_argument("--model", default="smollm2-135m-instruct")
@@ -167,12 +168,9 @@ def main() -> int:
     parser.add_argument("--no-autocast", dest="autocast", action="store_false")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default=str(ROOT / "build" / "real_models"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "student_sweep.json"))
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    out = Path(args.out)
-    if args.rows_only:
-        return rewrite(out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
     if unknown:
         parser.error(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
@@ -191,7 +189,7 @@ def main() -> int:
         label_source(args.dataset, args.source, Path(args.work), [], 0)
     questions, _ = read_labelled_questions(run / "candidates.jsonl", run / "labels.jsonl")
     gold = {c["qid"]: c["gold_doc_ids"] for c in read_jsonl(run / "candidates.jsonl")}
-    result: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
+    result: dict[str, Any] = harness.load(args.out) or {}  # earlier configurations' runs are kept
     result.update({"date": now(), "machine": machine_info(), "command": sys.argv, "versions": package_versions(),
                    "dataset": args.dataset, "source": args.source, "model": args.model,
                    "autocast_bf16": args.autocast, "max_passage_tokens": args.max_passage_tokens,
@@ -199,9 +197,8 @@ def main() -> int:
     for name in args.configs.split(","):
         res = sweep_one(name, CONFIGS[name], questions, gold, args)
         result.setdefault("runs", {})[f"{name}-seed{args.seed}"] = {"name": name, **res}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(with_rows(result, rows), indent=2) + "\n")
-    print(f"written to {out}")
+        harness.write(args.out, result, rows)
+    print(f"written to {args.out}")
     return 0
 
 

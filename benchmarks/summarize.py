@@ -20,7 +20,8 @@ from pathlib import Path
 from rows import REQUIRED, check, parse_target
 
 HERE = Path(__file__).resolve().parent
-NOT_BENCHMARKS = {"summarize", "rows"}  # modules beside the benchmark scripts
+NOT_BENCHMARKS = {"summarize", "rows", "harness"}  # modules beside the benchmark scripts
+PARTS_SUFFIX = "_parts"  # <benchmark>_parts.py: the helpers of a benchmark script, split off it
 OUTPUTS = ("summary.json", "SUMMARY.md")
 SYMBOLS = {">=": "≥", "<=": "≤", ">": ">", "<": "<"}
 
@@ -55,9 +56,16 @@ def load_rows(path: Path) -> tuple[dict, list[dict]]:
     return data, rows
 
 
+def benchmark_scripts(scripts_dir: Path = HERE) -> list[str]:
+    """The benchmark scripts beside this file, by name: every module but the shared ones, private ones (``_*``)
+    and the helpers a script was split into (``*_parts``)."""
+    return sorted(p.stem for p in scripts_dir.glob("*.py")
+                  if p.stem not in NOT_BENCHMARKS and p.stem[0] != "_" and not p.stem.endswith(PARTS_SUFFIX))
+
+
 def summarize(results_dir: Path, scripts_dir: Path = HERE) -> dict:
     """Files (status, date, machine, row count), all rows (each with its benchmark) and the count of met targets."""
-    scripts = {p.stem for p in scripts_dir.glob("*.py") if p.stem not in NOT_BENCHMARKS and p.stem[0] != "_"}
+    scripts = set(benchmark_scripts(scripts_dir))
     stored = {p.stem for p in results_dir.glob("*.json") if p.name not in OUTPUTS}
     files, rows = {}, []
     for name in sorted(scripts | stored):

@@ -21,12 +21,13 @@ mean over layers and the bias's, exactly what ``teacher.layers: [..]`` computes)
 calibration label F1 is kept. Only that choice is shown on the test split, beside ``full_attention`` (the
 default), ``all`` and retrieval top-2 on the same questions. Per-layer test figures are stored for the plot but
 never used to choose. Writes a per-layer plot beside the JSON (``teacher_layers.png``).
+
+Target: on HotpotQA, the chosen layers' test label F1 above retrieval top-2 on the same questions. A run adds its
+models and dataset to the figures already in --out.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
@@ -35,8 +36,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
 from real_models import prf
-from rows import ROWS_ONLY_HELP, Rows, above, machine_info, now, rewrite, with_rows
+from rows import Rows, above, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ("teacher.steps=oracle", "teacher.estimator=attention")
@@ -267,37 +269,32 @@ def rows(result: dict) -> list[dict]:
     return table.rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "teacher_layers.json")
     parser.add_argument("--dataset", default="hotpotqa")
     parser.add_argument("--models", default="smollm2-135m-instruct,gemma-3-270m")
     parser.add_argument("--ks", default="1,2,3,4,6")
     parser.add_argument("--limit", type=int, default=None, help="at most this many questions per split (smoke runs)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--work", default=str(ROOT / "build" / "real_models"))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "teacher_layers.json"))
-    parser.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
-    args = parser.parse_args()
-    out = Path(args.out)
-    if args.rows_only:
-        return rewrite(out, rows)
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from purecover.utils.io import atomic_write_json
     from purecover.utils.provenance import package_versions
 
     torch.set_num_threads(args.threads)
-    result: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
+    result: dict[str, Any] = harness.load(args.out) or {}  # other models' and datasets' figures are kept
     result.update({"date": now(), "machine": machine_info(), "command": sys.argv, "versions": package_versions(),
                    "threads": args.threads, "limit": args.limit})
     for model in args.models.split(","):
         result.setdefault("datasets", {}).setdefault(args.dataset, {})[model] = run_model(
             args.dataset, model, Path(args.work), [int(k) for k in args.ks.split(",")], args.limit)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out, with_rows(result, rows))
-    png = plot(result, out.with_suffix(".png"))
-    print(f"written to {out}" + (f" and {png}" if png else ""))
+        harness.write(args.out, result, rows)
+    png = plot(result, args.out.with_suffix(".png"))
+    print(f"written to {args.out}" + (f" and {png}" if png else ""))
     return 0
 
 

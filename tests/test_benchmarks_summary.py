@@ -15,7 +15,9 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 RESULTS = BENCH / "results"
 OUTPUTS = {"summary.json", "SUMMARY.md"}
-SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py") if p.stem not in {"summarize", "rows"} and p.stem[0] != "_")
+# every module beside the scripts but the shared ones, private ones and a script's helpers (<script>_parts.py)
+SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py")
+                 if p.stem not in {"summarize", "rows", "harness"} and p.stem[0] != "_" and not p.stem.endswith("_parts"))
 # Results committed only once a GPU has run them (benchmarks/gpu_check.py); until then the CPU results must be
 # complete without them.
 GPU_ONLY = {"gpu_check"}

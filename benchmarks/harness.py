@@ -1,0 +1,173 @@
+"""The small harness every benchmark script runs on: its shared options, its seed rows, merging, writing.
+
+A script's ``main`` reads, whatever it measures::
+
+    parser = harness.parser(__doc__, out="benchmarks/results/<name>.json")   # --out, --rows-only
+    parser.add_argument(...)                                                  # the script's own options
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:                   # --rows-only (and --merge)
+        return status
+    ...                                                                       # measure: a result dict
+    harness.write(args.out, result, rows)                                     # atomic, with its rows
+
+Shared options (`parser`), each only where the script asks for it:
+
+``--out FILE``         the results file (a `Path`; every script)
+``--rows-only``        recompute the rows of the results file --out from its stored measurements (every script)
+``--merge FILE...``    combine results files into --out, measuring nothing (``merge=HELP``; the script says how
+                       its results combine, with `merged`: later files win per key)
+``--seeds 0,1,2``      run at each seed (``seeds=[default]``; ``--seed N`` is the same as ``--seeds N``)
+``--quick``            the script's short mode, which checks the code rather than measuring (``quick=HELP``;
+                       older spellings such as ``--tiny`` stay as aliases)
+
+Rows over seeds: `seed_rows` adds a figure's row at each seed, then ``<figure>_mean`` and ``<figure>_worst``
+over the seeds (the worst carries the target; it is the highest value when the target is an upper bound);
+`over_seeds` adds the mean and worst rows of per-seed rows already in a table. The row format and its helpers
+are in `rows`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rows import ROWS_ONLY_HELP, Rows, parse_target, rewrite, with_rows
+
+RowsFn = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+# ------------------------------------------------------------------------------------------ command line
+
+
+def parser(doc: str | None, out: str | Path, *, merge: str | None = None, seeds: Sequence[int] | None = None,
+           quick: str | None = None, quick_aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """An argument parser described by the script's docstring, with ``--out`` (default `out`) and
+    ``--rows-only``; ``--merge`` when `merge` (its help) is given, ``--seeds``/``--seed`` when `seeds` (the
+    default) is, ``--quick`` (and `quick_aliases`) when `quick` (its help) is."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path(out), help="the results file (default: %(default)s)")
+    p.add_argument("--rows-only", action="store_true", help=ROWS_ONLY_HELP)
+    if merge is not None:
+        p.add_argument("--merge", type=Path, nargs="+", default=None, metavar="FILE", help=merge)
+    if seeds is not None:
+        p.add_argument("--seeds", type=seed_list, default=list(seeds),
+                       help="comma-separated seeds, the benchmark runs at each (default: %(default)s)")
+        p.add_argument("--seed", type=int, default=None, help="one seed (the same as --seeds N)")
+    if quick is not None:
+        p.add_argument("--quick", *quick_aliases, dest="quick", action="store_true", help=quick)
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed command line; ``--seed N`` becomes ``seeds == [N]``."""
+    args = p.parse_args(argv)
+    if getattr(args, "seed", None) is not None and hasattr(args, "seeds"):
+        args.seeds = [args.seed]
+    return args
+
+
+def seed_list(text: str) -> list[int]:
+    """``"0,1,2"`` -> [0, 1, 2] (distinct, in the order given)."""
+    seeds = [int(x) for x in text.split(",") if x.strip()]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct comma-separated integers, got {text!r}")
+    return seeds
+
+
+def stored(args: argparse.Namespace, rows: RowsFn,
+           merge: Callable[[argparse.Namespace], int] | None = None) -> int | None:
+    """What ``--rows-only`` or ``--merge`` asks for, done on stored results (nothing is measured): the exit
+    status; None when the script is to measure."""
+    if args.rows_only:
+        return rewrite(args.out, rows)
+    if merge is not None and getattr(args, "merge", None):
+        return merge(args)
+    return None
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+def load(path: str | Path) -> dict[str, Any] | None:
+    """A stored results file, or None when there is none."""
+    path = Path(path)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def merged(results: Iterable[dict[str, Any]], depth: int = 1) -> dict[str, Any]:
+    """`results` combined, later ones winning per key: the top `depth` levels of keys are merged (a key's
+    dicts combined key by key), deeper values are replaced whole. ``depth=1`` is ``{**a, **b, ...}``."""
+    out: dict[str, Any] = {}
+    for result in results:
+        _merge_into(out, result, depth)
+    return out
+
+
+def _merge_into(out: dict[str, Any], new: dict[str, Any], depth: int) -> None:
+    for key, value in new.items():
+        if depth > 1 and isinstance(value, dict) and isinstance(out.get(key), dict):
+            _merge_into(out[key], value, depth - 1)
+        else:
+            out[key] = _copy(value, depth - 1)
+
+
+def _copy(value: Any, depth: int) -> Any:
+    """`value` with its top `depth` levels of dicts copied, so later merges do not change the inputs."""
+    if depth > 0 and isinstance(value, dict):
+        return {k: _copy(v, depth - 1) for k, v in value.items()}
+    return value
+
+
+def write(path: str | Path, result: dict[str, Any], rows: RowsFn) -> dict[str, Any]:
+    """Write `result` with its rows (`with_rows`) to `path` atomically (readers see the old file or the new
+    one, never half); the written dict."""
+    from purecover.utils.io import atomic_write_json
+
+    result = with_rows(result, rows)
+    atomic_write_json(path, result)
+    return result
+
+
+# ------------------------------------------------------------------------------------------ rows over seeds
+
+
+def worst(values: Sequence[float], target: str | None) -> float:
+    """The worst of `values` against `target`: the highest for an upper bound (``<=``, ``<``), else the lowest."""
+    return max(values) if target is not None and parse_target(target)[0].startswith("<") else min(values)
+
+
+def seed_rows(table: Rows, figure: str, values: dict[int, float | None], unit: str, target: str | None = None,
+              *, variant: str | None = None, note: str | None = None) -> None:
+    """The figure at each seed (`values`: seed -> value, None when not measured), then, measured at several
+    seeds, ``<figure>_mean`` (no target) and ``<figure>_worst`` (the target) over the measured ones."""
+    for seed, value in sorted(values.items()):
+        table.add(figure, value, unit, target, variant=variant, seed=seed, note=note)
+    have = [v for v in values.values() if v is not None]
+    if len(values) > 1 and have:
+        table.add(f"{figure}_mean", statistics.mean(have), unit, None, variant=variant, note=note)
+        table.add(f"{figure}_worst", worst(have, target), unit, target, variant=variant, note=note)
+
+
+def over_seeds(table: Rows, per_seed: Sequence[dict[str, Any]], digits: int = 4) -> None:
+    """``<figure>_mean`` and ``<figure>_worst`` of each (figure, variant) of the rows `per_seed` (each with
+    its ``seed``), in their order: the mean rounded to `digits`, noted with the seeds; the worst with the
+    target, noted with its seed."""
+    groups: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for r in per_seed:
+        groups.setdefault((r["figure"], r.get("variant")), []).append(r)
+    for (figure, variant), group in groups.items():
+        measured = [r for r in group if r["value"] is not None]
+        if not measured:
+            continue
+        target = group[0].get("target")
+        low = worst([r["value"] for r in measured], target)
+        bad = next(r for r in measured if r["value"] == low)
+        seeds = ", ".join(str(r["seed"]) for r in measured)
+        table.add(f"{figure}_mean", round(sum(r["value"] for r in measured) / len(measured), digits),
+                  group[0]["unit"], variant=variant, note=f"seeds {seeds}")
+        table.add(f"{figure}_worst", bad["value"], group[0]["unit"], target, variant=variant,
+                  note=f"seed {bad['seed']} of {seeds}")

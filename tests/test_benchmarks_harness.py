@@ -1,0 +1,116 @@
+"""benchmarks/harness.py: the shared options, --rows-only and --merge, merging, the atomic write, rows over seeds;
+and the size of every benchmark script (runs no benchmark)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_benchmarks_summary import BENCH, SCRIPTS, _load
+
+harness = _load("harness")
+rows = _load("rows")
+MACHINE = {"machine": {"cpus": 2, "processor": "x86_64"}}
+MAX_LINES = 500
+# Split after the running benchmark (issue 45): student_readout.py runs now, and imports real_models.py.
+TOO_LONG_FOR_NOW = {"student_readout", "real_models"}
+
+
+def test_shared_options_are_there_only_where_asked() -> None:
+    plain = harness.parser("doc", out="benchmarks/results/x.json")
+    args = harness.parse(plain, [])
+    assert args.out == Path("benchmarks/results/x.json") and args.rows_only is False
+    assert not hasattr(args, "seeds") and not hasattr(args, "merge") and not hasattr(args, "quick")
+    with pytest.raises(SystemExit):
+        harness.parse(plain, ["--seeds", "1"])
+
+    full = harness.parser("doc", out="x.json", merge="combine", seeds=[0], quick="short", quick_aliases=["--tiny"])
+    args = harness.parse(full, [])
+    assert (args.seeds, args.merge, args.quick) == ([0], None, False)
+    args = harness.parse(full, ["--seeds", "3,1", "--merge", "a.json", "b.json", "--tiny", "--out", "o.json"])
+    assert (args.seeds, args.merge, args.quick, args.out) == ([3, 1], [Path("a.json"), Path("b.json")], True,
+                                                               Path("o.json"))
+    assert harness.parse(full, ["--seeds", "1,2", "--seed", "7"]).seeds == [7]  # --seed N is --seeds N
+    assert harness.parse(full, ["--quick"]).quick is True
+    for bad in ("0,0", "", "a"):
+        with pytest.raises((argparse.ArgumentTypeError, ValueError)):
+            harness.seed_list(bad)
+
+
+def test_stored_rewrites_rows_or_merges_or_lets_the_script_measure(tmp_path: Path) -> None:
+    def table(result: dict) -> list[dict]:
+        t = rows.Rows(result)
+        t.add("x.value", result["value"], "s")
+        return t.rows
+
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({**MACHINE, "value": 2.0, "versions": {"python": "3"}}))
+    p = harness.parser("doc", out=path, merge="combine")
+    assert harness.stored(harness.parse(p, []), table, lambda a: 7) is None  # nothing stored asked for: measure
+    assert harness.stored(harness.parse(p, ["--merge", "a.json"]), table, lambda a: 7) == 7
+    assert harness.stored(harness.parse(p, ["--rows-only"]), table) == 0
+    data = json.loads(path.read_text())
+    assert list(data)[-2:] == ["rows", "versions"] and data["rows"][0]["value"] == 2.0
+
+
+def test_merged_later_results_win_per_key_down_to_the_depth() -> None:
+    a = {"date": "a", "results": {"colour": {"0": {"variants": {"cl": 1, "lm": 2}, "settings": {"steps": 5}}}}}
+    b = {"date": "b", "results": {"colour": {"0": {"variants": {"cl": 9}}, "1": {"variants": {"cl": 3}}}}}
+    before = json.dumps([a, b])
+    assert harness.merged([a, b]) == {**a, **b}
+    assert harness.merged([a["results"], b["results"]], depth=2) == {"colour": {"0": {"variants": {"cl": 9}},
+                                                                               "1": {"variants": {"cl": 3}}}}
+    deep = harness.merged([a["results"], b["results"]], depth=4)
+    assert deep["colour"]["0"] == {"variants": {"cl": 9, "lm": 2}, "settings": {"steps": 5}}
+    assert list(deep["colour"]) == ["0", "1"]
+    deep["colour"]["0"]["variants"]["new"] = 0
+    assert json.dumps([a, b]) == before  # the inputs are not changed by merging, nor by changing the result
+
+
+def test_write_is_atomic_with_rows_last_before_versions(tmp_path: Path) -> None:
+    out = tmp_path / "deeper" / "x.json"
+    written = harness.write(out, {**MACHINE, "versions": {"v": 1}, "value": 3}, lambda r: [{"figure": "x"}])
+    assert json.loads(out.read_text()) == written and list(written)[-2:] == ["rows", "versions"]
+    assert not [p for p in out.parent.iterdir() if p != out]  # no temporary file left beside it
+
+
+def test_seed_rows_mirror_student_readout_and_keep_the_worst_against_the_target() -> None:
+    readout = _load("student_readout")
+    values = {2: 0.5, 0: 0.7, 1: None}
+    for target in ("> 0.6", None):
+        mine, theirs = rows.Rows(MACHINE), rows.Rows(MACHINE)
+        harness.seed_rows(mine, "b.f1", values, "F1", target, variant="v", note="n")
+        readout._seed_rows(theirs, "b.f1", values, "F1", target, "v", note="n")
+        assert mine.rows == theirs.rows
+    table = rows.Rows(MACHINE)
+    harness.seed_rows(table, "b.seconds", {0: 500.0, 1: 650.0}, "s", "<= 600")
+    by = {r["figure"]: r for r in table.rows if "seed" not in r}
+    assert (by["b.seconds_worst"]["value"], by["b.seconds_worst"]["met"]) == (650.0, False)  # an upper bound
+    assert by["b.seconds_mean"]["value"] == 575.0 and by["b.seconds_mean"]["target"] is None
+    one = rows.Rows(MACHINE)
+    harness.seed_rows(one, "b.f1", {0: 0.5}, "F1", "> 0.6")
+    assert len(one.rows) == 1  # one seed: no mean or worst
+
+
+def test_over_seeds_adds_mean_and_worst_of_rows_already_in_the_table() -> None:
+    table = rows.Rows(MACHINE)
+    for seed, f1, s in ((1, 0.9, 500.0), (2, 0.8, 650.0)):
+        table.add("b.f1", f1, "F1", ">= 0.85", variant="t", seed=seed)
+        table.add("b.seconds", s, "s", "<= 600", variant="t", seed=seed)
+    harness.over_seeds(table, list(table.rows))
+    by = {r["figure"]: r for r in table.rows if "seed" not in r}
+    assert (by["b.f1_worst"]["value"], by["b.f1_worst"]["note"]) == (0.8, "seed 2 of 1, 2")
+    assert (by["b.seconds_worst"]["value"], by["b.seconds_worst"]["met"]) == (650.0, False)
+    assert (by["b.f1_mean"]["value"], by["b.f1_mean"]["note"]) == (0.85, "seeds 1, 2")
+
+
+@pytest.mark.parametrize("name", [*SCRIPTS, *(p.stem for p in sorted(BENCH.glob("*_parts.py")))])
+def test_every_benchmark_script_fits_in_500_lines(name: str) -> None:
+    lines = len((BENCH / f"{name}.py").read_text(encoding="utf-8").splitlines())
+    if name in TOO_LONG_FOR_NOW:
+        assert lines > MAX_LINES, f"{name}.py is {lines} lines now: take it off TOO_LONG_FOR_NOW"
+        pytest.skip(f"{name}.py: {lines} lines, split after the running benchmark (issue 45)")
+    assert lines <= MAX_LINES, f"{name}.py: {lines} lines; split its helpers into {name}_parts.py"
