@@ -246,3 +246,24 @@ def test_a_killed_head_run_resumes_to_the_same_head(head_selector_dir, tmp_path,
     for name in adapter_a:
         assert torch.allclose(adapter_a[name], adapter_b[name], atol=1e-6, rtol=0), name
 
+
+
+def test_a_fully_trained_student_keeps_the_head_out_of_its_weights_file(tmp_path_factory, sample_dir):
+    """Without LoRA the Trainer saves the whole model: the head is left out of model.safetensors (a plain
+    transformers model loads it without unexpected keys) and saved beside it, and the export reads it back."""
+    from safetensors import safe_open
+
+    from purecover.models.selector import Selector
+    from purecover.train.export import run_export_stage
+
+    recipe = trained_run(tmp_path_factory, sample_dir, lora=False, extra=HEAD)
+    final = recipe.run_path / "checkpoints" / "final"
+    weights = sorted(final.glob("model*.safetensors"))
+    assert weights and (final / SCORE_HEAD_FILE).is_file()
+    for path in weights:
+        with safe_open(str(path), framework="pt") as f:
+            assert not any("score_head" in k for k in f.keys())  # noqa: SIM118 (a safe_open handle)
+    run_export_stage(recipe)
+    selector = Selector.from_pretrained(recipe.run_path / "selector", device="cpu", dtype="float32")
+    assert selector.backend.head_readout is not None
+    assert torch.equal(selector.backend.head_readout.head.proj.weight, ScoreHead.load(final).proj.weight)
