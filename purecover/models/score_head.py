@@ -72,14 +72,21 @@ class ScoreHead(torch.nn.Module):
                                  else torch.zeros(1, dtype=weight.dtype))
         return head
 
-    def save(self, directory: str | Path) -> Path:
-        """Write ``score_head.safetensors`` into `directory` (atomically; float32); returns its path."""
+    def save(self, directory: str | Path, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None
+             ) -> Path:
+        """Write ``score_head.safetensors`` into `directory` (atomically; float32); returns its path. `weight` and
+        `bias`: the values to write instead of the module's own (gathered ones, when the module holds shards)."""
         from safetensors.torch import save
 
         from ..utils.io import atomic_write_bytes
 
-        tensors = {"weight": self.proj.weight.detach().float().cpu().contiguous(),
-                   "bias": self.proj.bias.detach().float().cpu().contiguous()}
+        weight = self.proj.weight if weight is None else weight
+        bias = self.proj.bias if bias is None else bias
+        if tuple(weight.shape) != (1, self.hidden_size) or tuple(bias.shape) != (1,):
+            raise ValueError(f"a scoring head of hidden size {self.hidden_size} cannot be saved from weight "
+                             f"{tuple(weight.shape)} and bias {tuple(bias.shape)} (sharded parameters not gathered?)")
+        tensors = {"weight": weight.detach().float().cpu().contiguous(),
+                   "bias": bias.detach().float().cpu().contiguous()}
         path = Path(directory) / SCORE_HEAD_FILE
         atomic_write_bytes(path, save(tensors, metadata={"format": "pt", "hidden_size": str(self.hidden_size)}))
         return path
@@ -122,8 +129,10 @@ class ScoreHead(torch.nn.Module):
 class HeadReadout:
     """A `ScoreHead` reading the hidden states that `projection` (the model's output projection) receives.
 
-    ``with readout.reading() as seen: model(...)`` keeps the projection's input of that forward (B, T', H), where
-    T' are the positions kept by ``logits_to_keep``; ``readout.scores(seen)`` is the head on them, (B, T').
+    ``with readout.reading() as seen: model(...)`` applies the head to the projection's input of that forward
+    (B, T', H), where T' are the positions kept by ``logits_to_keep``, inside the forward itself (so that DeepSpeed
+    ZeRO-3, which gathers a module's parameter shards only while the model's forward runs, sees the head run
+    there); ``readout.scores(seen)`` is the result, (B, T') float32.
     """
 
     def __init__(self, head: ScoreHead, projection: torch.nn.Module) -> None:
@@ -139,16 +148,18 @@ class HeadReadout:
         seen: list[torch.Tensor] = []
 
         def keep(_module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-            seen.append(args[0])
+            seen.append(self.head(args[0]).float())
 
-        handle = self.projection.register_forward_pre_hook(keep)
+        # first among the projection's pre-hooks: the head reads the hidden states as the model made them, not as
+        # another hook (DeepSpeed ZeRO-3's backward bookkeeping of the projection) rewrote them
+        handle = self.projection.register_forward_pre_hook(keep, prepend=True)
         try:
             yield seen
         finally:
             handle.remove()
 
     def scores(self, seen: list[torch.Tensor]) -> torch.Tensor:
-        """The head on the hidden states of the one forward in `seen`: (B, T') float32."""
+        """The head's scores of the one forward in `seen`: (B, T') float32."""
         if len(seen) != 1:
             raise RuntimeError(f"the output projection ran {len(seen)} times in one forward; expected once")
-        return self.head(seen[0]).float()
+        return seen[0]

@@ -29,6 +29,17 @@ if TYPE_CHECKING:
 __all__ = ["SelectorTrainer", "subset_f1"]
 
 
+def _head_tensors(state_dict: dict[str, Any]) -> dict[str, Any]:
+    """The scoring head's ``weight`` and ``bias`` in a (gathered) state dict of the model, keyed as `ScoreHead.save`
+    takes them; empty when the state dict does not hold both."""
+    found = {}
+    for key, value in state_dict.items():
+        parts = key.split(".")
+        if len(parts) >= 3 and parts[-3:-1] == [SCORE_HEAD_ATTR, "proj"] and parts[-1] in ("weight", "bias"):
+            found[parts[-1]] = value
+    return found if len(found) == 2 else {}
+
+
 def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
     """F1 of two sets of passage positions (1.0 when both are empty)."""
     p, g = set(predicted), set(gold)
@@ -121,9 +132,12 @@ class SelectorTrainer(Trainer):
         if self.head_readout is not None and not hasattr(self.model, "peft_config"):
             state_dict = {k: v for k, v in (state_dict if state_dict is not None else self.model.state_dict()).items()
                           if SCORE_HEAD_ATTR not in k.split(".")}
+        head_tensors = _head_tensors(state_dict) if self.head_readout is not None and state_dict is not None else {}
         super()._save(output_dir, state_dict)
         if self.head_readout is not None:
-            self.head_readout.head.save(output_dir if output_dir is not None else self.args.output_dir)
+            # under DeepSpeed ZeRO-3 the module's own parameters are shards: the gathered state dict holds the head
+            self.head_readout.head.save(output_dir if output_dir is not None else self.args.output_dir,
+                                        **head_tensors)
 
     def prediction_step(self, model: Any, inputs: SelectorBatch, prediction_loss_only: bool,
                         ignore_keys: list[str] | None = None) -> tuple[Any, Any, Any]:

@@ -152,3 +152,44 @@ def test_deepspeed_training_through_accelerate(stage, labelled, tmp_path):
     assert not (run_dir / "selector" / "adapter_config.json").exists()
     exported_logits = _logits(exported, ids)
     assert torch.allclose(exported_logits, adapter_logits, atol=1e-4), float((exported_logits - adapter_logits).abs().max())
+
+
+@pytest.mark.slow
+def test_zero3_trains_and_saves_the_scoring_head(labelled, tmp_path):
+    """passage_score head under ZeRO-3, where each parameter is a shard outside its module's forward: the head is
+    trained (it left the ' yes' row it started from) and score_head.safetensors holds the gathered values, the same as
+    DeepSpeed's own fp32 checkpoint of it; the export carries it and Selector scores with it."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from purecover.config import load_recipe
+    from purecover.models.score_head import ScoreHead
+    from purecover.models.selector import Selector
+    from purecover.models.selector_prompt import read_token_id
+    from purecover.train.export import run_export_stage
+
+    tiny, labelled_run = labelled
+    run_dir = tmp_path / "run"
+    new_run_dir(run_dir)
+    for name in ("candidates.jsonl", "labels.jsonl"):
+        (run_dir / name).write_bytes((labelled_run / name).read_bytes())
+    head_sets = ["student.readout=passage", "student.lm_weight=0.0", "student.bce_weight=1.0",
+                 "student.passage_score=head"]
+    cmd = _train_command(3, tiny, run_dir) + [x for s in head_sets for x in ("--set", s)]
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"accelerate launch failed ({proc.returncode}):\n{proc.stderr[-8000:]}"
+
+    ckpt, final = run_dir / "checkpoints" / f"checkpoint-{MAX_STEPS}", run_dir / "checkpoints" / "final"
+    head = ScoreHead.load(final)
+    ds = get_fp32_state_dict_from_zero_checkpoint(str(ckpt))
+    key = next(k for k in ds if k.endswith("purecover_score_head.proj.weight"))
+    assert torch.allclose(head.proj.weight, ds[key].float(), atol=1e-6)
+    assert torch.allclose(ScoreHead.load(ckpt).proj.weight, head.proj.weight)
+    base = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32)
+    start = base.get_output_embeddings().weight[read_token_id(AutoTokenizer.from_pretrained(tiny))]
+    assert float((head.proj.weight[0] - start).abs().max()) > 1e-4, "the head did not train"
+
+    recipe = load_recipe(None, [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--set"])
+    run_export_stage(recipe)
+    selector = Selector.from_pretrained(run_dir / "selector", device="cpu", dtype="float32")
+    assert torch.equal(selector.backend.head_readout.head.proj.weight, head.proj.weight)
