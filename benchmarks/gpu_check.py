@@ -1,10 +1,11 @@
 """The paper-scale paths, measured in one prepared command for the day a GPU is lent (JSON output).
 
     python benchmarks/gpu_check.py [--out benchmarks/results/gpu_check.json]     # on the GPU machine
-    python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check.json              # CPU, tiny shapes, < 1 min
+    python benchmarks/gpu_check.py --tiny --out /tmp/gpu_check.json              # CPU, tiny shapes, ~3 min
 
-Nothing is downloaded: every model is built from a config with random weights (Qwen2.5-7B's shape for the
-student and the selector, a few layers of Qwen2.5-32B's shape for attention capture), the prompts are random
+The whole check keeps to ``--budget`` seconds (480 by default): each part's limit is cut to what is left and the
+results file is rewritten after every part. Nothing is downloaded: every model is built from a config with
+random weights (Qwen2.5-7B's shape for the student and the selector, a few layers of Qwen2.5-32B's shape for attention capture), the prompts are random
 token ids of the paper recipe's shape (K1 = 20 passages of 192 tokens, batch 4). Each part runs in a fresh
 process with a time limit; a part that fails or runs out of time is a row with no value and the reason, and
 the others go on. Rows are printed as they are measured, so output cut short still says what was measured.
@@ -96,6 +97,8 @@ EXACT_OVER_ONE_MAX = 1.2
 CAPTURE_OVER_SDPA_MAX = 1.1
 CAPTURE_OVER_EAGER_MEMORY_MAX = 1 / 50
 SELECTOR_P50_MS_MAX = 100.0
+BUDGET = {"full": 480.0, "tiny": 900.0}  # seconds for the whole check (issue 44: at most 8 minutes on one GPU)
+MIN_PART_SECONDS = 45.0
 
 
 # --------------------------------------------------------------------------- running a part
@@ -110,6 +113,19 @@ def _child(part: str, cfg: dict[str, Any], out: Any) -> None:
         out.put({"error": f"{type(exc).__name__}: {exc}"[:500], "trace": traceback.format_exc()[-2000:]})
 
 
+def part_limit(part: str, cfg: dict[str, Any]) -> float:
+    """The seconds `part` may take with the shape's settings (its process is killed after them)."""
+    return {"launch": cfg["launch_time_limit"], "tests": cfg["tests_time_limit"] + 30}.get(part, cfg["time_limit"])
+
+
+def within(cfg: dict[str, Any], part: str, seconds: float) -> dict[str, Any]:
+    """`cfg` with `part`'s time limit cut to `seconds` (the inner subprocess limits too), when that is less."""
+    if seconds >= part_limit(part, cfg):
+        return cfg
+    key = {"launch": "launch_time_limit", "tests": "tests_time_limit"}.get(part, "time_limit")
+    return {**cfg, key: seconds - 30 if part == "tests" else seconds}
+
+
 def run_part(part: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """Run `part` in a fresh (spawned) process, killed after the shape's time limit."""
     ctx = mp.get_context("spawn")
@@ -117,7 +133,7 @@ def run_part(part: str, cfg: dict[str, Any]) -> dict[str, Any]:
     proc = ctx.Process(target=_child, args=(part, cfg, out))
     t0 = time.perf_counter()
     proc.start()
-    limit = {"launch": cfg["launch_time_limit"], "tests": cfg["tests_time_limit"] + 30}.get(part, cfg["time_limit"])
+    limit = part_limit(part, cfg)
     try:
         result = out.get(timeout=limit)
     except queue_module.Empty:
@@ -196,10 +212,17 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
               note=f"{v['prompt_tokens']} prompt tokens, {v['new_tokens']} new, greedy, transformers")
     if not failed("launch", "launch"):
         v = parts["launch"]["ok"][0]
+        pace = (f"{v['tokens_per_second']:,.0f} prompt tokens/s" if v.get("tokens_per_second") is not None
+                else "no tokens/s logged") + (f", peak GPU memory {v['peak_gb']:.1f} GB" if v.get("peak_gb") else "")
         r.add("gpu_check.launch_seconds_per_step", v["seconds_per_step"], "s", None,
               variant=f"{device}: purecover train, {v['config']}, 1 process",
-              note=f"{v['steps']} steps on {v['questions']} demo questions; the command took {v['wall_seconds']:.0f} s"
-                   + ("" if v.get("launched") else "; NOT launched through accelerate with DeepSpeed"))
+              note=f"{v['steps']} steps on {v['questions']} demo questions, {pace}; the command took "
+                   f"{v['wall_seconds']:.0f} s" + ("" if v.get("launched") else
+                                                     "; NOT launched through accelerate with DeepSpeed"))
+        if v.get("peak_gb") is not None:
+            r.add("gpu_check.launch_peak_gb", v["peak_gb"], "GB", at_most(PEAK_GB_MAX) if full else None,
+                  variant=f"{device}: purecover train, {v['config']}, 1 process",
+                  note="the train stage's own log line: torch's peak allocation on the device")
     if not failed("tests", "tests"):
         v = parts["tests"]["ok"][0]
         r.add("gpu_check.gpu_tests_failed", v["failed"], "tests", at_most(0), variant=f"{device}: pytest -m gpu",
@@ -210,8 +233,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, out="benchmarks/results/gpu_check.json", quick_aliases=["--tiny"],
-                            quick="tiny shapes on any device: checks the code (< 1 min)")
+                            quick="tiny shapes on any device: checks the code (~3 min on 2 CPU cores)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds the whole check may take: each part's limit is cut to what is left, and a part "
+                             f"with under {MIN_PART_SECONDS:g} s left is a row 'not run' (default: {BUDGET['full']:g} s, "
+                             f"{BUDGET['tiny']:g} s with --tiny)")
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows)) is not None:
         return status
@@ -223,8 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg = SHAPES[shape]
     result: dict[str, Any] = {"date": now(), "command": " ".join(sys.argv), "shape": shape, "parts": {}}
     printed: list[dict[str, Any]] = []
+    budget = args.budget if args.budget is not None else BUDGET[shape]
+    started = time.perf_counter()
     for part in parts:
-        got = run_part(part, cfg)
+        left = budget - (time.perf_counter() - started) - 5
+        if left < MIN_PART_SECONDS:
+            got: dict[str, Any] = {"error": f"not run: {max(0.0, left):.0f} s of the {budget:g} s budget left"}
+        else:
+            got = run_part(part, within(cfg, part, left))
         result["parts"][part] = got
         if result.get("device") is None:
             result["device"] = got.get("device")
@@ -234,10 +267,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
         if "error" in got:
             print(f"gpu_check {part}: {got['error']}", file=sys.stderr, flush=True)
-    result["machine"] = machine_info()
-    if result.get("device") and result["device"] != "cpu":
-        result["machine"]["gpu"] = result["device"]
-    harness.write(args.out, result, rows)
+        result["machine"] = machine_info()
+        if result.get("device") and result["device"] != "cpu":
+            result["machine"]["gpu"] = result["device"]
+        harness.write(args.out, result, rows)  # after every part: a run cut short keeps what it measured
     return 0
 
 

@@ -245,6 +245,26 @@ def part_generation(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"prompt_tokens": int(ids.shape[1]), "new_tokens": new, "tokens_per_second": new / seconds}]
 
 
+def run_bounded(command: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Any:
+    """`subprocess.run` of `command` (text output captured) in its own process group, killed whole after
+    `timeout` s (TimeoutError): launchers such as accelerate and pytest start children that a kill of the
+    launcher alone would leave running on the device."""
+    import os
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise TimeoutError(f"{' '.join(command[:4])} ... did not finish within {timeout:.0f} s (its process group "
+                           "was killed)") from None
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
 def _demo_questions(k1: int) -> list[tuple[dict[str, Any], list[tuple[str, str]]]]:
     """The bundled demo questions, each with k1 (title, text) passages: its own paragraphs, padded with other
     questions' paragraphs."""
@@ -289,7 +309,6 @@ def _assemble_run(run: Path, k1: int) -> int:
 def part_launch(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """The train stage through its own launcher (accelerate launch + DeepSpeed ZeRO-2), in a scratch folder."""
     import re
-    import subprocess
     import tempfile
 
     import torch
@@ -321,7 +340,7 @@ def part_launch(cfg: dict[str, Any]) -> list[dict[str, Any]]:
         for key, value in sets.items():
             command += ["--set", f"{key}={value}"]
         t0 = time.perf_counter()
-        done = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=cfg["launch_time_limit"])
+        done = run_bounded(command, cwd=repo, timeout=cfg["launch_time_limit"] - 15)
         wall = time.perf_counter() - t0
         log_text = done.stdout + done.stderr
         launch_log = root / "run" / "train.launch.log"
@@ -330,10 +349,14 @@ def part_launch(cfg: dict[str, Any]) -> list[dict[str, Any]]:
         if done.returncode != 0:
             lines = [line for line in log_text.splitlines() if "Error" in line or "error:" in line]
             raise RuntimeError(f"purecover train exited {done.returncode}: {' | '.join(lines[-3:])[-400:]}")
-        paces = [float(m) for m in re.findall(r"train step \d+/\d+ \([^)]*\): .*?; ([\d.eE+-]+) s/step", log_text)]
+        steps = [line for line in log_text.splitlines() if re.search(r"train step \d+/\d+ \(", line)]
+    paces = [float(m) for line in steps for m in re.findall(r"; ([\d.eE+-]+) s/step", line)]
     if not paces:
         raise RuntimeError("the train stage logged no step line")
+    tokens = [float(m.replace(",", "")) for m in re.findall(r"([\d,.]+) prompt tokens/s", steps[-1])]
+    memory = [float(m) for m in re.findall(r"peak GPU memory ([\d.]+) GB", steps[-1])]
     return [{"questions": questions, "steps": cfg["launch_steps"], "seconds_per_step": paces[-1],
+             "tokens_per_second": tokens[0] if tokens else None, "peak_gb": memory[0] if memory else None,
              "wall_seconds": wall, "config": cfg["launch_config"],
              "launched": "accelerate.commands.launch" in log_text and "deepspeed" in log_text.lower()}]
 
@@ -403,7 +426,6 @@ def part_tests(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     the CPU) on the CPU instead (PURECOVER_GPU_TEST_DEVICE=cpu), so their own logic is checked."""
     import os
     import re
-    import subprocess
 
     import torch
 
@@ -414,8 +436,7 @@ def part_tests(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                *cfg["tests_paths"]]
-    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=cfg["tests_time_limit"])
+    done = run_bounded(command, cwd=repo, env=env, timeout=cfg["tests_time_limit"])
     tail = (done.stdout + done.stderr).strip().splitlines()
     summary = next((line for line in reversed(tail) if re.search(r"\d+ (passed|failed|skipped|error)", line)), "")
     counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", summary)}

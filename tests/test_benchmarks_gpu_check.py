@@ -22,7 +22,9 @@ def test_the_tiny_check_measures_every_part(tmp_path):
     result = json.loads(out.read_text())
     assert result["shape"] == "tiny" and set(result["parts"]) == {"student", "capture", "selector", "serve",
                                                                    "generation", "launch", "tests"}
-    assert result["parts"]["launch"]["ok"][0]["launched"] is True  # accelerate launch with DeepSpeed ZeRO-2 ran
+    launch = result["parts"]["launch"]["ok"][0]
+    assert launch["launched"] is True  # accelerate launch with DeepSpeed ZeRO-2 ran
+    assert launch["tokens_per_second"] > 0 and launch["peak_gb"] is None  # the stage's own log line; no GPU here
     assert all("error" not in part for part in result["parts"].values()), result["parts"]
     figures = {r["figure"] for r in result["rows"]}
     assert {"gpu_check.student_steps_per_second", "gpu_check.student_peak_gb", "gpu_check.exact_over_one_ordering",
@@ -58,3 +60,17 @@ def test_a_failing_part_is_a_row_and_the_others_go_on(tmp_path):
     failed = [r for r in result["rows"] if r["figure"] == "gpu_check.generation"]
     assert len(failed) == 1 and failed[0]["value"] is None and failed[0]["note"].startswith("failed: ")
     assert any(r["figure"] == "gpu_check.selector_p50_ms" for r in result["rows"])
+
+
+def test_the_budget_bounds_the_whole_check_and_the_file_keeps_each_part(tmp_path):
+    """--budget 51: the first part runs within what is left (46 s), the next finds too little left and is a row
+    'not run'; the results file is written after each part, so a run cut short keeps what it measured."""
+    out = tmp_path / "gpu_check.json"
+    done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--tiny", "--parts", "selector,generation",
+                           "--budget", "51", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert "ok" in result["parts"]["selector"] and result["parts"]["selector"]["seconds"] <= 51
+    assert result["parts"]["generation"]["error"].startswith("not run: ")
+    skipped = next(r for r in result["rows"] if r["figure"] == "gpu_check.generation")
+    assert skipped["value"] is None and "budget" in skipped["note"]

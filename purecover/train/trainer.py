@@ -88,6 +88,7 @@ class SelectorTrainer(Trainer):
         self.pad_id = pad_id
         self.read_token = read_token
         self._extra: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
+        self.prompt_tokens_trained = 0  # prompt tokens this process trained on in this run (resumes start at 0)
 
     def rejected(self, inputs: SelectorBatch) -> list[list[int]] | None:
         """Per question the negatives of L_CL at this step: None (every unselected candidate) unless
@@ -112,6 +113,8 @@ class SelectorTrainer(Trainer):
                             rejected=self.rejected(inputs), read_positions=inputs.get("read_positions"),
                             read_token=self.read_token, bce_weight=args.bce_weight, score_head=self.head_readout)
         split = "train" if model.training else "eval"
+        if split == "train":
+            self.prompt_tokens_trained += sum(int(p.shape[0]) for p in inputs["prompts"])
         self._extra[split]["l_cl"].append(float(out.l_cl))
         self._extra[split]["l_lm"].append(float(out.l_lm))
         if args.bce_weight and out.l_bce is not None:
@@ -155,4 +158,6 @@ class SelectorTrainer(Trainer):
             if values:
                 logs[("eval_" if split == "eval" else "") + name] = round(sum(values) / len(values), 6)
         self._extra[split].clear()
+        if split == "train" and "loss" in logs:  # the log lines' tokens/s (this process, this run)
+            logs["prompt_tokens"] = self.prompt_tokens_trained
         super().log(logs, start_time)

@@ -17,6 +17,10 @@ def test_a_log_becomes_one_line_with_speed_and_time_left():
                             "l_lm": 1.595, "epoch": 0.2532}, 20, 150, 1.9)
     assert line == ("train step 20/150 (13%): loss 2.504 (L_CL 0.909, L_LM 1.595), grad norm 3.68, lr 0.000468, "
                     "epoch 0.25; 1.9 s/step, about 4m07s left")
+    # prompt tokens per second, and on a CUDA device the peak GPU memory
+    assert format_log_line({"loss": 2.5}, 20, 150, 1.9, 2316.4, 35.21) == (
+        "train step 20/150 (13%): loss 2.500; 1.9 s/step, 2,316 prompt tokens/s, peak GPU memory 35.2 GB, "
+        "about 4m07s left")
     assert format_log_line({"eval_loss": 1.25, "eval_l_cl": 0.5}, 50, 150, None) == \
         "eval at step 50/150 (33%): eval loss 1.250, L_CL 0.500"
     assert format_log_line({"train_runtime": 12.0, "train_loss": 2.0}, 150, 150, 1.0) is None  # the final summary
@@ -41,6 +45,10 @@ def test_a_real_training_run_logs_lines_and_prints_no_dicts(tmp_path, capsys, ca
     lines = [r.getMessage() for r in caplog.records if r.name == "purecover.train"]
     steps = [m for m in lines if m.startswith("train step ")]
     assert len(steps) == 8 and steps[0].startswith("train step 1/4 (25%): loss ") and "s/step" in steps[1]
+    assert all(" prompt tokens/s" in m for m in steps)
+    import torch
+
+    assert ("peak GPU memory" in steps[1]) == torch.cuda.is_available()  # on the CPU no GPU figure
 
 
 def test_a_line_after_the_first_step_and_then_at_least_every_heartbeat(monkeypatch):
