@@ -116,4 +116,5 @@ def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
     # the head against the token, on calibration questions only (its better test F1 plays no part)
     choice = next(r for r in rows if r["figure"] == "student_readout.hotpotqa.passage_score_head_minus_token")
     assert choice["value"] == pytest.approx(-0.03) and choice["variant"] == "calibration questions"
+    assert "{0: -0.03}" in choice["note"]
     assert all(r["target"] is None for r in rows if ".passage_head." in r["figure"])
