@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -175,7 +176,8 @@ def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out
     monkeypatch.setattr(IdentifierScheme, "from_dict", classmethod(lambda cls, data: scheme))
     monkeypatch.setattr(selector_prompt, "build_selector_prompt", lambda tok, question, docs, *a, **k: SimpleNamespace(
         input_ids=(question, [d["doc_id"] for d in docs])))
-    monkeypatch.setattr(real, "biencoder_figures", lambda *a, **k: {})
+    # the bi-encoder is looked up where student_part is defined (real_models_parts.py)
+    monkeypatch.setattr(sys.modules[real.student_part.__module__], "biencoder_figures", lambda *a, **k: {})
 
     out = real.student_part("hotpotqa", "oracle_proxy", seed, work, [])
     questions, _ = read_labelled_questions(labelled / "candidates.jsonl", labelled / "labels.jsonl")

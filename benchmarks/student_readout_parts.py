@@ -1,0 +1,356 @@
+"""The helpers of `student_readout.py` (the experiment, its student settings, targets and rows are there): the
+questions and their oracle-proxy labels (`FILES`, `LABELS`, `labelled`), the recipe of a run and the train and
+export stages as subprocesses of the real CLI (`run_command`), the split (`split_of`, the train stage's own), scoring
+a selector in every candidate order (`score_orders`), the baselines (retrieval, bi-encoder, ICR), the overfit check
+and the selection timing. The scoring and split functions shared with real_models.py are in real_models_parts.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from real_models_parts import (
+    biencoder_figures,
+    chance_coverage,
+    coverage_purity,
+    mean,
+    prf,
+    ranking_auc,
+    read_jsonl,
+    shown,
+    split_for_seed,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+# every real sample question of the dataset, as one data.path list
+FILES = {"hotpotqa": ("hotpotqa_dev_sample.json", "hotpotqa_dev_extra.json", "hotpotqa_train_sample.json"),
+         "2wiki": ("2wiki_dev_sample.json", "2wiki_train_sample.json")}
+ORDERS = ("retrieval", "reversed", "shuffled")
+LABELS = ["teacher.steps=oracle", "teacher.estimator=embedding"]  # the oracle proxy
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def samples() -> Path:
+    from purecover.data.samples import sample_data_dir
+
+    found = sample_data_dir()
+    if found is None:
+        raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
+    return found
+
+
+def overrides(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The ``--set`` list of a run: the dataset's files as one list, the run directory, then `extra`."""
+    paths = ", ".join(str(samples() / f) for f in FILES[dataset])
+    return [f"run_dir={run_dir}", f"data.path=[{paths}]", "data.sample=null", *LABELS, *extra]
+
+
+def recipe_path(dataset: str) -> Path:
+    return ROOT / "configs" / "recipes" / "real_cpu" / f"{dataset}.yaml"
+
+
+def load(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
+    from purecover.config import load_recipe
+
+    return load_recipe(recipe_path(dataset), overrides(dataset, run_dir, extra))
+
+
+def run_command(stage: str, dataset: str, run_dir: Path, extra: Sequence[str]) -> dict[str, float]:
+    """``purecover STAGE RECIPE --set ...`` in a subprocess (the real command line); its seconds and peak RSS."""
+    command = [sys.executable, "-m", "purecover", stage, str(recipe_path(dataset)), "-q"]
+    for item in overrides(dataset, run_dir, extra):
+        command += ["--set", item]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}")
+    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def labelled(dataset: str, work: Path) -> Path:
+    """Data + oracle-proxy labels of every question, once per dataset (the stages skip themselves when done)."""
+    from purecover.data.candidates import run_data_stage
+    from purecover.teacher.job import run_label_stage
+
+    run = work / dataset / "labels"
+    recipe = load(dataset, run)
+    run_data_stage(recipe, show_progress=False)
+    t0 = time.perf_counter()
+    summary = run_label_stage(recipe, show_progress=False)
+    log(f"{dataset}: {summary.questions} questions labelled ({time.perf_counter() - t0:.0f} s)")
+    return run
+
+
+def copy_labels(source: Path, run: Path, keep: set[str] | None = None) -> None:
+    """candidates.jsonl and labels.jsonl (only the `keep` qids' labels when given) into the student run `run`,
+    rewritten only when they differ (a finished run stays finished)."""
+    from purecover.utils.io import write_jsonl_atomic
+    from purecover.utils.rundir_claim import mark_run_dir
+
+    mark_run_dir(run)  # assembled here: the stages may write into it
+    if not (run / "candidates.jsonl").is_file() or \
+            (run / "candidates.jsonl").read_bytes() != (source / "candidates.jsonl").read_bytes():
+        shutil.copyfile(source / "candidates.jsonl", run / "candidates.jsonl")
+    if keep is None:
+        if not (run / "labels.jsonl").is_file() or \
+                (run / "labels.jsonl").read_bytes() != (source / "labels.jsonl").read_bytes():
+            shutil.copyfile(source / "labels.jsonl", run / "labels.jsonl")
+        return
+    labels = [r for r in read_jsonl(source / "labels.jsonl") if r["qid"] in keep]
+    if not (run / "labels.jsonl").is_file() or read_jsonl(run / "labels.jsonl") != labels:
+        write_jsonl_atomic(run / "labels.jsonl", labels)
+
+
+def split_of(run: Path, seed: int, recipe: Any) -> dict[str, str]:
+    """The train stage's split of `run`'s labelled questions at `seed` (`real_models.split_for_seed`)."""
+    from purecover.train.data import read_labelled_questions
+
+    questions, _ = read_labelled_questions(run / "candidates.jsonl", run / "labels.jsonl")
+    return split_for_seed([q.qid for q in questions], seed, recipe.student.eval_fraction,
+                          recipe.student.calibration_share)
+
+
+def check_disjoint(split: dict[str, str], train_summary: dict[str, Any], where: str) -> None:
+    """The split has the train summary's counts, and no qid is in two parts (a test question never trains)."""
+    counts = {k: sum(1 for v in split.values() if v == k) for k in ("train", "calib", "test")}
+    recorded = {k: train_summary[f"{k}_questions"] for k in counts}
+    if counts != recorded:
+        raise RuntimeError(f"{where}: split {counts} is not the train stage's {recorded}")
+
+
+def score_orders(selector: Any, cands: dict[str, dict], qids: Sequence[str], seed: int) -> dict[str, Any]:
+    """The selector on `qids` in every order of `ORDERS`: support figures, AUC, Coverage@2, seconds/question."""
+    out: dict[str, Any] = {}
+    for name in ORDERS:
+        chosen, aucs, cov2, cov2_chance, t_sel = {}, [], [], [], 0.0
+        for q in qids:
+            c = cands[q]
+            order = shown(name, q, len(c["docs"]), seed)
+            docs = [c["docs"][k] for k in order]
+            t0 = time.perf_counter()
+            res = selector.select(c["question"], docs)
+            t_sel += time.perf_counter() - t0
+            ids = [d["doc_id"] for d in docs]
+            gold = set(c["gold_doc_ids"])
+            chosen[q] = [ids[k] for k in res.indices]
+            ranked = [ids[k] for k in sorted(range(len(ids)), key=lambda k: (-res.logits[k], k))]
+            auc = ranking_auc(res.logits, [d in gold for d in ids])
+            if auc is not None:
+                aucs.append(auc)
+            cov2.append(coverage_purity(ranked, gold, 2)[0])
+            cov2_chance.append(chance_coverage(len(ids), sum(d in gold for d in ids), len(gold), 2))
+        fig = support_figures(chosen, cands, qids)
+        fig.update({"auc": mean(aucs), "auc_chance": 0.5, "coverage@2": mean(cov2),
+                    "coverage@2_chance": mean(cov2_chance),
+                    "seconds_per_question": round(t_sel / max(len(qids), 1), 4)})
+        out[name] = fig
+    return out
+
+
+def support_figures(chosen: dict[str, list[str]], cands: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
+    """Support P/R/F1 of the sets `chosen` against the gold passages, mean |S|, and retrieval top-|S| of the same
+    sizes."""
+    rows, top_s = [], []
+    for q in qids:
+        gold = set(cands[q]["gold_doc_ids"])
+        rows.append((*prf(chosen[q], gold), len(chosen[q])))
+        top_s.append(prf([d["doc_id"] for d in cands[q]["docs"]][: max(1, len(chosen[q]))], gold)[2])
+    arr = np.array(rows) if rows else np.zeros((0, 4))
+    return {"questions": len(qids), "precision": mean(arr[:, 0]), "recall": mean(arr[:, 1]), "f1": mean(arr[:, 2]),
+            "mean_size": mean(arr[:, 3]), "retrieval_top_s_f1": mean(top_s)}
+
+
+def student(dataset: str, readout: str, seed: int, work: Path, source: Path, settings: Sequence[str],
+            tag: str = "", keep: set[str] | None = None) -> dict[str, Any]:
+    """Train + export one student of `readout` with the recipe overrides `settings` (subprocesses), then score it
+    on its seed's test questions."""
+    from purecover.models.selector import Selector
+
+    run = work / dataset / f"{readout}{tag}-seed{seed}"
+    copy_labels(source, run, keep)
+    extra = [f"seed={seed}", *settings]
+    recipe = load(dataset, run, extra)
+    train = run_command("train", dataset, run, extra)
+    export = run_command("export", dataset, run, extra)
+    summary = json.loads((run / "train.run.json").read_text())["summary"]
+    split = split_of(run, seed, recipe)
+    check_disjoint(split, summary, str(run))
+    cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}
+    test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
+    trained = {q for q, s in split.items() if s == "train"}
+    assert not trained & set(test), "a test question was trained on"
+    selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
+    out = {"readout": readout, "seed": seed, "train": train, "export": export, "steps": summary["global_step"],
+           "tau3": summary["tau3"], "calib_subset_f1": summary.get("calib_subset_f1"),
+           "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
+           "test_qids_sha": _qids_digest(test), "orders": score_orders(selector, cands, test, seed)}
+    selector.close()
+    r = out["orders"]
+    log(f"{dataset} {readout}{tag} seed {seed}: F1 {r['retrieval']['f1']} / {r['reversed']['f1']} / "
+        f"{r['shuffled']['f1']} (retrieval / reversed / shuffled order), |S| {r['retrieval']['mean_size']}, AUC "
+        f"{r['retrieval']['auc']}, Coverage@2 {r['retrieval']['coverage@2']} (chance "
+        f"{r['retrieval']['coverage@2_chance']}); trained {train['seconds']} s, peak RSS {train['peak_rss_mb']} MB")
+    return out
+
+
+def _qids_digest(qids: Sequence[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(qids)).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ baselines
+
+
+def icr_per_layer(dataset: str, source: Path, work: Path, qids: Sequence[str]) -> dict[str, np.ndarray]:
+    """ICR's per-layer calibrated scores (layers, K) of each question, with SmolLM2, cached in work/.../icr.json."""
+    cache = work / dataset / "icr.json"
+    stored: dict[str, list[list[float]]] = json.loads(cache.read_text()) if cache.is_file() else {}
+    todo = [q for q in qids if q not in stored]
+    if todo:
+        from purecover.eval.icr import icr_scores
+        from purecover.models.loading import load_causal_lm, load_tokenizer
+        from purecover.utils.io import atomic_write_json
+
+        model = load_causal_lm("smollm2-135m-instruct", dtype="float32", device="cpu").eval()
+        tokenizer = load_tokenizer("smollm2-135m-instruct")
+        cands = {c["qid"]: c for c in read_jsonl(source / "candidates.jsonl")}
+        t0 = time.perf_counter()
+        for i, q in enumerate(todo, 1):
+            scores = icr_scores(model, tokenizer, cands[q]["question"], cands[q]["docs"], "all",
+                                max_passage_tokens=64)
+            stored[q] = scores.calibrated.tolist()  # (layers, K): every layer, rows in layer order
+            if i % 50 == 0 or i == len(todo):
+                atomic_write_json(cache, stored)
+                log(f"{dataset} ICR: {i}/{len(todo)} questions, {(time.perf_counter() - t0) / i:.2f} s each")
+    return {q: np.asarray(stored[q]) for q in qids}
+
+
+def baselines(dataset: str, seed: int, source: Path, work: Path, icr: bool = True) -> dict[str, Any]:
+    """Retrieval, bi-encoder, ICR and ICR + retrieval on the test questions of `seed` (ICR's layers and fusion
+    weight chosen on that seed's calibration questions). Retrieval top-|S| is with each student's figures."""
+    from purecover.eval.icr import choose_fusion_weight, choose_icr_layers, fuse_with_rank
+
+    recipe = load(dataset, work / dataset / "probe", [f"seed={seed}"])
+    split = split_of(source, seed, recipe)
+    cands = {c["qid"]: c for c in read_jsonl(source / "candidates.jsonl")}
+    calib = sorted(q for q, s in split.items() if s == "calib" and cands[q]["gold_doc_ids"])
+    test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
+
+    def gold_pos(q: str) -> list[int]:
+        gold = set(cands[q]["gold_doc_ids"])
+        return [k for k, d in enumerate(cands[q]["docs"]) if d["doc_id"] in gold]
+
+    def top(q: str, scores: Sequence[float], k: int) -> list[str]:
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        return [cands[q]["docs"][i]["doc_id"] for i in order[:k]]
+
+    def f1_of(ranked: dict[str, list[str]]) -> float | None:
+        return mean([prf(ranked[q], set(cands[q]["gold_doc_ids"]))[2] for q in test])
+
+    out: dict[str, Any] = {"seed": seed, "questions": len(test), "calib_questions": len(calib),
+                           "test_qids_sha": _qids_digest(test)}
+    for k in (2, 5):
+        out[f"retrieval_top{k}_f1"] = f1_of({q: [d["doc_id"] for d in cands[q]["docs"][:k]] for q in test})
+    out["biencoder_top2_f1"] = biencoder_figures(cands, test, {q: 2 for q in test})["biencoder_top2_f1"]
+    if not icr:
+        log(f"{dataset} seed {seed} baselines: retrieval top-2 {out['retrieval_top2_f1']} top-5 "
+            f"{out['retrieval_top5_f1']}, bi-encoder top-2 {out['biencoder_top2_f1']} (ICR not run)")
+        return out
+    per_layer = icr_per_layer(dataset, source, work, [*calib, *test])
+    choice = choose_icr_layers([per_layer[q] for q in calib], [gold_pos(q) for q in calib])
+    icr = {q: per_layer[q][list(choice.layers)].sum(0) for q in [*calib, *test]}
+    fusion = choose_fusion_weight([icr[q] for q in calib], [gold_pos(q) for q in calib])
+    fused = {q: fuse_with_rank(icr[q], fusion.weight) for q in test}
+    out["icr"] = {"layers": choice.setting, "calib_auc": round(choice.auc, 4),
+                  "auc": mean([a for q in test if (a := ranking_auc(list(icr[q]), [k in gold_pos(q) for k in
+                                                                                  range(len(icr[q]))])) is not None]),
+                  "top2_f1": f1_of({q: top(q, icr[q], 2) for q in test})}
+    out["icr_fused"] = {"weight": fusion.weight,
+                        "auc": mean([a for q in test if (a := ranking_auc(list(fused[q]), [k in gold_pos(q) for k in
+                                                                                         range(len(fused[q]))]))
+                                     is not None]),
+                        "top2_f1": f1_of({q: top(q, fused[q], 2) for q in test})}
+    log(f"{dataset} seed {seed} baselines: retrieval top-2 {out['retrieval_top2_f1']} top-5 {out['retrieval_top5_f1']}"
+        f", bi-encoder top-2 {out['biencoder_top2_f1']}, ICR top-2 {out['icr']['top2_f1']} (layers "
+        f"{choice.setting}), ICR + retrieval top-2 {out['icr_fused']['top2_f1']} (weight {fusion.weight})")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ overfit
+
+
+def overfit(dataset: str, readout: str, source: Path, work: Path, settings: Sequence[str], reshuffle: bool = False
+            ) -> dict[str, Any]:
+    """`readout` (its recipe overrides `settings`) trained on 4 training questions (seed 0) for 20 steps at lr 2e-3,
+    then its train AUC on those questions in retrieval order and reversed. `reshuffle` False: trained in retrieval
+    order (the slots can be memorised, whatever the readout); True: a fresh random order each epoch (5 epochs), so
+    only a student that ties the score to the passage's content can fit them."""
+    from purecover.models.selector import Selector
+
+    recipe = load(dataset, work / dataset / "probe", ["seed=0"])
+    split = split_of(source, 0, recipe)
+    cands = {c["qid"]: c for c in read_jsonl(source / "candidates.jsonl")}
+    four = sorted(q for q, s in split.items() if s == "train" and cands[q]["gold_doc_ids"])[:4]
+    run = work / dataset / f"overfit-{readout}{'-reshuffled' if reshuffle else ''}"
+    copy_labels(source, run, set(four))
+    order = ["student.candidate_shuffles=1", "student.reshuffle_each_epoch=true"] if reshuffle else [
+        "student.candidate_shuffles=0", "student.reshuffle_each_epoch=false"]
+    extra = ["seed=0", *settings, "student.eval_fraction=0", "student.training.max_steps=20",
+             "student.training.num_train_epochs=5", "student.training.learning_rate=2e-3",
+             "student.training.warmup_steps=0", *order]
+    run_command("train", dataset, run, extra)
+    run_command("export", dataset, run, extra)
+    selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
+    out = {"questions": four}
+    for name in ("retrieval", "reversed"):
+        out[f"train_auc_{name}"] = score_orders(selector, cands, four, 0)[name]["auc"]
+    selector.close()
+    log(f"{dataset} overfit {readout}{' (fresh order each epoch)' if reshuffle else ''}: train AUC "
+        f"{out['train_auc_retrieval']} in retrieval order, {out['train_auc_reversed']} reversed")
+    return out
+
+
+def timing(dataset: str, work: Path, seed: int, readouts: Sequence[str], n: int = 40) -> dict[str, Any] | None:
+    """Selection seconds per question of the `readouts`' exported selectors (seed `seed`'s students, else the
+    overfit part's: the time does not depend on the weights) on the same `n` questions, interleaved question by
+    question (one torch thread)."""
+    import torch
+
+    from purecover.models.selector import Selector
+
+    dirs = {r: work / dataset / f"{r}-seed{seed}" / "selector" for r in readouts}
+    if not all(d.is_dir() for d in dirs.values()):
+        dirs = {r: work / dataset / f"overfit-{r}" / "selector" for r in readouts}
+    if not all(d.is_dir() for d in dirs.values()):
+        return None
+    torch.set_num_threads(1)
+    sel = {r: Selector.from_pretrained(d, device="cpu", dtype="float32") for r, d in dirs.items()}
+    cands = [c for c in read_jsonl(dirs["passage"].parent / "candidates.jsonl")][-n:]
+    seconds = {r: 0.0 for r in sel}
+    for c in cands:
+        for r, s in sel.items():
+            t0 = time.perf_counter()
+            s.select(c["question"], c["docs"])
+            seconds[r] += time.perf_counter() - t0
+    out = {f"{r}_seconds_per_question": round(t / len(cands), 4) for r, t in seconds.items()}
+    out["ratio"] = round(seconds["passage"] / seconds["identifier"], 3)
+    out["questions"] = len(cands)
+    out["selectors"] = dirs["passage"].parent.name.replace("passage", "<readout>")
+    log(f"{dataset} timing: {out}")
+    return out
+
