@@ -5,7 +5,6 @@ listed before it in `ORDER`)."""
 
 from __future__ import annotations
 
-import ast
 import types
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 import purecover.config as config
 from purecover.config import ConfigError, load_recipe
+from tests.package_imports import sibling_imports
 
 PACKAGE = Path(config.__file__).resolve().parent
 MAX_LINES = 400
@@ -68,20 +68,7 @@ def test_the_public_names_are_unchanged_and_resolve():
 
 
 def _sibling_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, sibling module) of every import of `path` from within purecover.config (relative or absolute)."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                names = [node.module] if node.module else [a.name for a in node.names]
-                out.extend((node.lineno, n.split(".")[0]) for n in names)
-            elif node.level == 0 and (node.module == "purecover.config"
-                                      or (node.module or "").startswith("purecover.config.")):
-                out.append((node.lineno, node.module.removeprefix("purecover.config").lstrip(".") or "__init__"))
-        elif isinstance(node, ast.Import):
-            out.extend((node.lineno, a.name.removeprefix("purecover.config").lstrip(".") or "__init__")
-                       for a in node.names if a.name.startswith("purecover.config"))
-    return out
+    return sibling_imports(path, "purecover.config")
 
 
 def test_the_modules_are_listed_in_their_import_order():

@@ -4,7 +4,6 @@ and imports among the modules going one way (each imports only `base` and the mo
 
 from __future__ import annotations
 
-import ast
 import math
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel
 
 import purecover.records as records
 from purecover.records.base import Finite, PositiveInt, check_same_lengths
+from tests.package_imports import sibling_imports
 
 PACKAGE = Path(records.__file__).resolve().parent
 MAX_LINES = 400
@@ -80,20 +80,7 @@ def test_stage_summaries_named_by_string_resolve():
 
 
 def _sibling_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, sibling module) of every import of `path` from within purecover.records (relative or absolute)."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                names = [node.module] if node.module else [a.name for a in node.names]
-                out.extend((node.lineno, n.split(".")[0]) for n in names)
-            elif node.level == 0 and (node.module == "purecover.records"
-                                      or (node.module or "").startswith("purecover.records.")):
-                out.append((node.lineno, node.module.removeprefix("purecover.records").lstrip(".") or "__init__"))
-        elif isinstance(node, ast.Import):
-            out.extend((node.lineno, a.name.removeprefix("purecover.records").lstrip(".") or "__init__")
-                       for a in node.names if a.name.startswith("purecover.records"))
-    return out
+    return sibling_imports(path, "purecover.records")
 
 
 def test_the_modules_are_listed_in_their_import_order():
