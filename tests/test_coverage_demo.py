@@ -18,8 +18,16 @@ REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "guides" / "coverage-evaluation.md"
 
 
+ONE_THREAD = "OMP_NUM_THREADS=1 "  # the guide runs the tiny models on one torch thread, as make demo-coverage does
+
+
 def _commands(prefix: str) -> list[str]:
-    return [line.strip() for line in GUIDE.read_text(encoding="utf-8").splitlines() if line.strip().startswith(prefix)]
+    """The guide's command lines starting with `prefix` once the one-thread setting in front of them is taken off
+    (every such line carries it)."""
+    lines = [line.strip() for line in GUIDE.read_text(encoding="utf-8").splitlines()]
+    found = [line for line in lines if line.removeprefix(ONE_THREAD).startswith(prefix)]
+    assert all(line.startswith(ONE_THREAD) for line in found), found
+    return [line.removeprefix(ONE_THREAD) for line in found]
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +80,12 @@ def test_the_dry_run_names_the_collection_files_before_the_demo_writes_them(tmp_
     out = capsys.readouterr().out
     for key in ("data.path", "data.corpus", "data.qrels", "eval.judgments"):
         assert any(line.split()[:2] == [key, "missing"] for line in out.splitlines() if line.strip()), key
+
+
+def test_make_demo_coverage_runs_the_guides_commands_on_one_thread():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    body = makefile.split("\ndemo-coverage:", 1)[1].split("\n\n", 1)[0]
+    recipe = [line for line in body.splitlines() if line.startswith("\t")]
+    assert len(recipe) == 2 and all("OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}" in line for line in recipe)
+    assert recipe[0].endswith("-m purecover.demo")
+    assert recipe[1].endswith(_commands("purecover pipeline ")[0].removeprefix("purecover "))
