@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,8 @@ def over_seeds(table: Rows, per_seed: Sequence[dict[str, Any]], digits: int = 4)
                   group[0]["unit"], variant=variant, note=f"seeds {seeds}")
         table.add(f"{figure}_worst", bad["value"], group[0]["unit"], target, variant=variant,
                   note=f"seed {bad['seed']} of {seeds}")
+
+
+def log(msg: str) -> None:
+    """A progress line on stdout, stamped with the wall-clock time (HH:MM:SS)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import log
 
 from purecover.utils.rundir_claim import mark_run_dir
 
@@ -52,10 +53,6 @@ SOURCES: dict[str, dict[str, Any]] = {
                           "what": "SmolLM2-135M-Instruct writes its own reasoning (reply started with '[Step 1]:', "
                                   "160 new tokens: chosen on calibration questions); its attention labels"},
 }
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import log
 from real_models_parts import (
     biencoder_figures,
     chance_coverage,
@@ -36,10 +37,6 @@ FILES = {"hotpotqa": ("hotpotqa_dev_sample.json", "hotpotqa_dev_extra.json", "ho
          "2wiki": ("2wiki_dev_sample.json", "2wiki_train_sample.json")}
 ORDERS = ("retrieval", "reversed", "shuffled")
 LABELS = ["teacher.steps=oracle", "teacher.estimator=embedding"]  # the oracle proxy
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def samples() -> Path:

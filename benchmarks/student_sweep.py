@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness import log
 from rows import Rows, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,10 +45,6 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "lora_r16_lr1e-4_lm0.1": {"full": False, "lr": 1e-4, "lm_weight": 0.1, "r": 16},
     "full_lr5e-5_lm0.1": {"full": True, "lr": 5e-5, "lm_weight": 0.1, "r": 0},
 }
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def calibration_figures(scores: Sequence[Sequence[float]], doc_ids: Sequence[Sequence[str]],

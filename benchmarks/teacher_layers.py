@@ -37,15 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness import log
 from real_models import prf
 from rows import Rows, above, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ("teacher.steps=oracle", "teacher.estimator=attention")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def auc(scores: Sequence[float], doc_ids: Sequence[str], gold: set[str]) -> float | None:
