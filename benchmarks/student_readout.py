@@ -233,6 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--readouts", default="passage,identifier")
     parser.add_argument("--parts", default="students,baselines,overfit,overfit_reshuffled,timing")
     parser.add_argument("--work", default=str(ROOT / "build" / "student_readout"))
+    parser.add_argument("--curve-sizes", default=",".join(map(str, CURVE_SIZES)),
+                        help="the learning curve's training-set sizes (comma-separated), for --parts curve")
     parser.add_argument("--skip-icr", action="store_true", help="baselines without ICR (its two forward passes a "
                                                                      "question are the part's cost)")
     args = harness.parse(parser, argv)
@@ -281,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             recipe = load(dataset, work / dataset / "probe", ["seed=0"])
             split = split_of(source, 0, recipe)
             train = sorted(q for q, s in split.items() if s == "train")
-            for size in CURVE_SIZES:
+            for size in (int(n) for n in args.curve_sizes.split(",")):
                 keep = set(train[:size]) | {q for q, s in split.items() if s != "train"}
                 d.setdefault("curve", {})[str(size)] = student(dataset, "passage", 0, work, source,
                                                                settings("passage"), tag=f"-curve{size}", keep=keep)
