@@ -149,7 +149,7 @@ def merged(previous: dict[str, Any] | None, demo: str, runs: list[dict[str, Any]
     return {"runs": [*kept, *runs], "chosen_threads": by_demo.get("demo", chosen), "chosen_threads_by_demo": by_demo}
 
 
-def choose(out: str | Path, demo: str, threads: str) -> int:
+def choose(out: str | Path, demo: str, threads: str, command: str) -> int:
     """Set `demo`'s chosen thread setting in the stored results `out` (chosen once its runs are in: the runs are
     kept, the rows rewritten); an error when `out` has no run of `demo` with that setting on idle cores."""
     stored = harness.load(out)
@@ -157,7 +157,7 @@ def choose(out: str | Path, demo: str, threads: str) -> int:
     if not any(r["threads"] == threads and r["busy"] == 0 for r in runs):
         raise SystemExit(f"{out}: no {demo} run with OMP_NUM_THREADS={threads} on idle cores to choose")
     result = {**stored, **merged(stored, demo, runs, threads),
-              "choices": {**stored.get("choices", {}), demo: {"threads": threads, "date": now()}}}
+              "choices": {**stored.get("choices", {}), demo: {"command": command, "date": now()}}}
     harness.write(out, result, rows)
     print(f"{out}: {demo} runs on OMP_NUM_THREADS={threads}; rows rewritten")
     return 0
@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                         "stored --out file (its runs kept) and rewrite the rows")
     args = harness.parse(parser, argv)
     if args.choose:
-        return choose(args.out, args.demo, args.chosen_threads)
+        command = " ".join(["benchmarks/demo_timing.py", *(sys.argv[1:] if argv is None else argv)])
+        return choose(args.out, args.demo, args.chosen_threads, command)
     if (status := harness.stored(args, rows)) is not None:
         return status
     log_dir = REPO / "build" / "bench"

@@ -82,6 +82,7 @@ def test_choose_sets_a_demos_thread_setting_on_its_stored_runs(tmp_path):
     assert bench.main(["--choose", "--demo", "real", "--chosen-threads", "1", "--out", str(out)]) == 0
     stored = json.loads(out.read_text())
     assert stored["chosen_threads_by_demo"] == {"demo": "1", "real": "1"}
+    assert stored["choices"]["real"]["command"] == f"benchmarks/demo_timing.py --choose --demo real --chosen-threads 1 --out {out}"
     assert sorted(r["fresh_s"] for r in stored["runs"]) == [25.0, 257.0, 461.0, 900.0]  # no run lost
     by = {(r["figure"], r["variant"]): r for r in stored["rows"]}
     assert by[("demo_timing.real.fresh_seconds", "OMP_NUM_THREADS=1, 0 busy processes")]["target"] == "<= 600"
