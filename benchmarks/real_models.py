@@ -32,10 +32,13 @@ Parts
            (`purecover.teacher.tune`'s grid, re-solving stored scores) and reported on the test split.
            ``smollm2_own_steps`` (the model writes its own reasoning) runs on the first ``--own-steps`` test
            questions only (10-15 s each): its parse rate is the figure.
-  student  For each seed and each of ``--student-sources``: SmolLM2-135M-Instruct with LoRA trained on that
+  student  For each seed and each of ``--student-sources``: SmolLM2-135M-Instruct with LoRA in the paper's form
+           (`PAPER_FORM_STUDENT`: the identifier readout, L_CL + L_LM, 150 steps of 2; ``--student-set`` goes
+           after it; benchmarks/student_readout.py measures the recipes' passage readout) trained on that
            source's labels of the train split of that seed (`run_train_stage`; ``student.candidate_shuffles: 1``:
            each training question shown in one seeded random order instead of the retrieval order), τ3 chosen
-           on the calibration split; then on the test split, with the candidates in retrieval order, reversed,
+           on the calibration split, exported and loaded as a user loads it (`Selector`); then on the test
+           split, with the candidates in retrieval order, reversed,
            and one seeded shuffle: support P/R/F1 against the gold passages, set size, Coverage@2/5 and
            Purity@2/5 of its ranking, and the ranking AUC of its scores against the gold passages; AUC and
            Coverage@2 next to their chance figures on the same candidates (`ranking_auc`, `chance_coverage`).

@@ -329,18 +329,24 @@ def ranking_auc(scores: Sequence[float], gold: Sequence[bool]) -> float | None:
     return sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
 
 
+# The student of this benchmark: the paper's form (issue 29), pinned here because the real_cpu recipes have since
+# moved to the passage readout (benchmarks/student_readout.py measures that one): the identifier readout, L_CL +
+# L_LM, 150 steps of 2 questions at learning rate 5e-4 (the recipe's), a fixed seeded shuffle per question.
+# `--student-set` overrides come after these.
+PAPER_FORM_STUDENT = ("student.readout=identifier", "student.lm_weight=1.0", "student.bce_weight=0.0",
+                      "student.reshuffle_each_epoch=false", "student.training.max_steps=150",
+                      "student.training.per_device_train_batch_size=2")
+
+
 def student_part(dataset: str, source: str, seed: int, work: Path, settings: Sequence[str], tag: str = ""
                  ) -> dict[str, Any]:
-    """Train the pretrained student on `source`'s labels at recipe seed `seed`; score it on the test split of that
-    seed (`student_split`, the train stage's split) in every order. `tag` names a student run of other settings
-    beside the plain one (run directory ``student-{source}{tag}-seed{seed}``)."""
-    import torch
-
-    from purecover.models.identifiers import IdentifierScheme
-    from purecover.models.loading import load_causal_lm, load_tokenizer
-    from purecover.models.selection import select_from_scores
-    from purecover.models.selector_prompt import build_selector_prompt
-    from purecover.train.run import STUDENT_META, first_position_logits, run_train_stage
+    """Train the pretrained student (`PAPER_FORM_STUDENT`, then `settings`) on `source`'s labels at recipe seed
+    `seed`, export it, and score the exported `Selector` (either readout, as a user runs it) on the test split of
+    that seed (`student_split`, the train stage's split) in every order. `tag` names a student run of other
+    settings beside the plain one (run directory ``student-{source}{tag}-seed{seed}``)."""
+    from purecover.models.selector import Selector
+    from purecover.train.export import run_export_stage
+    from purecover.train.run import run_train_stage
 
     if SOURCES[source].get("splits") or SOURCES[source].get("own_steps"):
         raise SystemExit(f"{source} labels only some questions of the seed-{LABEL_SPLIT_SEED} split: a student "
@@ -351,12 +357,11 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     for name in ("candidates.jsonl", "labels.jsonl"):
         if not (run / name).is_file() or (run / name).read_bytes() != (labelled / name).read_bytes():
             shutil.copyfile(labelled / name, run / name)
-    recipe = recipe_for(dataset, run, [f"seed={seed}", *settings])
+    recipe = recipe_for(dataset, run, [f"seed={seed}", *PAPER_FORM_STUDENT, *settings])
     t0 = time.perf_counter()
     summary = run_train_stage(recipe, show_progress=False).to_json_dict()
     train_seconds = time.perf_counter() - t0
-    final = Path(summary["final"])
-    meta = json.loads((final / STUDENT_META).read_text())
+    run_export_stage(recipe)
     cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}
     split = student_split(run, recipe)
     counts = Counter(split.values())
@@ -364,10 +369,9 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
         raise RuntimeError(f"{run}: the split at seed {recipe.seed} ({dict(counts)}) is not the train stage's "
                            f"({ {k: summary[f'{k}_questions'] for k in ('train', 'calib', 'test')} })")
     test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
-    tokenizer = load_tokenizer(str(final), padding_side="left")
-    model = load_causal_lm(str(final), dtype="float32", device="cpu").eval()
-    scheme = IdentifierScheme.from_dict(meta["identifiers"]).check(tokenizer, meta["k1"])
+    selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
     out: dict[str, Any] = {"source": source, "seed": seed, "split_seed": recipe.seed,
+                           "readout": selector.config.readout,
                            "train_seconds": round(train_seconds, 1),
                            "steps": summary["global_step"], "train_examples": summary.get("train_examples"),
                            "tau3": summary["tau3"], "questions": {k: summary[f"{k}_questions"]
@@ -376,13 +380,11 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     for name in ORDERS:
         t1 = time.perf_counter()
         orders = {q: shown(name, q, len(cands[q]["docs"]), seed) for q in test}
-        prompts = [build_selector_prompt(tokenizer, cands[q]["question"], [cands[q]["docs"][k] for k in orders[q]],
-                                         scheme, meta["max_passage_tokens"]).input_ids for q in test]
-        with torch.no_grad():
-            scores = first_position_logits(model, prompts, scheme.token_ids, [len(orders[q]) for q in test])
+        results = selector.select_batch([cands[q]["question"] for q in test],
+                                        [[cands[q]["docs"][k] for k in orders[q]] for q in test])
         chosen, aucs, cov, pur, cov2_chance = {}, [], {2: [], 5: []}, {2: [], 5: []}, []
-        for q, s in zip(test, scores):
-            kept = select_from_scores(s, meta["tau3"], meta["min_select"], meta["k_max"])
+        for q, res in zip(test, results):
+            s, kept = res.logits, res.indices
             ids = [cands[q]["docs"][orders[q][k]]["doc_id"] for k in kept]
             chosen[q] = ids
             shown_ids = [cands[q]["docs"][k]["doc_id"] for k in orders[q]]
@@ -408,6 +410,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
 
             write_jsonl_atomic(run / "student_test_selections.jsonl",
                                [{"qid": q, "selected_doc_ids": chosen[q]} for q in test])
+    selector.close()
     r = out["orders"]
     log(f"{dataset} student[{source}] seed {seed}: test F1 retrieval-order {r['retrieval']['f1']} reversed "
         f"{r['reversed']['f1']} shuffled {r['shuffled']['f1']} (|S| {r['retrieval']['mean_size']}) vs retrieval "

@@ -124,12 +124,14 @@ def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out
                                                                                  seed: int) -> None:
     """student_part with the model faked: the train stage (faked as the real one splits: `split_examples` of the
     labelled questions at the recipe's seed) records what it trains on; every order scores exactly that split's
-    test questions with gold passages, none of them a training question. The fake student scores gold passages 1
-    and the others 0: ranking AUC 1, Coverage@2 1 against chance 2 · 2 / (6 · 2)."""
-    import purecover.models.loading as loading
-    import purecover.models.selector_prompt as selector_prompt
+    test questions with gold passages, none of them a training question, through the exported `Selector`. The
+    fake selector scores gold passages 1 and the others 0: ranking AUC 1, Coverage@2 1 against chance
+    2 · 2 / (6 · 2). The recipe is the paper-form student (`PAPER_FORM_STUDENT`) whatever the real_cpu recipe
+    trains, with the caller's settings after it."""
+    import purecover.models.selector as selector_mod
+    import purecover.train.export as export_mod
     import purecover.train.run as train_run
-    from purecover.models.identifiers import IdentifierScheme
+    from purecover.models.selection import select_from_scores
     from purecover.train.data import read_labelled_questions, split_examples
 
     samples = tmp_path / "samples"  # recipe_for only names the sample file: the questions are below
@@ -149,43 +151,55 @@ def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out
     gold = {c["qid"]: set(c["gold_doc_ids"]) for c in cands}
     trained: set[str] = set()
     scored: list[list[str]] = []
+    stages: list[str] = []
 
     def train_stage(recipe, show_progress):
+        assert recipe.student.readout == "identifier" and recipe.student.lm_weight == 1.0  # PAPER_FORM_STUDENT
+        assert recipe.student.bce_weight == 0.0 and recipe.student.training["max_steps"] == 150
+        assert recipe.student.k_max == 4  # the caller's settings come after the pinned ones
+        stages.append("train")
         run = recipe.run_path
         questions, _ = read_labelled_questions(run / "candidates.jsonl", run / "labels.jsonl")
         parts = split_examples(questions, recipe.student.eval_fraction, recipe.seed, recipe.student.calibration_share)
         trained.update(q.qid for q in parts[0])
-        final = run / "final"
-        final.mkdir(parents=True, exist_ok=True)
-        (final / train_run.STUDENT_META).write_text(json.dumps({
-            "identifiers": {}, "k1": n, "max_passage_tokens": 64, "tau3": 0.5, "min_select": 1, "k_max": 5}))
-        summary = {"final": str(final), "global_step": 1, "train_examples": len(parts[0]), "tau3": 0.5,
+        summary = {"global_step": 1, "train_examples": len(parts[0]), "tau3": 0.5,
                    **{f"{k}_questions": len(p) for k, p in zip(("train", "calib", "test"), parts)}}
         return SimpleNamespace(to_json_dict=lambda: summary)
 
-    def logits(model, prompts, identifier_ids, n_docs):
-        scored.append([qid for qid, _ in prompts])
-        return [[1.0 if d in gold[qid] else 0.0 for d in docs] for qid, docs in prompts]
+    class FakeSelector:
+        config = SimpleNamespace(readout="identifier")
 
-    scheme = SimpleNamespace(token_ids=list(range(n)))
-    scheme.check = lambda tokenizer, k1: scheme
+        @classmethod
+        def from_pretrained(cls, path, **kwargs):
+            assert Path(path) == work / "hotpotqa" / f"student-oracle_proxy-seed{seed}" / "selector"
+            assert stages == ["train", "export"]
+            return cls()
+
+        def select_batch(self, questions, docs):
+            scored.append(list(questions))
+            out = []
+            for qid, shown in zip(questions, docs):
+                s = [1.0 if d["doc_id"] in gold[qid] else 0.0 for d in shown]
+                out.append(SimpleNamespace(logits=s, indices=select_from_scores(s, 0.5, 1, 4)))
+            return out
+
+        def close(self):
+            pass
+
     monkeypatch.setattr(train_run, "run_train_stage", train_stage)
-    monkeypatch.setattr(train_run, "first_position_logits", logits)
-    monkeypatch.setattr(loading, "load_tokenizer", lambda *a, **k: None)
-    monkeypatch.setattr(loading, "load_causal_lm", lambda *a, **k: SimpleNamespace(eval=lambda: None))
-    monkeypatch.setattr(IdentifierScheme, "from_dict", classmethod(lambda cls, data: scheme))
-    monkeypatch.setattr(selector_prompt, "build_selector_prompt", lambda tok, question, docs, *a, **k: SimpleNamespace(
-        input_ids=(question, [d["doc_id"] for d in docs])))
+    monkeypatch.setattr(export_mod, "run_export_stage", lambda recipe: stages.append("export"))
+    monkeypatch.setattr(selector_mod, "Selector", FakeSelector)
     # the bi-encoder is looked up where student_part is defined (real_models_parts.py)
     monkeypatch.setattr(sys.modules[real.student_part.__module__], "biencoder_figures", lambda *a, **k: {})
 
-    out = real.student_part("hotpotqa", "oracle_proxy", seed, work, [])
+    out = real.student_part("hotpotqa", "oracle_proxy", seed, work, ["student.k_max=4"])
     questions, _ = read_labelled_questions(labelled / "candidates.jsonl", labelled / "labels.jsonl")
     test = sorted(q.qid for q in split_examples(questions, 0.4, seed, 0.5)[2] if gold[q.qid])
     assert test and trained
     assert scored == [test] * len(real.ORDERS)  # each order: exactly the held-out test questions with gold
     assert not set(test) & trained
     assert out["split_seed"] == seed and out["questions"]["train"] == len(trained)
+    assert out["readout"] == "identifier"
     run = work / "hotpotqa" / f"student-oracle_proxy-seed{seed}"
     assert [r["qid"] for r in real.read_jsonl(run / "student_test_selections.jsonl")] == test
     fig = out["orders"]["retrieval"]
