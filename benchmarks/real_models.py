@@ -73,6 +73,7 @@ from real_models_parts import (
     EVAL_FRACTION,
     LABEL_SPLIT_SEED,
     ORDERS,
+    PAPER_FORM_STUDENT,
     ROOT,
     SOURCES,
     baselines_part,
@@ -295,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "teacher_and_baselines_split_seed": LABEL_SPLIT_SEED,
                              "student_split": "split_for_seed at each student's own seed (its split_seed)"},
                    "sources": {k: v["what"] for k, v in SOURCES.items()},
-                   "student_settings": args.student_set, "threads": args.threads})
+                   "student_settings": [*PAPER_FORM_STUDENT, *args.student_set], "threads": args.threads})
     for dataset in args.datasets.split(","):
         res = result.setdefault("datasets", {}).setdefault(dataset, {})
 

@@ -371,7 +371,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     test = sorted(q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"])
     selector = Selector.from_pretrained(run / "selector", device="cpu", dtype="float32")
     out: dict[str, Any] = {"source": source, "seed": seed, "split_seed": recipe.seed,
-                           "readout": selector.config.readout,
+                           "readout": selector.config.readout, "settings": [*PAPER_FORM_STUDENT, *settings],
                            "train_seconds": round(train_seconds, 1),
                            "steps": summary["global_step"], "train_examples": summary.get("train_examples"),
                            "tau3": summary["tau3"], "questions": {k: summary[f"{k}_questions"]

@@ -199,7 +199,7 @@ def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out
     assert scored == [test] * len(real.ORDERS)  # each order: exactly the held-out test questions with gold
     assert not set(test) & trained
     assert out["split_seed"] == seed and out["questions"]["train"] == len(trained)
-    assert out["readout"] == "identifier"
+    assert out["readout"] == "identifier" and out["settings"] == [*real.PAPER_FORM_STUDENT, "student.k_max=4"]
     run = work / "hotpotqa" / f"student-oracle_proxy-seed{seed}"
     assert [r["qid"] for r in real.read_jsonl(run / "student_test_selections.jsonl")] == test
     fig = out["orders"]["retrieval"]
