@@ -241,12 +241,16 @@ def rows(result: dict) -> list[dict]:
 
 def merge(paths: Sequence[Path]) -> dict:
     """Result files of runs made apart (seeds, parts, sessions) as one: top-level settings from the first file,
-    per dataset the union of teacher sources, student sources × seeds and QA runs (a later file wins a clash)."""
-    out: dict[str, Any] = {"merged_from": [str(p) for p in paths]}
+    per dataset the union of teacher sources, student sources × seeds and QA runs (a later file wins a clash).
+    ``merged_from`` and ``commands`` keep every part's (a merged file's own lists, flattened)."""
+    out: dict[str, Any] = {"merged_from": [], "commands": []}
     for p in paths:
         part = json.loads(Path(p).read_text())
+        out["merged_from"] += [m for m in part.get("merged_from", [str(p)]) if m not in out["merged_from"]]
+        commands = part.get("commands") or ([part["command"]] if part.get("command") else [])
+        out["commands"] += [c for c in commands if c not in out["commands"]]
         for k, v in part.items():
-            if k != "datasets":
+            if k not in ("datasets", "merged_from", "commands"):
                 out.setdefault(k, v)
         for ds, res in part.get("datasets", {}).items():
             mine = out.setdefault("datasets", {}).setdefault(ds, {})

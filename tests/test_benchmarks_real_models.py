@@ -224,13 +224,20 @@ def test_merge_keeps_every_seed_and_rows_carry_the_issue_targets(tmp_path: Path)
                  "questions": 50}, "seconds_per_question": 9.0}}}}}
     s0 = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"student": {"oracle_proxy": {
         "0": _student(0.70, 0.62, 0.64, 0.50)}}}}}
-    s1 = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"student": {"oracle_proxy": {
+    s1 = {"machine": {"cpus": 2}, "command": ["real_models.py", "--seeds", "1"], "datasets": {"hotpotqa": {"student": {"oracle_proxy": {
         "1": _student(0.60, 0.62, 0.64, 0.50)}}}}}
     paths = []
     for i, part in enumerate((teacher, s0, s1)):
         paths.append(tmp_path / f"{i}.json")
         paths[-1].write_text(json.dumps(part))
     merged = real.merge(paths)
+    assert merged["merged_from"] == [str(p) for p in paths]
+    assert merged["commands"] == [["real_models.py", "--seeds", "1"]]
+    (tmp_path / "merged.json").write_text(json.dumps(merged))
+    (tmp_path / "later.json").write_text(json.dumps({**s1, "command": ["real_models.py", "--seeds", "2"]}))
+    again = real.merge([tmp_path / "merged.json", tmp_path / "later.json"])  # a merged file merged again
+    assert again["merged_from"] == [*map(str, paths), str(tmp_path / "later.json")]
+    assert again["commands"] == [["real_models.py", "--seeds", "1"], ["real_models.py", "--seeds", "2"]]
     res = merged["datasets"]["hotpotqa"]
     assert set(res["student"]["oracle_proxy"]) == {"0", "1"} and "gemma_attention" in res["teacher"]
     rows = {(r["figure"], r.get("seed")): r for r in real.rows(merged)}
