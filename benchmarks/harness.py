@@ -21,7 +21,9 @@ Shared options (`parser`), each only where the script asks for it:
                        older spellings such as ``--tiny`` stay as aliases)
 
 Rows over seeds: `seed_rows` adds a figure's row at each seed, then ``<figure>_mean`` and ``<figure>_worst``
-over the seeds (the worst carries the target; it is the highest value when the target is an upper bound);
+over the seeds (the worst carries the target; it is the highest value when the target is an upper bound, or,
+without a target, when the figure is a cost: ``lower_is_better``; a figure with no better direction, such as a
+subset's size, gets ``worst=False`` and no worst row);
 `over_seeds` adds the mean and worst rows of per-seed rows already in a table. The row format and its helpers
 are in `rows`.
 """
@@ -136,21 +138,28 @@ def write(path: str | Path, result: dict[str, Any], rows: RowsFn) -> dict[str, A
 # ------------------------------------------------------------------------------------------ rows over seeds
 
 
-def worst(values: Sequence[float], target: str | None) -> float:
-    """The worst of `values` against `target`: the highest for an upper bound (``<=``, ``<``), else the lowest."""
-    return max(values) if target is not None and parse_target(target)[0].startswith("<") else min(values)
+def worst(values: Sequence[float], target: str | None, lower_is_better: bool = False) -> float:
+    """The worst of `values` against `target`: the highest for an upper bound (``<=``, ``<``), else the lowest;
+    without a target, the highest when `lower_is_better` (a cost: seconds, memory), else the lowest."""
+    if target is not None:
+        lower_is_better = parse_target(target)[0].startswith("<")
+    return max(values) if lower_is_better else min(values)
 
 
 def seed_rows(table: Rows, figure: str, values: dict[int, float | None], unit: str, target: str | None = None,
-              *, variant: str | None = None, note: str | None = None) -> None:
+              *, variant: str | None = None, note: str | None = None, lower_is_better: bool = False,
+              with_worst: bool = True) -> None:
     """The figure at each seed (`values`: seed -> value, None when not measured), then, measured at several
-    seeds, ``<figure>_mean`` (no target) and ``<figure>_worst`` (the target) over the measured ones."""
+    seeds, ``<figure>_mean`` (no target) and ``<figure>_worst`` (the target; see `worst` for
+    `lower_is_better`; none when not `with_worst`) over the measured ones."""
     for seed, value in sorted(values.items()):
         table.add(figure, value, unit, target, variant=variant, seed=seed, note=note)
     have = [v for v in values.values() if v is not None]
     if len(values) > 1 and have:
         table.add(f"{figure}_mean", statistics.mean(have), unit, None, variant=variant, note=note)
-        table.add(f"{figure}_worst", worst(have, target), unit, target, variant=variant, note=note)
+        if with_worst:
+            table.add(f"{figure}_worst", worst(have, target, lower_is_better), unit, target, variant=variant,
+                      note=note)
 
 
 def over_seeds(table: Rows, per_seed: Sequence[dict[str, Any]], digits: int = 4) -> None:

@@ -131,12 +131,13 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           str(st["orders"]["retrieval"]["coverage@2_chance"]) for st in seeds.values()))
             seed_rows(table, f"student_readout.{dataset}.{readout}.mean_size",
                       {s: st["orders"]["retrieval"]["mean_size"] for s, st in seeds.items()}, "passages",
-                      variant="retrieval order")
+                      variant="retrieval order", with_worst=False)
             seed_rows(table, f"student_readout.{dataset}.{readout}.train_seconds",
                       {s: st["train"]["seconds"] for s, st in seeds.items()}, "s", variant="2 cores",
-                      note="steps " + ", ".join(str(st["steps"]) for st in seeds.values()))
+                      note="steps " + ", ".join(str(st["steps"]) for st in seeds.values()), lower_is_better=True)
             seed_rows(table, f"student_readout.{dataset}.{readout}.train_peak_rss",
-                      {s: st["train"]["peak_rss_mb"] for s, st in seeds.items()}, "MB", variant="train command")
+                      {s: st["train"]["peak_rss_mb"] for s, st in seeds.items()}, "MB", variant="train command",
+                      lower_is_better=True)
             calib = {s: st.get("calib_subset_f1") for s, st in seeds.items() if st.get("calib_subset_f1") is not None}
             if calib:
                 seed_rows(table, f"student_readout.{dataset}.{readout}.calib_subset_f1", calib, "F1",

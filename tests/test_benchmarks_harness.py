@@ -104,6 +104,18 @@ def test_seed_rows_are_student_readouts_and_keep_the_worst_against_the_target() 
     assert len(one.rows) == 1  # one seed: no mean or worst
 
 
+def test_seed_rows_without_a_target_take_the_worst_cost_as_the_highest_and_can_leave_the_worst_out() -> None:
+    table = rows.Rows(MACHINE)
+    harness.seed_rows(table, "b.train_seconds", {0: 2444.8, 1: 3540.8}, "s", lower_is_better=True)
+    harness.seed_rows(table, "b.f1", {0: 0.7, 1: 0.5}, "F1")
+    harness.seed_rows(table, "b.mean_size", {0: 2.0, 1: 2.3}, "passages", with_worst=False)
+    by = {r["figure"]: r for r in table.rows if "seed" not in r}
+    assert by["b.train_seconds_worst"]["value"] == 3540.8  # the slowest seed, not the fastest
+    assert by["b.f1_worst"]["value"] == 0.5
+    assert "b.mean_size_worst" not in by and by["b.mean_size_mean"]["value"] == 2.15
+    assert harness.worst([1.0, 3.0], ">= 2", lower_is_better=True) == 1.0  # a target decides the direction
+
+
 def test_over_seeds_adds_mean_and_worst_of_rows_already_in_the_table() -> None:
     table = rows.Rows(MACHINE)
     for seed, f1, s in ((1, 0.9, 500.0), (2, 0.8, 650.0)):

@@ -75,6 +75,10 @@ def _student(f1, auc=0.8, calib=None):
             **({"calib_subset_f1": calib} if calib is not None else {})}
 
 
+def _slow(student):
+    return {**student, "train": {"seconds": 250.0, "peak_rss_mb": 950.0}}
+
+
 def _baseline(top2):
     return {"retrieval_top2_f1": top2, "retrieval_top5_f1": 0.5, "biencoder_top2_f1": 0.6,
             "icr": {"top2_f1": 0.55, "layers": [18]}, "icr_fused": {"top2_f1": 0.66, "weight": 1.0}}
@@ -88,7 +92,7 @@ def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
                                                         "identifier_seconds_per_question": 0.2, "questions": 40},
         "overfit": {"passage": {"train_auc_retrieval": 1.0, "train_auc_reversed": 0.5}},
         "overfit_reshuffled": {"passage": {"train_auc_retrieval": 1.0, "train_auc_reversed": 0.9}}}}}
-    b = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"students": {"passage": {"1": _student(0.60)}},
+    b = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"students": {"passage": {"1": _slow(_student(0.60))}},
                                                            "baselines": {"1": _baseline(0.62)}}}}
     for name, data in (("a", a), ("b", b)):
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
@@ -101,6 +105,10 @@ def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
     worst = [r for r in rows if r["figure"] == "student_readout.hotpotqa.passage.support_f1_worst"
              and r.get("variant") == "retrieval order"]
     assert worst[0]["value"] == 0.6 and worst[0]["met"] is False
+    by = {r["figure"]: r for r in rows if ".hotpotqa.passage." in r["figure"] and "seed" not in r}
+    assert by["student_readout.hotpotqa.passage.train_seconds_worst"]["value"] == 250.0  # a cost: the slower seed
+    assert by["student_readout.hotpotqa.passage.train_peak_rss_worst"]["value"] == 950.0
+    assert "student_readout.hotpotqa.passage.mean_size_worst" not in by  # a size has no worse direction
     best = next(r for r in rows if r["figure"].endswith("support_f1_mean_over_best_baseline"))
     assert best["value"] == pytest.approx(0.65) and best["target"] == "> 0.635"  # mean of max(0.65,..), max(0.62,..)
     ratio = next(r for r in rows if r["figure"] == "student_readout.hotpotqa.selection_time_ratio")
