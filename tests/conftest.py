@@ -10,6 +10,13 @@ import pytest
 
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
 
+# No library's usage telemetry from the tests: Haystack's posthog thread (set up when haystack is imported)
+# tries the network, which this machine and CI do not have, and its urllib3 retry warnings land in the
+# captured logs of whatever test runs beside it.
+for _name, _off in (("HAYSTACK_TELEMETRY_ENABLED", "False"), ("HF_HUB_DISABLE_TELEMETRY", "1"),
+                    ("DO_NOT_TRACK", "1")):
+    os.environ.setdefault(_name, _off)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files with the most `slow` tests first. Under pytest-xdist (`make test`: --dist loadfile with

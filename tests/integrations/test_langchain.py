@@ -99,7 +99,8 @@ def test_more_than_k1_documents(selector, overflow_case, counting, caplog):
     _check(out, docs, expected(selector, question, pairs[: selector.k1]), selector.threshold)
     assert (compressor.counters.calls, compressor.counters.overflow_calls, compressor.counters.documents_dropped) \
         == (2, 2, 6)
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records  # ours only: another library's warning may land here too
+                if r.levelno == logging.WARNING and r.name == "purecover.integrations._common"]
     assert len(warnings) == 1 and "k1=6" in warnings[0].getMessage()  # warned once, counted always
     strict = PurecoverCompressor(selector=counting, overflow="error")
     calls = counting.calls
