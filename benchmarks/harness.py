@@ -23,7 +23,7 @@ Shared options (`parser`), each only where the script asks for it:
 Rows over seeds: `seed_rows` adds a figure's row at each seed, then ``<figure>_mean`` and ``<figure>_worst``
 over the seeds (the worst carries the target; it is the highest value when the target is an upper bound, or,
 without a target, when the figure is a cost: ``lower_is_better``; a figure with no better direction, such as a
-subset's size, gets ``worst=False`` and no worst row);
+subset's size, gets ``with_worst=False`` and no worst row);
 `over_seeds` adds the mean and worst rows of per-seed rows already in a table. The row format and its helpers
 are in `rows`.
 """
@@ -108,6 +108,17 @@ def merged(results: Iterable[dict[str, Any]], depth: int = 1) -> dict[str, Any]:
     for result in results:
         _merge_into(out, result, depth)
     return out
+
+
+def add_history(out: dict[str, Any], part: dict[str, Any], path: str | Path) -> None:
+    """Record in `out` (a merged result) where `part`, read from `path`, came from: its ``merged_from`` (or
+    `path` itself) and its ``commands`` (or its own ``command``), each kept once, in order, so a merged file
+    merged again keeps every run's file and command."""
+    out.setdefault("merged_from", [])
+    out.setdefault("commands", [])
+    out["merged_from"] += [m for m in part.get("merged_from", [str(path)]) if m not in out["merged_from"]]
+    commands = part.get("commands") or ([part["command"]] if part.get("command") else [])
+    out["commands"] += [c for c in commands if c not in out["commands"]]
 
 
 def _merge_into(out: dict[str, Any], new: dict[str, Any], depth: int) -> None:

@@ -246,9 +246,7 @@ def merge(paths: Sequence[Path]) -> dict:
     out: dict[str, Any] = {"merged_from": [], "commands": []}
     for p in paths:
         part = json.loads(Path(p).read_text())
-        out["merged_from"] += [m for m in part.get("merged_from", [str(p)]) if m not in out["merged_from"]]
-        commands = part.get("commands") or ([part["command"]] if part.get("command") else [])
-        out["commands"] += [c for c in commands if c not in out["commands"]]
+        harness.add_history(out, part, p)
         for k, v in part.items():
             if k not in ("datasets", "merged_from", "commands"):
                 out.setdefault(k, v)

@@ -205,10 +205,12 @@ def overfit_target(readout: str) -> str | None:
 
 
 def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """Results of several runs (seeds, datasets, parts) as one: later files win per (dataset, part, key)."""
-    out: dict[str, Any] = {"merged_from": [str(p) for p in paths], "datasets": {}}
+    """Results of several runs (seeds, datasets, parts) as one: later files win per (dataset, part, key);
+    ``merged_from`` and ``commands`` keep every run's file and command (`harness.add_history`)."""
+    out: dict[str, Any] = {"merged_from": [], "commands": [], "datasets": {}}
     for p in paths:
         data = json.loads(Path(p).read_text())
+        harness.add_history(out, data, p)
         for k in ("date", "machine", "versions", "settings"):
             out[k] = data.get(k, out.get(k))
         for dataset, parts in data.get("datasets", {}).items():

@@ -85,19 +85,25 @@ def _baseline(top2):
 
 
 def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
-    a = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {
+    a = {"machine": {"cpus": 2}, "command": ["student_readout.py", "--seeds", "0"], "datasets": {"hotpotqa": {
         "students": {"passage": {"0": _student(0.70, calib=0.74)}, "identifier": {"0": _student(0.3, 0.5)},
                      "passage_head": {"0": _student(0.9, calib=0.71)}},
         "baselines": {"0": _baseline(0.65)}, "timing": {"ratio": 1.05, "passage_seconds_per_question": 0.21,
                                                         "identifier_seconds_per_question": 0.2, "questions": 40},
         "overfit": {"passage": {"train_auc_retrieval": 1.0, "train_auc_reversed": 0.5}},
         "overfit_reshuffled": {"passage": {"train_auc_retrieval": 1.0, "train_auc_reversed": 0.9}}}}}
-    b = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"students": {"passage": {"1": _slow(_student(0.60))}},
-                                                           "baselines": {"1": _baseline(0.62)}}}}
+    b = {"machine": {"cpus": 2}, "command": ["student_readout.py", "--seeds", "1"],
+         "datasets": {"hotpotqa": {"students": {"passage": {"1": _slow(_student(0.60))}},
+                                   "baselines": {"1": _baseline(0.62)}}}}
     for name, data in (("a", a), ("b", b)):
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
     merged = bench.merge([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert set(merged["datasets"]["hotpotqa"]["students"]["passage"]) == {"0", "1"}
+    assert merged["merged_from"] == [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert merged["commands"] == [["student_readout.py", "--seeds", "0"], ["student_readout.py", "--seeds", "1"]]
+    (tmp_path / "merged.json").write_text(json.dumps(merged))
+    again = bench.merge([str(tmp_path / "merged.json"), str(tmp_path / "a.json")])  # merged again: no repeats
+    assert again["merged_from"] == merged["merged_from"] and again["commands"] == merged["commands"]
     rows = bench.rows(merged)
     f1 = [r for r in rows if r["figure"] == "student_readout.hotpotqa.passage.support_f1"
           and r.get("variant") == "retrieval order"]
