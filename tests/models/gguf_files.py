@@ -40,9 +40,12 @@ def _bpe_vocabulary(tokenizer_dir: Path) -> tuple[list[str], list[str], list[int
 
 
 def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama", tokenizer_dir: Path | None = None,
-                    context_length: int = 256, declared_ffn: int | None = None) -> Path:
+                    context_length: int = 256, declared_ffn: int | None = None,
+                    tensor_types: dict[str, str] | None = None) -> Path:
     """A tiny model of architecture `arch` (llama unless a test wants an unsupported one); returns `path`.
-    `declared_ffn`: a feed-forward width for the metadata only (the tensors keep theirs), as a hostile file would."""
+    `declared_ffn`: a feed-forward width for the metadata only (the tensors keep theirs), as a hostile file would.
+    `tensor_types`: tensor name → GGML type to store it in instead of F32 (``Q8_0``, ``Q5_0``: quantised with the
+    ``gguf`` package; ``F64``: as float64)."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -80,7 +83,17 @@ def write_tiny_gguf(path: Path, seed: int = 0, arch: str = "llama", tokenizer_di
         w.add_chat_template(template)
 
     def tensor(name: str, *shape: int) -> None:
-        w.add_tensor(name, (rng.standard_normal(shape) * 0.05).astype(np.float32))
+        values = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+        kind = (tensor_types or {}).get(name)
+        if kind == "F64":
+            w.add_tensor(name, values.astype(np.float64))
+        elif kind is not None:
+            from gguf.quants import quantize
+
+            qtype = gguf.GGMLQuantizationType[kind]
+            w.add_tensor(name, quantize(values, qtype), raw_dtype=qtype)  # byte shape: the writer derives the rest
+        else:
+            w.add_tensor(name, values)
 
     tensor("token_embd.weight", vocab, hidden)
     for i in range(layers):

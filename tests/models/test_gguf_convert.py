@@ -149,6 +149,42 @@ def test_unsupported_architecture_is_one_line_naming_it(tmp_path: Path, monkeypa
         convert_gguf(not_gguf, tmp_path / "cache")
 
 
+def test_quantised_tensors_convert_to_their_dequantised_values(tmp_path: Path) -> None:
+    """Q8_0 and Q5_0 (two of the four types of the Qwen2.5-Coder-0.5B file; Q4_K and Q6_K are dequantised by the
+    same gguf call, and the real file's conversion is measured in docs/guides/real-models.md)."""
+    import gguf
+    from safetensors.torch import load_file
+
+    types = {"blk.0.ffn_up.weight": "Q8_0", "blk.1.ffn_down.weight": "Q5_0"}
+    path = write_tiny_gguf(tmp_path / "quant.gguf", tensor_types=types)
+    assert read_gguf_info(path).tensor_types == {"F32": 19, "Q5_0": 1, "Q8_0": 1}
+    out = convert_gguf(path, tmp_path / "cache")
+    weights = load_file(str(out / "model.safetensors"))
+    reader = gguf.GGUFReader(str(path))
+    stored = {t.name: t for t in reader.tensors}
+    for gguf_name, hf_name in (("blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight"),
+                               ("blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight")):
+        t = stored[gguf_name]
+        expected = gguf.quants.dequantize(t.data, t.tensor_type).reshape(weights[hf_name].shape)
+        assert torch.equal(weights[hf_name], torch.from_numpy(np.ascontiguousarray(expected)))
+
+
+def test_a_tensor_type_gguf_cannot_dequantise_is_refused_naming_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    odd = write_tiny_gguf(tmp_path / "f64.gguf", tensor_types={"blk.0.attn_q.weight": "F64"})
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tensors were read")
+
+    monkeypatch.setattr(gguf_convert, "_convert_into", never)
+    with pytest.raises(UnsupportedGgufError, match=r"tensors stored as F64 \(1 tensor\): the installed gguf package "
+                                                   r"\([^)]+\) cannot dequantise that type") as err:
+        convert_gguf(odd, tmp_path / "cache")
+    assert "\n" not in str(err.value) and not (tmp_path / "cache" / "converted").exists()
+    assert gguf_convert.dequantizable("Q4_K") and gguf_convert.dequantizable("Q6_K")
+    assert not gguf_convert.dequantizable("NOT_A_TYPE")
+
+
 def test_model_names_resolve_to_the_converted_directory(tiny_gguf: Path, tmp_path: Path) -> None:
     """A .gguf path, or a directory holding one, loads through the same functions as any model (the tests' model
     cache is a temporary directory: tests/conftest.py)."""
