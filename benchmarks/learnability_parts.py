@@ -165,7 +165,7 @@ def hotpotqa_run(work: Path, k1: int) -> tuple[Path, dict]:
 
 
 def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
-    from purecover.train.trainer import subset_f1 as f1
+    from purecover.models.selection import subset_f1 as f1
 
     return f1(predicted, gold)
 

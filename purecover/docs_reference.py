@@ -226,7 +226,7 @@ RECORD_GROUPS: dict[str, tuple[str, ...]] = {
         "StudentLora",
         "StudentLosses", "GenerationRecord", "LockHolder", "PushRecord", "LabelReport", "LabelDiagnostics",
         "GoldComparison", "PrecisionRecall", "TuneResult", "TuneQuestionCounts", "TuneRecipeSetting", "TuneRow",
-        "TuneChosen", "SplitFigures",
+        "TuneChosen", "SplitFigures", "CrossEncoderTraining",
     ),
     "Bring-your-own selection": ("SelectInputRecord", "ByoSelectRun", "ByoSelectSummary"),
     "The shared index directory": (

@@ -172,7 +172,8 @@ class EvalConfig:
     backend: Literal["hf", "vllm"] = Field("hf", description="Generation backend of the answers.")
     methods: list[StrictStr] = Field(
         default_factory=lambda: ["retrieval", "teacher", "student"],
-        description="Selection methods compared: method names (retrieval, cross_encoder, icr, icr_fused, mmr, xquad, "
+        description="Selection methods compared: method names (retrieval, cross_encoder, cross_encoder_ft, icr, "
+        "icr_fused, mmr, xquad, "
         "ia_select, "
         "lancer_*, gold_support, teacher, student, none), teacher:DIR / student:DIR for another run directory's "
         "labels / selections, selections:PATH=name for an external reranker's file; checked when the recipe is "
@@ -205,6 +206,13 @@ class EvalConfig:
     embedding_model: StrictStr = Field(
         "sentence-transformers/all-MiniLM-L6-v2", description="Sentence-embedding model of mmr, xquad and ia_select.")
     cross_encoder: StrictStr = Field("BAAI/bge-reranker-large", description="Model of the cross_encoder method.")
+    cross_encoder_ft_base: StrictStr = Field(
+        "sentence-transformers/all-MiniLM-L6-v2", description="Model the cross_encoder_ft method fine-tunes on the "
+        "run's teacher labels of the student's training questions (its threshold chosen on the calibration "
+        "questions); all-MiniLM-L6-v2 is bundled (no download).")
+    cross_encoder_ft_epochs: StrictInt = Field(1, ge=1, description="Training epochs of cross_encoder_ft.")
+    cross_encoder_ft_learning_rate: StrictFloat = Field(
+        5.0e-5, gt=0, description="Peak learning rate of cross_encoder_ft (linear warm-up over 10% of the steps).")
     icr_model: StrictStr | None = Field(
         None, description="Causal LM of the icr and icr_fused methods (in-context reranking, Chen et al., ICLR 2025: "
         "the attention the question pays each passage, minus that of the content-free query N/A); null: "

@@ -12,6 +12,8 @@ Selectors (registry names of :func:`make_baseline` in brackets):
 * :class:`RetrievalTopK` [retrieval]: the first ``k`` candidates (retrieval order).
 * :class:`CrossEncoderRerank` [cross_encoder]: candidates by a sentence-transformers
   ``CrossEncoder`` score of (question, passage), e.g. ``BAAI/bge-reranker-large``.
+* :class:`FineTunedCrossEncoderSelect` [cross_encoder_ft]: a cross-encoder fine-tuned on the run's labels, every
+  candidate over its calibrated threshold (`purecover.eval.cross_encoder_ft`).
 * :class:`ICRRerank` [icr]: in-context reranking (Chen et al., ICLR 2025): candidates by the calibrated
   attention a causal LM's question tokens pay them (`purecover.eval.icr`).
 * :class:`ICRFusedRerank` [icr_fused]: ICR fused with the retrieval rank, z(icr) + w·z(−rank).
@@ -71,6 +73,7 @@ from .baseline_common import (
 )
 from .baseline_diversity import MMR, IASelect, XQuAD
 from .baseline_rerankers import CrossEncoderRerank, ICRFusedRerank, ICRRerank
+from .cross_encoder_ft import FineTunedCrossEncoderSelect
 
 __all__ = [
     "BASELINE_NAMES",
@@ -193,6 +196,7 @@ def _lancer(method: str) -> Callable[..., LancerAggregation]:
 _REGISTRY: dict[str, Callable[..., BaselineSelector]] = {
     "retrieval": RetrievalTopK,
     "cross_encoder": CrossEncoderRerank,
+    "cross_encoder_ft": FineTunedCrossEncoderSelect,
     "icr": ICRRerank,
     "icr_fused": ICRFusedRerank,
     "mmr": MMR,

@@ -82,8 +82,10 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return round(sum(kept) / len(kept), 6) if kept else None
 
 
-def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[QuestionSelection]) -> BudgetResult:
-    """Means over questions: QA scores and tokens from `rows`, coverage/purity via `summarize_selection`."""
+def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[QuestionSelection],
+               select_ms: float | None) -> BudgetResult:
+    """Means over questions: QA scores and tokens from `rows`, coverage/purity via `summarize_selection`; the
+    method's selection time per question `select_ms`."""
     selection = summarize_selection(selection_rows)
     return BudgetResult(
         n=len(rows),
@@ -97,7 +99,13 @@ def _aggregate(rows: Sequence[PredictionRecord], selection_rows: Sequence[Questi
         subtopics=selection.subtopics,
         prompt_tokens=_mean([r.prompt_tokens for r in rows]),
         completion_tokens=_mean([r.completion_tokens for r in rows]),
+        select_ms=select_ms,
     )
+
+
+def _main_budget(table_budget: int, budgets: Sequence[int]) -> str:
+    """The report's main budget K as results key it: eval.table_budget, else the largest budget."""
+    return str(table_budget if table_budget in budgets else budgets[-1])
 
 
 def _dataset(question: CandidateRecord, recipe: Recipe) -> str:
@@ -128,14 +136,15 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
     ensure_output_dir(eval_dir)
 
     questions, source, sample = evaluation_questions(recipe, test_dir, show_progress)
-    chosen, fallbacks = select_for_methods(specs, budgets, questions, recipe, test_dir, show_progress)
+    chosen, fallbacks, select_ms = select_for_methods(specs, budgets, questions, recipe, test_dir, show_progress)
     # The teacher's LANCER ratings, when labelling rated the candidates: CRUX coverage of every method.
     ratings = {qid: rec.ratings for qid, rec in method_labels(recipe, test_dir, MethodSpec("teacher", "teacher")).items()
                if rec.ratings is not None}
     # α-nDCG@K / subtopic recall@K: gold passages counted as the data stage made them (paragraphs or titles)
     unit = subtopic_unit(recipe.data.corpus)
     if recipe.data.dataset == "coverage":  # topics without answers: the selections are scored for coverage only
-        return _evaluate_coverage(run, specs, budgets, questions, source, sample, chosen, fallbacks, ratings)
+        return _evaluate_coverage(run, specs, budgets, questions, source, sample, chosen, fallbacks, ratings,
+                                  select_ms)
 
     tokenizer = load_generator_tokenizer(recipe)
     generator_key = generator_id(recipe)
@@ -183,19 +192,21 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
                         crux_coverage=sel.crux_coverage, alpha_ndcg=sel.alpha_ndcg,
                         subtopic_recall=sel.subtopic_recall))
                 write_jsonl_atomic(pred_dir / f"{spec.slug}@{k}.jsonl", [r.to_json_dict() for r in rows])
-                per_k[str(k)] = _aggregate(rows, selection_rows)
+                per_k[str(k)] = _aggregate(rows, selection_rows, select_ms.get(spec.name))
                 question_scores[(spec.name, str(k))] = {"em": [r.em for r in rows], "f1": [r.f1 for r in rows],
                                                         "acc": [r.acc for r in rows]}
             results[spec.name] = per_k
 
     datasets = sorted({_dataset(q, recipe) for q in questions})
-    # bootstrap intervals (`ci`) and paired tests against retrieval (`vs_retrieval`) added to each result
-    annotated, statistics = annotate_results(results, question_scores, seed=recipe.seed)
+    # bootstrap intervals (`ci`), paired tests against retrieval at the same K (`vs_retrieval`) and at the main
+    # budget (`vs_reference`) added to each result
+    annotated, statistics = annotate_results(results, question_scores, seed=recipe.seed,
+                                             reference_k=_main_budget(cfg.table_budget, budgets))
     dataset = datasets[0] if len(datasets) == 1 else "+".join(datasets)
     metrics, plots = _write_metrics_and_report(recipe, dataset, questions, source, sample, specs, budgets,
                                                answer_prompt, fallbacks, annotated, statistics)
 
-    main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
+    main_k = _main_budget(cfg.table_budget, budgets)
     summary = EvaluateSummary(
         status="complete",
         questions=len(questions),
@@ -226,7 +237,7 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
 def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list[int],
                        questions: Sequence[CandidateRecord], source: str, sample: QuestionSample | None,
                        chosen: dict[tuple[str, int], list[list[int]]], fallbacks: dict[str, int],
-                       ratings: dict) -> EvaluateSummary:
+                       ratings: dict, select_ms: dict[str, float | None]) -> EvaluateSummary:
     """The evaluate stage on a coverage collection (``data.dataset: coverage``): no answer is generated (a topic
     has no gold answer). Every method's selection at every budget is scored with the topic's nuggets as
     subtopics (α-nDCG@K, subtopic recall@K; `purecover.eval.subtopic_metrics`, ``nugget``), Coverage@K and
@@ -268,13 +279,14 @@ def _evaluate_coverage(run: StageRun, specs: Sequence[MethodSpec], budgets: list
             per_k[str(k)] = BudgetResult(n=len(rows), em=None, f1=None, acc=None, mean_k=selection.mean_k,
                                          answer=selection.answer, supporting=selection.supporting,
                                          crux=selection.crux, judged=judged, subtopics=selection.subtopics,
-                                         prompt_tokens=None, completion_tokens=None)
+                                         prompt_tokens=None, completion_tokens=None,
+                                         select_ms=select_ms.get(spec.name))
         results[spec.name] = per_k
     cfg = recipe.eval
     _, plots = _write_metrics_and_report(recipe, "coverage", questions, source, sample, specs, budgets,
                                          RagPrompt.from_config(cfg), fallbacks, results,
                                          statistics_meta(recipe.seed, BASELINE in results))
-    main_k = str(cfg.table_budget if cfg.table_budget in budgets else budgets[-1])
+    main_k = _main_budget(cfg.table_budget, budgets)
     return EvaluateSummary(
         status="complete", questions=len(questions), methods=[s.name for s in specs], budgets=budgets, prompts=0,
         generated=0, cached=0, repaired_lines=0, prompts_per_second=None, report=str(rd.path_of("report")),

@@ -10,7 +10,9 @@ external file keeps its own, more lenient, reader (`purecover.eval.external`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Container, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +30,8 @@ __all__ = ["method_labels", "select_for_methods"]
 _NEEDS_LABELS = ("teacher", "lancer_sum", "lancer_rrf", "lancer_greedy_sum", "lancer_greedy_cov",
                  "lancer_greedy_alpha")
 _OPTIONAL_LABELS = ("xquad", "ia_select")  # subtopics from the teacher's steps when labels exist
+_TRAINS_ON_LABELS = ("cross_encoder_ft",)  # fine-tuned on the run's labels of the student's training questions
+_NOTHING_TO_SELECT = ("retrieval", "gold_support", NO_RETRIEVAL)  # nothing beyond the shared retrieval: 0 ms
 
 R = TypeVar("R", LabelRecord, SelectionRecord)
 
@@ -84,11 +88,19 @@ def _require(records: Container[str], questions: Sequence[CandidateRecord], spec
                          f"{what} (first: {', '.join(missing[:3])}); {remedy}")
 
 
-def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any,
-                   shared: dict[str, Any]) -> BaselineSelector | None:
-    """The selector of `spec`; `shared` holds what methods of one evaluation share (the ICR model)."""
+def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any, shared: dict[str, Any],
+                   labels: Mapping[str, LabelRecord], questions: Sequence[CandidateRecord],
+                   show_progress: bool) -> BaselineSelector | None:
+    """The selector of `spec`; `shared` holds what methods of one evaluation share (the ICR model); `labels` and
+    `questions` are what a method trained here learns from and is scored on."""
     if spec.kind == NO_RETRIEVAL:
         return None
+    if spec.kind == "cross_encoder_ft":  # trained first when its labels, candidates or settings changed
+        from .cross_encoder_ft import ensure_fine_tuned
+
+        model_dir, record = ensure_fine_tuned(recipe, dict(labels), {q.qid for q in questions}, show_progress)
+        device = None if recipe.eval.device == "auto" else recipe.eval.device
+        return make_baseline(spec.kind, model_dir=model_dir, threshold=record.threshold, device=device)
     if spec.kind == EXTERNAL:  # stored selections cut to K: the student's baseline reads them
         return make_baseline("student")
     if spec.kind in ("xquad", "ia_select"):
@@ -108,10 +120,39 @@ def _make_selector(spec: MethodSpec, recipe: Recipe, embedder: Any,
     return make_baseline(spec.kind)
 
 
+def _seconds_between(started: str, finished: str) -> float:
+    return (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
+
+
+def _stored_select_ms(spec: MethodSpec, recipe: Recipe, test_dir: Path) -> float | None:
+    """Milliseconds per question of the stage that made a stored method's sets: the select stage's throughput for
+    ``student`` (model loading excluded), the label stage's wall time per question written for the teacher's labels
+    (loading included); None when its manifest does not say."""
+    if spec.kind == "student":
+        rd = RunDir(spec.source) if spec.source is not None else RunDir(test_dir if recipe.eval.path
+                                                                       else recipe.run_path)
+        manifest = rd.manifest("select")
+        qps = getattr(manifest.summary, "questions_per_second", None) if manifest is not None else None
+        return round(1000.0 / qps, 3) if qps else None
+    places = [RunDir(spec.source)] if spec.source is not None else [RunDir.of(recipe)]
+    for rd in places:
+        manifest = rd.manifest("label")
+        if manifest is None or manifest.summary.status != "complete":
+            continue
+        summary = manifest.summary
+        done = getattr(summary, "written", None) or getattr(summary, "questions", None)
+        if done:
+            return round(1000.0 * _seconds_between(manifest.started, manifest.finished) / done, 3)
+    return None
+
+
 def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], questions: Sequence[CandidateRecord],
                        recipe: Recipe, test_dir: Path, show_progress: bool
-                       ) -> tuple[dict[tuple[str, int], list[list[int]]], dict[str, int]]:
-    """Selected positions per (method name, K), one list per question; and fallback counts per method."""
+                       ) -> tuple[dict[tuple[str, int], list[list[int]]], dict[str, int], dict[str, float | None]]:
+    """Selected positions per (method name, K), one list per question; fallback counts per method; and the
+    milliseconds per question each method spent selecting (`purecover.records.BudgetResult.select_ms`): measured
+    here over loading-free selection at the first budget for the methods computed here (a method's one-off setup,
+    such as loading or fine-tuning a model, is not counted), taken from the stage that made them for stored sets."""
     embedder = None
     if any(s.kind in EMBEDDING_METHODS for s in specs):
         from ..data.retrieval.dense import load_sentence_transformer
@@ -119,12 +160,13 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
         embedder = load_sentence_transformer(recipe.eval.embedding_model)
     chosen: dict[tuple[str, int], list[list[int]]] = {}
     fallbacks: dict[str, int] = {}
+    select_ms: dict[str, float | None] = {}
     labels_by_source: dict[Path | None, dict[str, LabelRecord]] = {}  # each labels file is read once
     shared: dict[str, Any] = {}
     for spec in specs:
         labels: dict[str, LabelRecord] = {}
         selections: Mapping[str, StoredSelection] = {}
-        if spec.kind in _NEEDS_LABELS or spec.kind in _OPTIONAL_LABELS:
+        if spec.kind in _NEEDS_LABELS or spec.kind in _OPTIONAL_LABELS or spec.kind in _TRAINS_ON_LABELS:
             if spec.source not in labels_by_source:
                 labels_by_source[spec.source] = method_labels(recipe, test_dir, spec)
             labels = labels_by_source[spec.source]
@@ -140,7 +182,10 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
             selections = read_external_selections(spec.source, questions, spec.name)
             _require(selections, questions, spec, f"selection in {spec.source}",
                      "add them to the file (e.g. `purecover select --selector DIR --input ... --out ...`)")
-        selector = _make_selector(spec, recipe, embedder, shared)
+        selector = _make_selector(spec, recipe, embedder, shared, labels, questions, show_progress)
+        if selector is not None and questions:
+            getattr(selector, "model", None)  # a model is loaded before the clock starts: selection, not loading
+        started = time.perf_counter()
         if hasattr(selector, "prepare"):
             selector.prepare(questions)  # one batched embedding call instead of one per question
         for k in budgets:
@@ -154,4 +199,17 @@ def select_for_methods(specs: Sequence[MethodSpec], budgets: Sequence[int], ques
             chosen[(spec.name, k)] = rows
             if k == budgets[0]:  # count questions once, not once per budget
                 fallbacks[spec.name] = int(getattr(selector, "fallback_count", 0) or 0)
-    return chosen, fallbacks
+                seconds = time.perf_counter() - started  # the first budget does the work; later ones reuse caches
+                select_ms[spec.name] = _select_ms(spec, recipe, test_dir, seconds, len(questions))
+    return chosen, fallbacks, select_ms
+
+
+def _select_ms(spec: MethodSpec, recipe: Recipe, test_dir: Path, seconds: float, n: int) -> float | None:
+    """`select_for_methods`' milliseconds per question of `spec`, given `seconds` measured here over `n` questions."""
+    if spec.kind in _NOTHING_TO_SELECT:
+        return 0.0
+    if spec.kind == EXTERNAL:
+        return None  # made elsewhere, at a cost this evaluation cannot see
+    if spec.kind == "student" or spec.kind in _NEEDS_LABELS:
+        return _stored_select_ms(spec, recipe, test_dir)
+    return round(1000.0 * seconds / n, 3) if n else None

@@ -3,6 +3,7 @@
 Each entry of the list is one of
 
 * a name of `METHODS`: a baseline of `purecover.eval.baselines` (``retrieval``, ``cross_encoder``,
+  ``cross_encoder_ft`` (`purecover.eval.cross_encoder_ft`),
   ``icr``, ``icr_fused``, ``mmr``, ``xquad``, ``ia_select``, ``lancer_*``, ``gold_support``), the run's own
   ``teacher`` labels or ``student`` selections, or ``none`` (closed book: the generator sees no passage);
 * ``teacher:DIR`` / ``student:DIR``: the labels / selections of another run directory (an ablation's, say);
@@ -37,6 +38,9 @@ EMBEDDING_METHODS = ("mmr", "xquad", "ia_select")  # the methods that need eval.
 METHODS: dict[str, str] = {
     "retrieval": "the retriever's first K candidates",
     "cross_encoder": "the top K candidates by a cross-encoder score of (question, passage) (eval.cross_encoder)",
+    "cross_encoder_ft": "a cross-encoder fine-tuned on the run's teacher labels of the student's training questions "
+                        "(eval.cross_encoder_ft_base): every candidate over its threshold, chosen on the calibration "
+                        "questions, cut to K",
     "icr": "in-context reranking (Chen et al., ICLR 2025): the top K by the calibrated attention a causal LM's "
            "question tokens pay each candidate (eval.icr_model, eval.icr_layers)",
     "icr_fused": "ICR fused with the retrieval rank: the top K by z(icr) + w * z(-rank) (eval.icr_fusion_weight)",

@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..records import BudgetResult, CoveragePurity, MetricsFile, SubtopicCoverage, load_json_record
+from ..records import (
+    BudgetResult,
+    CoveragePurity,
+    MetricsFile,
+    PairedTest,
+    SubtopicCoverage,
+    load_json_record,
+)
 from ..utils.io import atomic_write_text
 
 if TYPE_CHECKING:
@@ -92,11 +99,52 @@ def _paired_section(metrics: MetricsFile, k: str) -> list[str]:
             continue
         row = [name]
         for m in ("em", "f1", "acc"):
-            t = tests[m]
-            row += [f"{_signed_pct(t.diff)} [{_signed_pct(t.low)}, {_signed_pct(t.high)}]",
-                    _p_value(t.p, floor if t.p_method == "monte_carlo" else None)]
+            row += _test_cells(tests[m], floor)
         rows.append(row)
     return out + _table(header, rows)
+
+
+def _test_cells(t: PairedTest, floor: float) -> list[str]:
+    """[difference with its interval, p-value] of one paired test, in points."""
+    return [f"{_signed_pct(t.diff)} [{_signed_pct(t.low)}, {_signed_pct(t.high)}]",
+            _p_value(t.p, floor if t.p_method == "monte_carlo" else None)]
+
+
+def _reference_section(metrics: MetricsFile) -> list[str]:
+    """Every method at every budget against one reference, retrieval at the main budget (``vs_reference``), with
+    what it costs: passages, generator input tokens and selection time per question. Empty without a reference."""
+    stats = metrics.statistics
+    if not stats or not stats.reference:
+        return []
+    ref_name, _, ref_k = stats.reference.partition("@")
+    ref = metrics.results[ref_name][ref_k]
+    floor = 1 / (1 + stats.permutations)
+    out = ["", f"## Every method against {stats.reference}: answers, and what they cost", "",
+           f"Each method at each budget against the same reference, retrieval's top {ref_k} "
+           f"({_num(ref.prompt_tokens, 0)} generator input tokens per question): Δ in points with its paired "
+           f"bootstrap {100 * stats.confidence:.0f}% interval and the permutation test's p, as above. A method that "
+           "keeps its own set (teacher, student, cross_encoder_ft) gives the same prompts at every budget that "
+           "does not cut it. Selection time is per question, beyond the retrieval all methods share (the student's: "
+           "the select stage's throughput; the teacher's: its label stage, model loading included).", ""]
+    rows = []
+    for name, per_k in metrics.results.items():
+        for b in sorted(per_k, key=int):
+            r = per_k[b]
+            share = (f"{100 * r.prompt_tokens / ref.prompt_tokens:.0f}%" if r.prompt_tokens is not None
+                     and ref.prompt_tokens else "—")
+            cells = [f"{name}@{b}", _pct(r.em), _num(r.mean_k, 2), _num(r.prompt_tokens, 0), share,
+                     "—" if r.select_ms is None else f"{r.select_ms:,.0f}"]
+            tests = r.vs_reference
+            if (name, b) == (ref_name, ref_k):
+                cells += ["reference", "", "reference", ""]
+            elif tests:
+                cells += [*_test_cells(tests["em"], floor), *_test_cells(tests["f1"], floor)]
+            else:
+                cells += ["—", "", "—", ""]
+            rows.append(cells)
+    return out + _table(["method@K", "EM", "mean \\|D\\|", "input tokens", f"of {stats.reference}'s",
+                         "select ms / q", f"ΔEM [{100 * stats.confidence:.0f}% CI]", "p (EM)",
+                         f"ΔF1 [{100 * stats.confidence:.0f}% CI]", "p (F1)"], rows)
 
 
 def _main_k(metrics: MetricsFile) -> str:
@@ -174,10 +222,12 @@ def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str
         ci = r.ci or {}
         rows.append([name, _with_ci(r.em, ci.get("em")), _with_ci(r.f1, ci.get("f1")),
                      _with_ci(r.acc, ci.get("acc")), _num(r.mean_k, 2),
-                     _pct(r.answer.coverage), _pct(r.answer.purity), _num(r.prompt_tokens, 0)])
+                     _pct(r.answer.coverage), _pct(r.answer.purity), _num(r.prompt_tokens, 0),
+                     "—" if r.select_ms is None else f"{r.select_ms:,.0f}"])
     out += _table(["method", f"{ds} EM", f"{ds} F1", f"{ds} Acc", "mean \\|D\\|", "Coverage", "Purity",
-                   "input tokens"], rows)
+                   "input tokens", "select ms / q"], rows)
     out += _paired_section(metrics, k)
+    out += _reference_section(metrics)
     out += ["", "## EM by budget K", ""]
     out += _table(["method", *[f"K={b}" for b in budgets]],
                   [[name, *[_pct(per_k[b].em) for b in budgets]] for name, per_k in results.items()])
@@ -382,9 +432,11 @@ def metrics_table(metrics: MetricsFile) -> tuple[list[str], list[list[str | int 
     columns = ["method", "K"]
     for m in ("em", "f1", "acc"):
         columns += [m, f"{m}_low", f"{m}_high"]
-    columns += ["mean_k", "coverage", "purity", "prompt_tokens"]
+    columns += ["mean_k", "coverage", "purity", "prompt_tokens", "select_ms"]
     for m in ("em", "f1", "acc"):
         columns += [f"{m}_diff_vs_retrieval", f"{m}_p_vs_retrieval"]
+    for m in ("em", "f1", "acc"):
+        columns += [f"{m}_diff_vs_reference", f"{m}_p_vs_reference"]
     columns += ["alpha_ndcg", "subtopic_recall"]
     rows: list[list[str | int | float | None]] = []
     for name, per_k in metrics.results.items():
@@ -394,10 +446,10 @@ def metrics_table(metrics: MetricsFile) -> tuple[list[str], list[list[str | int 
             row: list[str | int | float | None] = [name, int(k)]
             for m, value in (("em", r.em), ("f1", r.f1), ("acc", r.acc)):
                 row += [value, *(ci.get(m) or (None, None))]
-            row += [r.mean_k, r.answer.coverage, r.answer.purity, r.prompt_tokens]
-            tests = r.vs_retrieval or {}
-            for m in ("em", "f1", "acc"):
-                row += [tests[m].diff, tests[m].p] if m in tests else [None, None]
+            row += [r.mean_k, r.answer.coverage, r.answer.purity, r.prompt_tokens, r.select_ms]
+            for tests in (r.vs_retrieval or {}, r.vs_reference or {}):
+                for m in ("em", "f1", "acc"):
+                    row += [tests[m].diff, tests[m].p] if m in tests else [None, None]
             sub = r.subtopics
             row += [sub.alpha_ndcg, sub.recall] if sub is not None else [None, None]
             rows.append(row)

@@ -7,7 +7,9 @@
   two-sided p-value from a paired sign-flip permutation test (under H0 the sign of each d_i is
   exchangeable; p = (1 + #{|mean(s·d)| ≥ |mean(d)|}) / (1 + R) over R random sign vectors s, or the
   exact p over all 2^n sign vectors when 2^n ≤ R).
-* `annotate_results`: adds both to every method and K of an evaluation's results (`BudgetResult`s).
+* `annotate_results`: adds both to every method and K of an evaluation's results (`BudgetResult`s): each result
+  is tested against retrieval at its own K (``vs_retrieval``) and against one reference, retrieval at the main
+  budget (``vs_reference``: e.g. the student's set against retrieval's top 5, whatever K cut the student's set).
 
 All functions are deterministic for a given seed; resampling is vectorised in chunks (bounded memory).
 """
@@ -145,11 +147,12 @@ def paired_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     return _paired(x, y, resamples, permutations, confidence, seed)[0]
 
 
-def statistics_meta(seed: int, baseline_present: bool) -> EvaluationStatistics:
+def statistics_meta(seed: int, baseline_present: bool, reference: str | None = None) -> EvaluationStatistics:
     """What metrics.json's ``statistics`` field records about how the intervals and tests were made."""
     return EvaluationStatistics(confidence=CONFIDENCE, interval="percentile bootstrap over questions",
                                 bootstrap_resamples=BOOTSTRAP_RESAMPLES, test=TEST_NAME, permutations=PERMUTATIONS,
-                                seed=seed, baseline=BASELINE if baseline_present else None)
+                                seed=seed, baseline=BASELINE if baseline_present else None,
+                                **({"reference": reference} if reference else {}))
 
 
 def _r(x: float) -> float:
@@ -162,16 +165,18 @@ def _rounded(test: PairedTest) -> PairedTest:
 
 
 def annotate_results(results: Mapping[str, Mapping[str, BudgetResult]],
-                     scores: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], seed: int = 0
-                     ) -> tuple[dict[str, dict[str, BudgetResult]], EvaluationStatistics]:
-    """Every ``results[method][K]`` with ``ci`` and, when `BASELINE` is a method, ``vs_retrieval`` added;
-    and `statistics_meta`.
+                     scores: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], seed: int = 0,
+                     reference_k: str | None = None) -> tuple[dict[str, dict[str, BudgetResult]], EvaluationStatistics]:
+    """Every ``results[method][K]`` with ``ci`` and, when `BASELINE` is a method, ``vs_retrieval`` (against
+    `BASELINE` at K) and ``vs_reference`` (against `BASELINE` at `reference_k`, when it was evaluated) added; and
+    `statistics_meta`.
 
     `scores[(method, K)][metric]` holds the per-question scores in one fixed question order shared by
-    all methods (the pairing). ``ci[metric] = [low, high]``; ``vs_retrieval[metric]`` a `PairedTest`
-    (absent for the baseline itself). A result without questions is returned as it is.
+    all methods (the pairing). ``ci[metric] = [low, high]``; ``vs_retrieval[metric]`` and ``vs_reference[metric]``
+    `PairedTest`s (absent for the baseline or reference itself). A result without questions is returned as it is.
     """
     has_baseline = BASELINE in results
+    reference = (BASELINE, reference_k) if has_baseline and reference_k in results[BASELINE] else None
     annotated: dict[str, dict[str, BudgetResult]] = {}
     for name, per_k in results.items():
         annotated[name] = {}
@@ -182,13 +187,18 @@ def annotate_results(results: Mapping[str, Mapping[str, BudgetResult]],
                 continue
             values = _as_matrix(np.column_stack([own[m] for m in METRICS]), f"{name}@{k} scores")
             lo, hi = _bootstrap_intervals(values, BOOTSTRAP_RESAMPLES, CONFIDENCE, np.random.default_rng(seed))
-            ci = {m: [_r(lo[j]), _r(hi[j])] for j, m in enumerate(METRICS)}
-            if not has_baseline or name == BASELINE:
-                annotated[name][k] = entry.model_copy(update={"ci": ci})
-                continue
-            base = scores[(BASELINE, k)]
-            base_values = _as_matrix(np.column_stack([base[m] for m in METRICS]), f"{BASELINE}@{k} scores")
-            tests = _paired(values, base_values, BOOTSTRAP_RESAMPLES, PERMUTATIONS, CONFIDENCE, seed)
-            annotated[name][k] = entry.model_copy(
-                update={"ci": ci, "vs_retrieval": {m: _rounded(t) for m, t in zip(METRICS, tests)}})
-    return annotated, statistics_meta(seed, has_baseline)
+            update: dict[str, Any] = {"ci": {m: [_r(lo[j]), _r(hi[j])] for j, m in enumerate(METRICS)}}
+            if has_baseline and name != BASELINE:
+                update["vs_retrieval"] = _tests_against(values, scores[(BASELINE, k)], f"{BASELINE}@{k}", seed)
+            if reference is not None and (name, k) != reference:
+                update["vs_reference"] = _tests_against(values, scores[reference], "@".join(reference), seed)
+            annotated[name][k] = entry.model_copy(update=update)
+    return annotated, statistics_meta(seed, has_baseline, "@".join(reference) if reference else None)
+
+
+def _tests_against(values: np.ndarray, other: Mapping[str, Sequence[float]], what: str,
+                   seed: int) -> dict[str, PairedTest]:
+    """The paired test of each metric of `values` (shape (n, len(METRICS))) against `other`'s scores."""
+    base = _as_matrix(np.column_stack([other[m] for m in METRICS]), f"{what} scores")
+    tests = _paired(values, base, BOOTSTRAP_RESAMPLES, PERMUTATIONS, CONFIDENCE, seed)
+    return {m: _rounded(t) for m, t in zip(METRICS, tests)}

@@ -1,4 +1,5 @@
-"""Turning first-token identifier logits into a selected set (docs/concepts/method.md#inference)."""
+"""Turning per-passage scores into a selected set (docs/concepts/method.md#inference), and choosing the threshold
+that does it: the student's τ3 and the fine-tuned cross-encoder baseline's threshold use the same rule."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["identifier_log_softmax", "select_from_scores", "softmax_probabilities"]
+__all__ = ["calibrate_threshold", "identifier_log_softmax", "mean_subset_f1", "select_from_scores",
+           "softmax_probabilities", "subset_f1"]
 
 
 def select_from_scores(scores: Sequence[float], tau: float, min_select: int = 1, k_max: int | None = None) -> list[int]:
@@ -42,3 +44,38 @@ def identifier_log_softmax(scores: Sequence[float]) -> list[float]:
         return []
     m = s.max()
     return (s - (m + np.log(np.exp(s - m).sum()))).tolist()
+
+
+def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
+    """F1 of two sets of passage positions (1.0 when both are empty)."""
+    p, g = set(predicted), set(gold)
+    if not p and not g:
+        return 1.0
+    hit = len(p & g)
+    if hit == 0:
+        return 0.0
+    precision, recall = hit / len(p), hit / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def mean_subset_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], tau: float, min_select: int = 1,
+                   k_max: int | None = None) -> float:
+    """Mean subset F1 against `gold` of the selections {k : s_k > tau} (at least `min_select`, at most `k_max`)."""
+    return float(np.mean([subset_f1(select_from_scores(s, tau, min_select, k_max), g) for s, g in zip(scores, gold)]))
+
+
+def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], min_select: int = 1,
+                        k_max: int | None = None) -> tuple[float, float]:
+    """(τ, mean F1) on calibration questions (`scores`: one row of per-passage scores per question). Candidates:
+    midpoints between consecutive distinct scores, plus one below and one above all; ties between thresholds go
+    to the larger τ (smaller sets)."""
+    if not scores:
+        raise ValueError("no questions to calibrate the threshold on")
+    values = np.unique(np.concatenate([np.asarray(s, dtype=np.float64) for s in scores]))
+    candidates = [values[0] - 1.0, *((values[:-1] + values[1:]) / 2).tolist(), values[-1] + 1.0]
+    best_tau, best_f1 = candidates[0], -1.0
+    for tau in candidates:
+        f1 = mean_subset_f1(scores, gold, tau, min_select, k_max)
+        if f1 >= best_f1:
+            best_tau, best_f1 = float(tau), f1
+    return best_tau, best_f1

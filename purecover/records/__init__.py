@@ -80,6 +80,7 @@ from .data_stage import (
 from .evaluation import (
     BudgetResult,
     CoveragePurity,
+    CrossEncoderTraining,
     CruxCoverage,
     EvaluateSummary,
     EvaluationStatistics,
@@ -193,6 +194,7 @@ __all__ = [
     "CorpusFileIdentity",
     "CorpusStoreMeta",
     "CoveragePurity",
+    "CrossEncoderTraining",
     "CruxCoverage",
     "DataReport",
     "DataSummary",

@@ -144,7 +144,8 @@ class PairedTest(_Written):
 class BudgetResult(_Written):
     """One method at one budget K in metrics.json's ``results``: means over the evaluation questions."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval", "subtopics", "judged"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"ci", "vs_retrieval", "vs_reference", "subtopics",
+                                                            "judged", "select_ms"})
 
     n: NonNegativeInt = Field(description="How many questions were answered.")
     em: Fraction | None = Field(description="Mean exact match; null without questions.")
@@ -170,6 +171,17 @@ class BudgetResult(_Written):
     vs_retrieval: dict[str, PairedTest] | None = Field(
         default=None, description="The paired test against retrieval for em, f1 and acc; absent for retrieval "
                                   "itself, when retrieval is not evaluated, and in files of early versions.")
+    vs_reference: dict[str, PairedTest] | None = Field(
+        default=None, description="The paired test against the reference, retrieval at the main budget "
+                                  "(statistics.reference, e.g. retrieval@5), for em, f1 and acc, whatever this "
+                                  "result's own K; absent for the reference itself, when it is not evaluated, and in "
+                                  "files of earlier versions.")
+    select_ms: float | None = Field(
+        default=None, ge=0, description="Mean milliseconds per question this method spends choosing its passages, "
+                                        "beyond the retrieval every method shares (0 for none, retrieval and "
+                                        "gold_support; the student: the select stage's throughput; the teacher: its "
+                                        "label stage's wall time per question, model loading included). Absent when "
+                                        "unknown (an external file) and in files of earlier versions.")
 
 
 class QuestionSample(_Written):
@@ -184,6 +196,8 @@ class QuestionSample(_Written):
 class EvaluationStatistics(_Written):
     """How the intervals and paired tests of ``results`` were made (`purecover.eval.stats.statistics_meta`)."""
 
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"reference"})
+
     confidence: float = Field(gt=0, lt=1, description="Confidence level of the intervals, e.g. 0.95.")
     interval: str = Field(description="What the intervals are (percentile bootstrap over questions).")
     bootstrap_resamples: int = Field(ge=1, description="Bootstrap resamples per interval.")
@@ -192,6 +206,10 @@ class EvaluationStatistics(_Written):
     seed: int = Field(description="The seed of the resampling (the recipe's seed).")
     baseline: str | None = Field(description="The method every other is tested against (retrieval); null when it "
                                              "was not evaluated.")
+    reference: str | None = Field(default=None, description="The one result every result is also tested against "
+                                                            "(vs_reference): retrieval at the main budget, e.g. "
+                                                            "retrieval@5; null when retrieval was not evaluated and "
+                                                            "in files of earlier versions.")
 
 
 class MetricsFile(_Written):
@@ -227,6 +245,34 @@ class MetricsFile(_Written):
                                                                               "of early versions.")
     versions: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
     recipe: dict[str, JsonValue] = Field(description="The resolved recipe the evaluation ran with.")
+
+
+class CrossEncoderTraining(_Written):
+    """``run_dir/eval/cross_encoder_ft/cross_encoder_ft.json``: how the fine-tuned cross-encoder baseline
+    (``cross_encoder_ft``) was made (`purecover.eval.cross_encoder_ft`)."""
+
+    key: str = Field(description="sha256 of everything it was made from: settings, base model, and each training "
+                                 "and calibration question's text, passages and label subset.")
+    base: str = Field(description="The model it started from (eval.cross_encoder_ft_base).")
+    base_source: dict[str, JsonValue] = Field(description="Where that model came from (bundled, local or hub; with "
+                                                          "its files' sha256 when bundled).")
+    threshold: Finite = Field(description="The score threshold chosen on the calibration questions (0-1).")
+    calib_subset_f1: Fraction = Field(description="Mean subset F1 against the labels at that threshold, on the "
+                                                  "calibration questions it was chosen on.")
+    train_questions: NonNegativeInt = Field(description="Labelled training questions (the student's train split).")
+    calib_questions: NonNegativeInt = Field(description="Labelled calibration questions (the student's calibration "
+                                                        "split).")
+    train_pairs: NonNegativeInt = Field(description="(question, passage) pairs trained on.")
+    positive_pairs: NonNegativeInt = Field(description="Of those, pairs whose passage is in the label's subset.")
+    epochs: PositiveInt = Field(description="Training epochs.")
+    learning_rate: Finite = Field(description="Peak learning rate (linear warm-up over 10% of the steps, then decay).")
+    batch_size: PositiveInt = Field(description="Pairs per step.")
+    max_length: PositiveInt = Field(description="Tokens of question + passage kept per pair.")
+    seed: int = Field(description="The recipe's seed (split, shuffling, head initialisation).")
+    train_seconds: Finite = Field(description="Wall seconds of the fine-tuning (loading included).")
+    train_qids_sha256: str = Field(description="sha256 of the sorted training qids, one per line: which questions "
+                                               "it learned from.")
+    versions: dict[str, str] = Field(description="Versions of Python and the packages that shape results.")
 
 
 # --------------------------------------------------------------------------- evaluate.run.json

@@ -9,34 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from ..models.selection import identifier_log_softmax, select_from_scores
-from .trainer import subset_f1
+from ..models.selection import calibrate_threshold, identifier_log_softmax, mean_subset_f1
 
 __all__ = ["calibrate_threshold", "calibrate_thresholds", "mean_subset_f1", "subset_f1_both_spaces"]
-
-
-def mean_subset_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], tau: float, min_select: int = 1,
-                   k_max: int | None = None) -> float:
-    """Mean subset F1 against `gold` of the selections {k : s_k > tau} (at least `min_select`, at most `k_max`)."""
-    return float(np.mean([subset_f1(select_from_scores(s, tau, min_select, k_max), g) for s, g in zip(scores, gold)]))
-
-
-def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], min_select: int = 1,
-                        k_max: int | None = None) -> tuple[float, float]:
-    """(τ3, mean F1). Candidates: midpoints between consecutive distinct scores, plus one below and one
-    above all; ties between thresholds go to the larger τ3 (smaller sets)."""
-    if not scores:
-        raise ValueError("no questions to calibrate the threshold on")
-    values = np.unique(np.concatenate([np.asarray(s, dtype=np.float64) for s in scores]))
-    candidates = [values[0] - 1.0, *((values[:-1] + values[1:]) / 2).tolist(), values[-1] + 1.0]
-    best_tau, best_f1 = candidates[0], -1.0
-    for tau in candidates:
-        f1 = mean_subset_f1(scores, gold, tau, min_select, k_max)
-        if f1 >= best_f1:
-            best_tau, best_f1 = float(tau), f1
-    return best_tau, best_f1
 
 
 def calibrate_thresholds(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], min_select: int = 1,

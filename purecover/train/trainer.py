@@ -13,20 +13,20 @@ one ``test_*`` record (``test_subset_f1`` at τ3, on the test split that neither
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import Trainer
 
 from ..models.score_head import SCORE_HEAD_ATTR, HeadReadout, ScoreHead
+from ..models.selection import subset_f1
 from .losses import ReplyFormat, negative_pool, sample_negatives, selector_loss
 from .selector_arguments import SelectorTrainingArguments
 
 if TYPE_CHECKING:
     from .data import SelectorBatch
 
-__all__ = ["SelectorTrainer", "subset_f1"]
+__all__ = ["SelectorTrainer"]
 
 
 def _head_tensors(state_dict: dict[str, Any]) -> dict[str, Any]:
@@ -38,18 +38,6 @@ def _head_tensors(state_dict: dict[str, Any]) -> dict[str, Any]:
         if len(parts) >= 3 and parts[-3:-1] == [SCORE_HEAD_ATTR, "proj"] and parts[-1] in ("weight", "bias"):
             found[parts[-1]] = value
     return found if len(found) == 2 else {}
-
-
-def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
-    """F1 of two sets of passage positions (1.0 when both are empty)."""
-    p, g = set(predicted), set(gold)
-    if not p and not g:
-        return 1.0
-    hit = len(p & g)
-    if hit == 0:
-        return 0.0
-    precision, recall = hit / len(p), hit / len(g)
-    return 2 * precision * recall / (precision + recall)
 
 
 class SelectorTrainer(Trainer):

@@ -176,7 +176,8 @@ def test_lancer_missing_ratings_names_qid():
 
 def test_registry():
     assert set(BASELINE_NAMES) == {
-        "retrieval", "cross_encoder", "icr", "icr_fused", "mmr", "xquad", "ia_select", "lancer_sum", "lancer_rrf",
+        "retrieval", "cross_encoder", "cross_encoder_ft", "icr", "icr_fused", "mmr", "xquad", "ia_select", "lancer_sum",
+        "lancer_rrf",
         "lancer_greedy_sum", "lancer_greedy_cov", "lancer_greedy_alpha", "gold_support", "teacher", "student"}
     assert isinstance(make_baseline("retrieval"), RetrievalTopK)
     assert isinstance(make_baseline("teacher"), TeacherLabels)

@@ -394,7 +394,7 @@ def test_icr_methods_through_method_selection(tiny_icr_dir, tmp_path, monkeypatc
                                 "eval.icr_layers=[0, 2]", "eval.icr_fusion_weight=0.5",
                                 "eval.icr_max_passage_tokens=16", "eval.device=cpu"])
     specs = parse_methods(["icr", "icr_fused"])
-    chosen, fallbacks = select_for_methods(specs, [1, 3], RECORDS, recipe, tmp_path, show_progress=False)
+    chosen, fallbacks, _ = select_for_methods(specs, [1, 3], RECORDS, recipe, tmp_path, show_progress=False)
     assert sorted(calls) == sorted(r.question for r in RECORDS if r.docs)  # once per question: budgets and methods share
     direct = ICRRerank(str(tiny_icr_dir), [0, 2], max_passage_tokens=16, device="cpu")
     for k in (1, 3):
@@ -407,7 +407,7 @@ def test_icr_methods_through_method_selection(tiny_icr_dir, tmp_path, monkeypatc
     recipe = load_recipe(None, [f"run_dir={tmp_path / 'run'}", f"student.model={tiny_icr_dir}"])
     from purecover.eval.method_selection import _make_selector
 
-    sel = _make_selector(specs[0], recipe, None, {})
+    sel = _make_selector(specs[0], recipe, None, {}, {}, [], False)
     assert sel.model_name == str(tiny_icr_dir) and sel.layers == "all" and sel.max_passage_tokens == 192
 
 
@@ -426,5 +426,5 @@ def test_recipe_keys_are_checked():
 def test_the_method_names():
     from purecover.eval.methods import METHODS
 
-    assert list(METHODS)[1:4] == ["cross_encoder", "icr", "icr_fused"]
+    assert list(METHODS)[1:5] == ["cross_encoder", "cross_encoder_ft", "icr", "icr_fused"]
     assert "Chen et al., ICLR 2025" in METHODS["icr"] and "eval.icr_fusion_weight" in METHODS["icr_fused"]

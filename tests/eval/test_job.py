@@ -67,9 +67,14 @@ def test_every_method_and_budget_is_written_and_scored(evaluated):
                     "hotpotqa", row["prediction"], candidates[qid]["answers"])
                 assert row["prompt_tokens"] > 0
             agg = metrics["results"][method][str(k)]
-            assert agg["n"] == 6
+            assert agg["n"] == 6 and agg["select_ms"] == 0.0  # nothing chosen beyond the shared retrieval
+            if (method, k) != ("retrieval", 2):  # every result is also paired with retrieval at the main budget
+                assert agg["vs_reference"]["em"]["n"] == 6
+            else:
+                assert "vs_reference" not in agg
             assert agg["em"] == pytest.approx(sum(r["em"] for r in rows.values()) / 6, abs=1e-6)
             assert agg["prompt_tokens"] == pytest.approx(sum(r["prompt_tokens"] for r in rows.values()) / 6, abs=1e-6)
+    assert metrics["statistics"]["reference"] == "retrieval@2"  # eval.table_budget
     for qid, row in _predictions(run_dir, "retrieval@5").items():
         assert row["selected"] == list(range(min(5, len(candidates[qid]["docs"]))))
     assert all(row["selected"] == [] for row in _predictions(run_dir, "none@5").values())

@@ -60,6 +60,16 @@ def test_heldout_questions_only_with_teacher_and_student(student_recipe):
             assert teacher[qid]["selected"] == labels[qid]["selected"][:k]  # selector order kept
             assert student[qid]["selected"] == selections[qid]["selected"][:k]
     assert (recipe.run_path / "select.run.json").is_file()
+    # the time each stored method took to choose, from the stage that made it
+    from datetime import datetime
+
+    metrics = json.loads((recipe.run_path / "eval" / "metrics.json").read_text())
+    select = json.loads((recipe.run_path / "select.run.json").read_text())["summary"]
+    assert metrics["results"]["student"]["3"]["select_ms"] == round(1000 / select["questions_per_second"], 3)
+    label = json.loads((recipe.run_path / "label.run.json").read_text())
+    wall = (datetime.fromisoformat(label["finished"]) - datetime.fromisoformat(label["started"])).total_seconds()
+    done = label["summary"].get("written") or label["summary"]["questions"]
+    assert metrics["results"]["teacher"]["1"]["select_ms"] == round(1000 * wall / done, 3)
 
 
 def test_teacher_and_student_get_alpha_ndcg_and_subtopic_recall(student_recipe):

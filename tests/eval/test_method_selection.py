@@ -51,7 +51,7 @@ def test_student_selections_of_another_run_are_checked(tmp_path):
     recipe = load_recipe(None, [f"run_dir={tmp_path / 'run'}"])
     specs = parse_methods([f"student:{tmp_path}"])
     _write(tmp_path / "selections.jsonl", [_selection("q1", [2, 0]), _selection("q2", [1])])
-    chosen, _ = select_for_methods(specs, [1, 2], QUESTIONS, recipe, tmp_path, show_progress=False)
+    chosen, _, _ = select_for_methods(specs, [1, 2], QUESTIONS, recipe, tmp_path, show_progress=False)
     assert chosen[(specs[0].name, 2)] == [[2, 0], [1]] and chosen[(specs[0].name, 1)] == [[2], [1]]
     old = {k: v for k, v in _selection("q2", [1]).items() if k != "logits"}
     _write(tmp_path / "selections.jsonl", [_selection("q1", [2, 0]), old])

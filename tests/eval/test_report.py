@@ -41,7 +41,7 @@ def _metrics(dataset: str, em: float, methods=("retrieval", "student")) -> Metri
 def test_report_layout_and_values():
     text = render_report(_metrics("musique", 0.2))
     assert "## QA at K = 5" in text
-    assert "| retrieval | 30.00 | 40.00 | 35.00 | 2.00 | 50.00 | 25.00 | 150 |" in text
+    assert "| retrieval | 30.00 | 40.00 | 35.00 | 2.00 | 50.00 | 25.00 | 150 | — |" in text  # selection time unknown
     assert "| student | 50.00 | 60.00 | 55.00 |" in text
     assert "| retrieval | 50.00 / 25.00 | 50.00 / 25.00 |" in text
     assert "75.00 / —" in text  # undefined purity is shown as a dash
@@ -80,6 +80,31 @@ def test_report_shows_intervals_and_the_paired_test():
     t = metrics.results["student"]["5"].vs_retrieval["em"]
     assert student.startswith(f"| student | +20.00 [{100 * t.low:+.2f}, {100 * t.high:+.2f}] | ")
     assert "| retrieval |" not in section  # no test of the baseline against itself
+
+
+def test_every_method_is_set_against_retrieval_at_the_main_budget_with_its_cost():
+    raw = _raw("hotpotqa", 0.2)
+    raw["results"]["student"]["1"]["select_ms"] = 120.0
+    raw["results"]["student"]["5"]["select_ms"] = 120.0
+    raw["results"]["retrieval"]["5"]["select_ms"] = 0.0
+    metrics = MetricsFile.model_validate(raw)
+    scores = {}
+    for name, per_k in metrics.results.items():
+        for k, r in per_k.items():
+            scores[(name, k)] = {m: [1.0] * round(v * 40) + [0.0] * (40 - round(v * 40))
+                                 for m, v in {"em": r.em, "f1": r.f1, "acc": r.acc}.items()}
+    results, statistics = annotate_results(metrics.results, scores, seed=0, reference_k="5")
+    text = render_report(metrics.model_copy(update={"results": results, "statistics": statistics}))
+    section = text.split("## Every method against retrieval@5: answers, and what they cost")[1].split("##")[0]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if line.startswith("| ")}
+    assert rows["retrieval@5"].startswith("| retrieval@5 | 30.00 | 2.00 | 150 | 100% | 0 | reference |")
+    t = results["student"]["1"].vs_reference["em"]
+    # the student's set at K=1 reads 200 tokens, 133% of retrieval@5's 150, and is tested against retrieval@5
+    assert rows["student@1"].startswith(f"| student@1 | 40.00 | 2.00 | 200 | 133% | 120 | {100 * t.diff:+.2f} [")
+    assert t.diff == pytest.approx(0.1)
+    columns, table = metrics_table(metrics.model_copy(update={"results": results, "statistics": statistics}))
+    row = dict(zip(columns, next(r for r in table if r[:2] == ["student", 1])))
+    assert row["select_ms"] == 120.0 and row["em_diff_vs_reference"] == t.diff
 
 
 def test_report_says_when_retrieval_is_missing():

@@ -124,3 +124,21 @@ def test_annotate_results_adds_intervals_and_tests_against_retrieval():
     without, meta = annotate_results({"student": {"5": _result(1.0)}}, {("student", "5"): scores[("student", "5")]})
     assert meta.baseline is None
     assert without["student"]["5"].vs_retrieval is None and without["student"]["5"].ci is not None
+
+
+def test_every_result_is_also_tested_against_retrieval_at_the_main_budget():
+    """The student's set at any K and retrieval at other budgets are each paired with retrieval@5 (the reference)."""
+    n = 30
+    em = {"retrieval@2": [0.0] * n, "retrieval@5": [1.0] * 15 + [0.0] * 15, "student@2": [1.0] * n,
+          "student@5": [1.0] * n}
+    scores = {tuple(key.split("@")): {"em": v, "f1": v, "acc": v} for key, v in em.items()}
+    plain = {"retrieval": {"2": _result(0.0), "5": _result(0.5)}, "student": {"2": _result(1.0), "5": _result(1.0)}}
+    results, meta = annotate_results(plain, scores, seed=0, reference_k="5")
+    assert meta.reference == "retrieval@5"
+    assert results["retrieval"]["5"].vs_reference is None  # the reference itself
+    assert results["retrieval"]["2"].vs_reference["em"].diff == -0.5
+    assert results["student"]["2"].vs_reference["em"].diff == 0.5  # against retrieval@5, not retrieval@2
+    assert results["student"]["2"].vs_retrieval["em"].diff == 1.0  # against retrieval@2
+    assert results["student"]["5"].vs_reference == results["student"]["5"].vs_retrieval
+    _, meta = annotate_results(plain, scores, seed=0, reference_k="10")  # not evaluated: no reference
+    assert meta.reference is None and "reference" not in meta.to_json_dict()

@@ -4,9 +4,8 @@ import math
 
 import pytest
 
-from purecover.models.selection import select_from_scores, softmax_probabilities
+from purecover.models.selection import select_from_scores, softmax_probabilities, subset_f1
 from purecover.train.threshold import calibrate_threshold
-from purecover.train.trainer import subset_f1
 
 
 def test_select_from_scores_rules():
