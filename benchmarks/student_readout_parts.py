@@ -34,7 +34,8 @@ from real_models_parts import (
 ROOT = Path(__file__).resolve().parents[1]
 # every real sample question of the dataset, as one data.path list
 FILES = {"hotpotqa": ("hotpotqa_dev_sample.json", "hotpotqa_dev_extra.json", "hotpotqa_train_sample.json"),
-         "2wiki": ("2wiki_dev_sample.json", "2wiki_train_sample.json")}
+         "2wiki": ("2wiki_dev_sample.json", "2wiki_train_sample.json"),
+         "musique": ("musique_dev_sample.jsonl", "musique_train_sample.jsonl")}
 ORDERS = ("retrieval", "reversed", "shuffled")
 LABELS = ["teacher.steps=oracle", "teacher.estimator=embedding"]  # the oracle proxy
 

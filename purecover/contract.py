@@ -21,6 +21,7 @@ from .config import Recipe
 from .records import OutputDescription, RecordError, StageSummary, validate_record
 from .rundir import FILES, RunDir, describe_input
 from .stages import STAGES, Runner, config_hash, get_stage, load_hook, load_runner, not_needed, summary_type
+from .utils.threads import apply_threads
 
 __all__ = ["StageBlockedError", "StageOutcome", "StageRun", "execute_stage", "run_stage", "stage_directory",
            "stage_inputs", "stored_summary", "upstream_problem"]
@@ -160,6 +161,7 @@ def execute_stage(name: str, recipe: Recipe, show_progress: bool = True, *, forc
         run = StageRun(name, recipe, rd, h, action, show_progress, main)
         if main:
             rd.begin(name, recipe, h, run.started, inputs=inputs_now)
+        apply_threads(recipe.threads)  # for this stage: the machine's load may have changed since the last
         summary = (body or load_runner(name))(run)
         if main:
             summary = rd.complete(name, recipe, h, summary, run.started, inputs=stage_inputs(recipe, name))

@@ -122,6 +122,7 @@ _ALL_SECTIONS = ("data", "teacher", "student", "export", "eval", "seed")
 # stays hashed: the effective batch is num_processes x per_device_train_batch_size x
 # gradient_accumulation_steps.
 HASH_EXCLUDE: tuple[str, ...] = (
+    "threads",  # how many threads compute, not what
     "data.index_dir",  # where shared indexes live; their own keys say what they hold
     "data.index_verify",  # how much of an index is read to check it: the same files either way
     "student.launch.config_file",

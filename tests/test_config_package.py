@@ -125,7 +125,7 @@ MESSAGES = {
     ("data.dataset=coverage",): "data.qrels: is needed with data.dataset: coverage (the collection's nugget qrels)",
     ("data.k1.x=1",): "data.k1: expected an integer, got {'x': 1}",
     ("foo.bar=1",): "unknown key 'foo' (valid keys of recipe: run_dir, seed, data, teacher, student, export, eval, "
-                    "tracking)",
+                    "tracking, threads)",
     ("tracking.report_to=wand",): "tracking.report_to: 'wand' is not one of 'none', 'wandb'; did you mean 'wandb'?",
 }
 

@@ -86,7 +86,7 @@ def test_fingerprints_did_not_move(overrides):
 
 def test_plain_form_keeps_declaration_order_and_float_values():
     tree = recipe_to_dict(load_recipe(None, ["teacher.tau1=1", "teacher.calibration_lengths=64"]))
-    assert list(tree) == list(SECTIONS)
+    assert list(tree) == [*SECTIONS, "threads"]
     assert list(tree["teacher"])[:4] == ["model", "backend", "steps", "estimator"]
     assert list(tree["teacher"]["lancer"]) == ["enabled", "n_subquestions", "beta", "expected_rating",
                                                "rating_template", "subquestion_template"]

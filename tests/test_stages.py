@@ -132,8 +132,10 @@ def test_launch_keys_that_do_not_change_the_result_are_outside_every_hash():
     for name in ("train", "export", "evaluate"):
         assert config_hash(launched, name) == config_hash(recipe, name), name  # the launcher and port: resumable
         assert config_hash(wider, name) != config_hash(recipe, name), name  # the world size: another batch size
-    assert all(key.startswith("student.launch.") or key in ("data.index_dir", "data.index_verify")
+    assert all(key.startswith("student.launch.") or key in ("data.index_dir", "data.index_verify", "threads")
                for key in stages.HASH_EXCLUDE)
+    threaded = load_recipe(None, ["threads=1"])  # how many threads compute, not what: every stage resumes
+    assert all(config_hash(threaded, name) == config_hash(recipe, name) for name in stages.STAGES)
 
 
 def test_where_indexes_live_is_outside_the_hash_and_new_keys_keep_old_hashes_at_their_defaults():

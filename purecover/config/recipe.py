@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt, StrictStr
 from pydantic.dataclasses import dataclass
@@ -43,6 +43,10 @@ class Recipe:
     eval: EvalConfig = Field(default_factory=EvalConfig, description="End-to-end QA evaluation.")
     tracking: TrackingConfig = Field(
         default_factory=TrackingConfig, description="Experiment tracking (never part of a configuration hash).")
+    threads: Literal["auto"] | Annotated[StrictInt, Field(ge=1)] = Field(
+        "auto", description="Threads torch computes with in each stage: auto, the cores this process may use minus "
+        "the other processes running when the stage starts (at least 1), or a number. OMP_NUM_THREADS, when set, "
+        "wins. Never part of a configuration hash.")
 
     @property
     def run_path(self) -> Path:

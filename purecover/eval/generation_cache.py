@@ -73,7 +73,8 @@ class GenerationCache:
              count_tokens: Callable[[str], int], max_new_tokens: int, batch_size: int,
              show_progress: bool = True) -> GenerationStats:
         """Generate the prompts (key → text) missing from the cache; the backend is loaded only then."""
-        missing = [k for k in prompts if k not in self.records]
+        # shortest first: a batch pads every prompt to its longest, so prompts of like length go together
+        missing = sorted((k for k in prompts if k not in self.records), key=lambda k: len(prompts[k]))
         cached = len(prompts) - len(missing)
         if not missing:
             return GenerationStats(generated=0, cached=cached, seconds=0.0, prompts_per_second=None)

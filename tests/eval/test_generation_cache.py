@@ -79,3 +79,14 @@ def test_a_bad_cache_line_is_named(tmp_path):
                     '{"key": "b", "prediction": "y", "prompt_tokens": "2", "completion_tokens": 1}\n')
     with pytest.raises(LineRecordError, match=r"gen\.jsonl:2: field 'prompt_tokens': must be an integer"):
         GenerationCache(path)
+
+
+def test_prompts_of_like_length_share_a_batch(tmp_path):
+    """A batch pads to its longest prompt: the missing prompts go shortest first, whatever their order."""
+    texts = ["x" * 50, "x" * 5, "x" * 400, "x" * 7, "x" * 60, "x" * 390]
+    prompts = {prompt_key("g", 8, t): t for t in texts}
+    backend = _EchoBackend()
+    with GenerationCache(tmp_path / "gen.jsonl") as cache:
+        cache.fill(prompts, lambda: backend, _count, 8, batch_size=2, show_progress=False)
+        assert [[len(p) for p in call] for call in backend.calls] == [[5, 7], [50, 60], [390, 400]]
+        assert all(cache[k].prediction == f"answer to {t[-3:]}" for k, t in prompts.items())

