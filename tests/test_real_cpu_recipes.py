@@ -75,6 +75,10 @@ def test_real_recipes_pass_the_dry_run_and_say_how_to_fetch(tmp_path: Path) -> N
         found = {r.key: r for r in resolve_resources(recipe)}
         assert found["teacher.model"].status == "missing"
         assert "run `purecover models fetch smollm2-135m-instruct`" in found["teacher.model"].note
+        # the dataset recipes answer with Qwen2.5-Coder-0.5B; the demo keeps SmolLM2 for speed and says so
+        generator = "smollm2-135m-instruct" if name == "demo" else "qwen2.5-coder-0.5b-instruct"
+        assert f"run `purecover models fetch {generator}`" in found["eval.generator"].note
+        assert (recipe.eval.report_note is not None) == (name == "demo")
         # SmolLM2's layers chosen on calibration questions (benchmarks/teacher_layers.py); shuffled training orders
         assert recipe.teacher.layers == [18, 23] and recipe.student.candidate_shuffles >= 1
 

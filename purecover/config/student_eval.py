@@ -232,6 +232,9 @@ class EvalConfig:
         None, description="UTF-8 file replacing parts of the generator's answer prompt: [[part]] sections as in "
         "`purecover prompts rag_answer` (the parts it leaves out keep our wording), each with its placeholders; "
         "checked when the recipe is validated. null: our wording.")
+    report_note: StrictStr | None = Field(
+        None, description="A sentence report.md shows under its title, e.g. why this generator was chosen (null: "
+        "none).")
     judgments: StrictStr | None = Field(
         None, description="Coverage collections (data.dataset: coverage): CRUX judge lines {id, docid, ratings} with "
         "a 0-5 rating per sub-question; the report adds Cov@K, the share of sub-questions some selected passage "

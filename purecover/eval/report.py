@@ -202,9 +202,11 @@ def render_report(metrics: MetricsFile, plots: Sequence[str | Path] = ()) -> str
     data = metrics.recipe.get("data")
     demo = isinstance(data, dict) and data.get("path") == "demo" and not (metrics.recipe.get("eval") or {}).get("path")
     title = f"{ds} format, the bundled demo set (invented questions)" if demo else ds
+    note = (metrics.recipe.get("eval") or {}).get("report_note") if isinstance(metrics.recipe, dict) else None
     out = [
         f"# Evaluation: {title}",
         "",
+        *([f"> {' '.join(str(note).split())}", ""] if note else []),
         f"{metrics.questions} questions from {metrics.question_source}; generator "
         f"`{metrics.generator}` ({metrics.backend}, greedy, at most {metrics.max_new_tokens} new tokens). "
         "Scores in %. Coverage@K and Purity@K count the candidates that contain a gold answer "

@@ -324,3 +324,10 @@ def test_report_explains_all_zero_qa_scores_and_says_what_next():
     for text in (zero, some):
         notes = text.split("## Reading this report", 1)[1]
         assert "purecover label-report RUN_DIR" in notes and "docs/guides/own-data.md" in notes
+
+
+def test_the_recipes_note_is_shown_under_the_title():
+    raw = {**_raw("hotpotqa", 0.2), "recipe": {"eval": {"report_note": "The generator is SmolLM2,\nkept for speed."}}}
+    lines = render_report(MetricsFile.model_validate(raw)).splitlines()
+    assert lines[:3] == ["# Evaluation: hotpotqa", "", "> The generator is SmolLM2, kept for speed."]
+    assert not render_report(_metrics("hotpotqa", 0.2)).splitlines()[2].startswith(">")
