@@ -33,6 +33,19 @@ def test_rows_per_demo_with_targets_on_the_chosen_idle_setting():
     assert by[("demo_timing.coverage.fresh_seconds", "OMP_NUM_THREADS=1, 0 busy processes")]["target"] == "<= 30"
 
 
+def test_auto_is_set_against_the_fastest_fixed_setting_at_each_load():
+    result = {"runs": [_run("demo", "auto", 0, 20.0), _run("demo", "1", 0, 25.0), _run("demo", "2", 0, 19.0),
+                       _run("demo", "auto", 2, 41.0), _run("demo", "1", 2, 39.0), _run("demo", "2", 2, 51.0)],
+              "chosen_threads_by_demo": {"demo": "auto"}}
+    by = {(r["figure"], r["variant"]): r for r in bench.rows(result)}
+    idle = by[("demo_timing.auto_over_best_fixed", "0 busy processes")]
+    assert abs(idle["value"] - 20 / 19) < 1e-9 and idle["target"] == "<= 1.1" and idle["met"] is True
+    assert "OMP_NUM_THREADS=2, the fastest of 1, 2" in idle["note"]
+    busy = by[("demo_timing.auto_over_best_fixed", "2 busy processes")]
+    assert abs(busy["value"] - 41 / 39) < 1e-9 and busy["met"] is True
+    assert by[("demo_timing.fresh_seconds", "OMP_NUM_THREADS=auto, 0 busy processes")]["target"] == "<= 60"
+
+
 def test_a_demos_runs_replace_only_its_own():
     old = {"runs": [_run("demo", "1", 0, 25.0), {**_run("demo", "1", 2, 39.0), "demo": "demo"}],
            "chosen_threads": "1"}
@@ -59,7 +72,7 @@ def test_the_makefile_runs_each_demo_on_its_measured_thread_setting_and_keeps_it
     for demo, target in targets.items():
         chosen = stored["chosen_threads_by_demo"][demo]
         recipe = makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
-        if chosen == "default":
+        if chosen in ("default", "auto"):  # auto: purecover chooses; default: runs stored before auto existed
             assert "OMP_NUM_THREADS" not in recipe, target
         else:
             lines = [line for line in recipe.splitlines()[1:] if "purecover" in line and "models fetch" not in line]
