@@ -224,14 +224,10 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
     """Results of several runs as one: later files win per (dataset, seed); every run's file and command kept."""
-    out: dict[str, Any] = {"merged_from": [], "commands": [], "datasets": {}}
-    for p in paths:
-        data = json.loads(Path(p).read_text())
-        harness.add_history(out, data, p)
-        for k in ("date", "machine", "versions", "settings"):
-            out[k] = data.get(k, out.get(k))
+    def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
         out["datasets"] = harness.merged([out["datasets"], data.get("datasets", {})], depth=2)
-    return out
+
+    return harness.merge_files(paths, combine)
 
 
 def write_merged(args: Any) -> int:

@@ -121,6 +121,20 @@ def add_history(out: dict[str, Any], part: dict[str, Any], path: str | Path) -> 
     out["commands"] += [c for c in commands if c not in out["commands"]]
 
 
+def merge_files(paths: Sequence[str | Path], combine: Callable[[dict[str, Any], dict[str, Any]], None],
+                keep: Sequence[str] = ("date", "machine", "versions", "settings")) -> dict[str, Any]:
+    """Results files as one: each file's history (`add_history`) and its `keep` keys (later files win), and its
+    measurements folded in by ``combine(out, data)`` (the script's own rule for what a later file replaces)."""
+    out: dict[str, Any] = {"merged_from": [], "commands": [], "datasets": {}}
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        add_history(out, data, p)
+        for k in keep:
+            out[k] = data.get(k, out.get(k))
+        combine(out, data)
+    return out
+
+
 def _merge_into(out: dict[str, Any], new: dict[str, Any], depth: int) -> None:
     for key, value in new.items():
         if depth > 1 and isinstance(value, dict) and isinstance(out.get(key), dict):

@@ -56,7 +56,6 @@ student_readout_parts.py.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -207,19 +206,15 @@ def overfit_target(readout: str) -> str | None:
 def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
     """Results of several runs (seeds, datasets, parts) as one: later files win per (dataset, part, key);
     ``merged_from`` and ``commands`` keep every run's file and command (`harness.add_history`)."""
-    out: dict[str, Any] = {"merged_from": [], "commands": [], "datasets": {}}
-    for p in paths:
-        data = json.loads(Path(p).read_text())
-        harness.add_history(out, data, p)
-        for k in ("date", "machine", "versions", "settings"):
-            out[k] = data.get(k, out.get(k))
+    def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
         for dataset, parts in data.get("datasets", {}).items():
             mine = out["datasets"].setdefault(dataset, {})
             for part, value in parts.items():  # students by readout and seed, the per-key parts by key
                 depth = 2 if part == "students" else 1 if isinstance(value, dict) and part in (
                     "baselines", "overfit", "overfit_reshuffled", "curve") else 0
                 mine[part] = harness.merged([mine.get(part, {}), value], depth) if depth else value
-    return out
+
+    return harness.merge_files(paths, combine)
 
 
 def write_merged(args: Any) -> int:
