@@ -2,6 +2,7 @@
 
     python benchmarks/answers.py [--datasets hotpotqa,2wiki,musique] [--seeds 0]
                                  [--generator qwen2.5-coder-0.5b-instruct] [--timing-questions 24]
+                                 [--methods none,retrieval,gold_support,teacher,student,icr,cross_encoder_ft]
                                  [--work build/answers] [--out benchmarks/results/answers.json]
     python benchmarks/answers.py --merge A.json B.json --out benchmarks/results/answers.json
     python benchmarks/answers.py --rows-only --out benchmarks/results/answers.json
@@ -57,8 +58,8 @@ GENERATOR = "qwen2.5-coder-0.5b-instruct"
 METHODS = ("none", "retrieval", "gold_support", "teacher", "student", "icr", "cross_encoder_ft")
 BUDGETS = (2, 5, 10)
 OWN_SET_K = "10"  # the largest budget: the student's, teacher's and cross-encoder's own sets, uncut
-EVAL = ["eval.methods=[" + ",".join(METHODS) + "]", "eval.budgets=[" + ",".join(map(str, BUDGETS)) + "]",
-        "eval.table_budget=5", "eval.max_new_tokens=16", "eval.batch_size=4", "eval.questions=heldout"]
+EVAL = ["eval.budgets=[" + ",".join(map(str, BUDGETS)) + "]", "eval.table_budget=5", "eval.max_new_tokens=16",
+        "eval.batch_size=4", "eval.questions=heldout"]
 SHOWN = ("none@2", "retrieval@2", "retrieval@5", "retrieval@10", f"gold_support@{OWN_SET_K}", f"teacher@{OWN_SET_K}",
          f"student@{OWN_SET_K}", "icr@2", "icr@5", f"cross_encoder_ft@{OWN_SET_K}")
 
@@ -117,12 +118,12 @@ def _answer_seconds(run: Path, recipe: Any, cands: dict[str, dict], test: Sequen
     return {"questions": len(test), **{m: round(s / max(len(test), 1), 4) for m, s in seconds.items()}}
 
 
-def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, timing_questions: int
-             ) -> dict[str, Any]:
+def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, timing_questions: int,
+             methods: Sequence[str] = METHODS) -> dict[str, Any]:
     """Train, export and evaluate at `seed`; the evaluation's figures, support figures, AUCs and answer timing."""
     run = work / dataset / f"seed{seed}"
     copy_labels(source, run)
-    extra = [f"seed={seed}", f"eval.generator={generator}", *EVAL]
+    extra = [f"seed={seed}", f"eval.generator={generator}", "eval.methods=[" + ",".join(methods) + "]", *EVAL]
     recipe = load(dataset, run, extra)
     stages = {stage: run_command(stage, dataset, run, extra) for stage in ("train", "export", "evaluate")}
     summary = json.loads((run / "train.run.json").read_text())["summary"]
@@ -242,6 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasets", default="hotpotqa")
     parser.add_argument("--generator", default=GENERATOR)
     parser.add_argument("--timing-questions", type=int, default=24)
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help="the evaluated methods (default: %(default)s); student, retrieval, gold_support and "
+                             "cross_encoder_ft are needed for the targets")
     parser.add_argument("--work", default=str(ROOT / "build" / "answers"))
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows, write_merged)) is not None:
@@ -250,13 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     work = Path(args.work)
     result: dict[str, Any] = {"date": now(), "machine": machine_info(), "command": sys.argv,
-                              "settings": {"eval": EVAL, "labels": LABELS, "files": FILES,
-                                           "generator": args.generator}, "datasets": {}}
+                              "settings": {"eval": EVAL, "methods": args.methods.split(","), "labels": LABELS,
+                                           "files": FILES, "generator": args.generator}, "datasets": {}}
     for dataset in args.datasets.split(","):
         source = labelled(dataset, work)
         for seed in args.seeds:
             result["datasets"].setdefault(dataset, {})[str(seed)] = run_seed(
-                dataset, seed, work, source, args.generator, args.timing_questions)
+                dataset, seed, work, source, args.generator, args.timing_questions, args.methods.split(","))
             harness.write(args.out, {**result, "versions": package_versions()}, rows)
     print(f"wrote {args.out}")
     return 0
