@@ -72,7 +72,9 @@ def _outputs(run: Path, estimator: str) -> dict[str, object]:
     out = {
         "candidates": (run / "candidates.jsonl").read_bytes(),
         "labels": (run / "labels.jsonl").read_bytes(),
-        "results": json.loads((run / "eval" / "metrics.json").read_text())["results"],
+        # every figure but the selection times (select_ms: wall time, which a kill and a resume change)
+        "results": {m: {k: {f: v for f, v in r.items() if f != "select_ms"} for k, r in per_k.items()}
+                    for m, per_k in json.loads((run / "eval" / "metrics.json").read_text())["results"].items()},
         "statuses": {s: json.loads((run / f"{s}.run.json").read_text())["summary"]["status"] for s in stages},
     }
     if estimator == "embedding":

@@ -26,7 +26,8 @@ ORDER = ("base", "candidates", "selector", "gguf", "manifests", "labels", "bias"
 EXPECTED_ALL = (
     "BM25BuildStats", "BM25IndexMeta", "BM25Settings", "BiasDocTokens", "BiasFile", "BiasKeys", "BudgetResult",
     "BuiltFile", "ByoSelectRun", "ByoSelectSummary", "CalibrateSummary", "CandidateDoc", "CandidateRecord",
-    "CorpusFileIdentity", "CorpusStoreMeta", "CoveragePurity", "CruxCoverage", "DataReport", "DataSummary",
+    "CorpusFileIdentity", "CorpusStoreMeta", "CoveragePurity", "CrossEncoderTraining", "CruxCoverage", "DataReport",
+    "DataSummary",
     "DatasetCardFront", "EmbeddingSource", "EstimationSettings", "EvaluateSummary", "EvaluationStatistics",
     "ExportSummary", "FaissIndexMeta", "FileStamp", "GenerationRecord", "GgufInfo", "GgufSource", "GoldComparison",
     "GridValue", "HubDataFiles", "HubDatasetConfig", "HubSummary", "IdentifiersRecord", "InContextBiasRow",
