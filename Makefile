@@ -53,11 +53,13 @@ docs-ref: setup
 	$(BIN)/python docs/generate.py
 
 # The whole pipeline on the bundled demo set with tiny offline-built models (no network, under a minute on 2 cores).
-# One torch thread unless OMP_NUM_THREADS says otherwise: 25 s against 19 s with torch's default on 2 idle cores,
-# but 39 s against 51 s when the cores are busy with something else (benchmarks/demo_timing.py); a rerun: 2 s.
+# Threads: purecover's own choice at each stage (threads: auto, the usable cores minus the processes running then),
+# unless OMP_NUM_THREADS says otherwise. Measured side by side on 2 cores (benchmarks/demo_timing.py): idle, 49.3 s
+# against 50.5 s on one thread and 50.1 s on two; beside two busy processes, 87.8 s against 85.5 s and 129.8 s.
+# A rerun: 1-2 s.
 demo: setup
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
+	$(OFFLINE) $(BIN)/python -m purecover.demo runs/demo-assets
+	$(OFFLINE) $(BIN)/purecover pipeline configs/recipes/demo_cpu.yaml
 
 # The coverage demo (docs/guides/coverage-evaluation.md): the fictional collection with nuggets, LANCER ratings and a
 # judge file, every stage on the tiny models. One torch thread unless OMP_NUM_THREADS says otherwise: 25 s against

@@ -118,6 +118,12 @@ def run_demo(threads: str, n_busy: int, log_dir: Path, demo: str = "demo") -> di
     return out
 
 
+def setting_name(threads: str) -> str:
+    """How a thread setting reads in a row's variant: ``threads=auto`` (purecover's choice) or
+    ``OMP_NUM_THREADS=<n or default>``."""
+    return "threads=auto" if threads == "auto" else f"OMP_NUM_THREADS={threads}"
+
+
 def rows(result: dict) -> list[dict]:
     table = Rows(result)
     for demo in DEMOS:
@@ -126,7 +132,7 @@ def rows(result: dict) -> list[dict]:
         name = "demo_timing" if demo == "demo" else f"demo_timing.{demo}"
         fresh_target, rerun_target = TARGETS[demo]
         for r in runs:
-            variant = f"OMP_NUM_THREADS={r['threads']}, {r['busy']} busy processes"
+            variant = f"{setting_name(r['threads'])}, {r['busy']} busy processes"
             is_target = r["threads"] == chosen and r["busy"] == 0
             before = f"assets {r['assets_s']} s + " if r["assets_s"] else ""
             prepared = f"; model fetch (cached) {r['prepare_s']} s, not counted" if "prepare_s" in r else ""

@@ -43,7 +43,7 @@ def test_auto_is_set_against_the_fastest_fixed_setting_at_each_load():
     assert "OMP_NUM_THREADS=2, the fastest of 1, 2" in idle["note"]
     busy = by[("demo_timing.auto_over_best_fixed", "2 busy processes")]
     assert abs(busy["value"] - 41 / 39) < 1e-9 and busy["met"] is True
-    assert by[("demo_timing.fresh_seconds", "OMP_NUM_THREADS=auto, 0 busy processes")]["target"] == "<= 60"
+    assert by[("demo_timing.fresh_seconds", "threads=auto, 0 busy processes")]["target"] == "<= 60"
 
 
 def test_a_demos_runs_replace_only_its_own():
@@ -78,7 +78,7 @@ def test_the_makefile_runs_each_demo_on_its_measured_thread_setting_and_keeps_it
             lines = [line for line in recipe.splitlines()[1:] if "purecover" in line and "models fetch" not in line]
             assert lines and all(f"OMP_NUM_THREADS=$${{OMP_NUM_THREADS:-{chosen}}}" in line for line in lines), target
         name = "demo_timing" if demo == "demo" else f"demo_timing.{demo}"
-        row = rows[(f"{name}.fresh_seconds", f"OMP_NUM_THREADS={chosen}, 0 busy processes")]
+        row = rows[(f"{name}.fresh_seconds", f"{bench.setting_name(chosen)}, 0 busy processes")]
         assert row["target"] is not None and row["met"] is True, (demo, row)
 
 

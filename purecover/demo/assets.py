@@ -45,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", nargs="?", default=str(DEMO_ASSETS))
     args = parser.parse_args(argv)
     from ..utils.entry import quiet_library_notices
+    from ..utils.threads import apply_threads
 
     quiet_library_notices()
+    apply_threads()  # as every stage does: the usable cores minus the processes running now, unless OMP_NUM_THREADS
     print(f"demo model: {build_demo_assets(args.out_dir)}")
     return 0
 
