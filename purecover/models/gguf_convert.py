@@ -19,7 +19,6 @@ upstream model's original weights.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import time
 from collections import Counter
@@ -100,11 +99,9 @@ def read_gguf_info(path: str | Path) -> GgufInfo:
 
 @functools.lru_cache(maxsize=32)
 def _sha_cached(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    from .wheel_parts import sha256_of_file
+
+    return sha256_of_file(Path(path))
 
 
 def gguf_sha256(path: str | Path) -> str:
