@@ -140,7 +140,8 @@ def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, 
                for m, per_k in metrics["results"].items() for k, r in per_k.items()}
     support = {m: _support(run, m, k, cands) for m, k in (("retrieval", "2"), ("retrieval", "5"),
                                                           ("student", OWN_SET_K), ("cross_encoder_ft", OWN_SET_K),
-                                                          ("teacher", OWN_SET_K), ("icr", "2"))}
+                                                          ("teacher", OWN_SET_K), ("icr", "2"))
+               if m in metrics["results"]}
     ce = json.loads((run / "eval" / "cross_encoder_ft" / "cross_encoder_ft.json").read_text())
     out = {"seed": seed, "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
            "evaluated": len(evaluated), "stages": stages, "results": results, "support": support,

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from ..records import CandidateDoc
 
-__all__ = ["SelectionResult", "SelectionRow", "as_candidate_doc"]
+__all__ = ["NonFiniteScoresError", "SelectionResult", "SelectionRow", "as_candidate_doc", "check_finite_scores"]
 
 
 class SelectionRow(TypedDict):
@@ -21,6 +22,24 @@ class SelectionRow(TypedDict):
     logits: list[float]
     probabilities: list[float]
     score_space: str
+
+
+class NonFiniteScoresError(RuntimeError):
+    """A selector scored some candidate with NaN or an infinity: its weights (the model's or the score head's) are
+    broken, and no threshold can select from such scores."""
+
+
+def check_finite_scores(rows: Sequence[Sequence[float]], source: str) -> None:
+    """Raise `NonFiniteScoresError` naming `source` (the selector) when a score of `rows` (one list of candidate
+    scores per question, in batch order) is NaN or infinite."""
+    for i, row in enumerate(rows):
+        bad = [j for j, v in enumerate(row) if not math.isfinite(float(v))]
+        if bad:
+            shown = ", ".join(f"{j + 1} ({float(row[j])})" for j in bad[:5]) + (" ..." if len(bad) > 5 else "")
+            raise NonFiniteScoresError(
+                f"{source}: the selector's scores are not finite numbers for question {i} of its batch, at "
+                f"{len(bad)} of {len(row)} candidates (1-based: {shown}); finite-but-huge weights (in the model or "
+                "the score head) overflow to these. Nothing was selected: check or re-export the selector")
 
 
 @dataclass

@@ -63,9 +63,15 @@ from pydantic import JsonValue
 from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .passage_scores import hf_passage_logits, left_pad, passage_backend_refusal
-from .score_head import HeadReadout, ScoreHead, output_projection
+from .score_head import SCORE_HEAD_FILE, HeadReadout, ScoreHead, output_projection
 from .selection import select_from_scores, softmax_probabilities
-from .selection_result import SelectionResult, SelectionRow, as_candidate_doc
+from .selection_result import (
+    NonFiniteScoresError,
+    SelectionResult,
+    SelectionRow,
+    as_candidate_doc,
+    check_finite_scores,
+)
 from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids, read_token_id
 from .selector_vllm import VLLM_LOGPROBS_MODES, VLLM_READ_MODES, VLLMSelectorBackend
 
@@ -78,6 +84,7 @@ __all__ = [
     "VLLM_LOGPROBS_MODES",
     "VLLM_READ_MODES",
     "HFSelectorBackend",
+    "NonFiniteScoresError",
     "SelectionResult",
     "SelectionRow",
     "Selector",
@@ -263,6 +270,7 @@ class Selector:
         self.max_passage_tokens: int = record.max_passage_tokens
         self.max_question_tokens: int = max_question_tokens
         self.questions_truncated: int = 0  # questions cut to max_question_tokens so far (see class docstring)
+        self.source: str = "selector"  # what error messages call it: its directory once `from_pretrained` loads it
         self.scheme = IdentifierScheme.from_record(record.identifiers).check(tokenizer, self.k1)
         # where the scores are read: the identifiers' logits after the prompt, or a token's logit at each passage
         self.readout: str = record.readout
@@ -295,6 +303,13 @@ class Selector:
             raise ValueError(f"unknown selector backend {backend!r}; expected hf or vllm")
         path = Path(path)
         config = read_selector_config(path)
+        if config.passage_score != "head" and (path / SCORE_HEAD_FILE).exists():
+            said = "passage_score: token" if "passage_score" in config.model_fields_set else \
+                "no passage_score (so the token readout)"
+            raise ValueError(
+                f"{path / SCORE_HEAD_FILE} holds a trained scoring head, but {path / SELECTOR_CONFIG} says {said}: "
+                "its threshold tau3 belongs to one of the two and the files disagree on which. Re-export the "
+                "selector with `purecover export`, or remove the file that does not belong")
         if backend == "vllm" and config.readout == "passage":
             raise ValueError(f"{path}: " + passage_backend_refusal("the vllm backend"))
         if backend == "vllm" and config.adapter:
@@ -310,7 +325,9 @@ class Selector:
         else:
             impl = VLLMSelectorBackend(path, config.k1, dtype=dtype, trust_remote_code=trust_remote_code,
                                        **backend_kwargs)
-        return cls(tokenizer, config, impl, max_question_tokens=max_question_tokens)
+        selector = cls(tokenizer, config, impl, max_question_tokens=max_question_tokens)
+        selector.source = f"selector {path}"
+        return selector
 
     def _cut_question(self, question: str, where: str) -> str:
         """`question` cut to `max_question_tokens` tokens (counted in `questions_truncated`), else unchanged."""
@@ -358,6 +375,7 @@ class Selector:
             rows = self.backend.passage_logits(prompts, reads, self.read_token)  # type: ignore[attr-defined]
         else:
             rows = self.backend.identifier_logits(prompts, idents)
+        check_finite_scores(rows, self.source)
         results = []
         for row, ids in zip(rows, idents):
             if len(row) != len(ids):

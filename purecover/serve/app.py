@@ -40,7 +40,7 @@ from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse, Response  # noqa: E402
 
 from ..models.selection import select_from_scores  # noqa: E402
-from ..models.selector import HFSelectorBackend, Selector, VLLMSelectorBackend  # noqa: E402
+from ..models.selector import HFSelectorBackend, NonFiniteScoresError, Selector, VLLMSelectorBackend  # noqa: E402
 from .batcher import DynamicBatcher, QueueFullError, ShuttingDownError  # noqa: E402
 from .metrics import ServeMetrics  # noqa: E402
 from .schemas import (  # noqa: E402
@@ -202,7 +202,12 @@ class ScoringService:
             raise HTTPException(status_code=503, detail=str(exc)) from None
         except (ValueError, TypeError) as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
+        except NonFiniteScoresError as exc:
+            self.metrics.scoring_errors.labels("non_finite_scores").inc()
+            log.error("scoring failed: %s", exc)
+            raise HTTPException(status_code=500, detail=f"scoring failed: {exc}") from None
         except Exception as exc:
+            self.metrics.scoring_errors.labels("error").inc()
             log.exception("scoring failed")
             raise HTTPException(status_code=500, detail=f"scoring failed: {type(exc).__name__}: {exc}") from None
         finally:

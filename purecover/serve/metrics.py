@@ -43,6 +43,9 @@ class ServeMetrics:
         self.documents = Counter("purecover_documents_scored", "Documents scored by the model.", registry=r)
         self.rejections = Counter("purecover_queue_rejections", "Requests refused before scoring, by reason "
                                   "(queue_full: 429, shutting_down: 503).", ["reason"], registry=r)
+        self.scoring_errors = Counter("purecover_scoring_errors", "Scoring requests the model failed, by reason "
+                                      "(non_finite_scores: the selector scored a candidate NaN or infinite; "
+                                      "error: any other failure), each answered 500.", ["reason"], registry=r)
 
     def observe_batch(self, size: int, seconds: float) -> None:
         self.batch_size.observe(size)

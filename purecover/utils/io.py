@@ -21,6 +21,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import stat
 import tempfile
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DiskFullError", "JsonlLineError", "ResumableJsonl", "SymlinkError", "atomic_write_bytes",
            "atomic_write_json", "atomic_write_text", "disk_full_is_explained", "ensure_output_dir", "iter_json_lines",
-           "open_in_place", "read_jsonl", "write_jsonl_atomic"]
+           "open_in_place", "read_jsonl", "strict_json", "write_jsonl_atomic"]
 
 
 class DiskFullError(OSError):
@@ -172,14 +173,42 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             raise
 
 
+def _first_non_finite(value: Any, where: str = "") -> str | None:
+    """Where in `value` (``logits[2]``, ``summary.f1``) the first NaN or infinity sits, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "the value"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) \
+        else ()
+    for key, item in items:
+        found = _first_non_finite(item, f"{where}[{key}]" if isinstance(key, int) else
+                                  f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def strict_json(obj: Any, where: str | Path, indent: int | None = None) -> str:
+    """`obj` as JSON text (UTF-8, not ASCII-escaped). NaN and infinities are refused, since strict JSON has
+    neither and other readers reject them: a ValueError naming `where` (the file) and the field."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError as exc:
+        field = _first_non_finite(obj)
+        if field is None:
+            raise
+        raise ValueError(f"{where}: refusing to write a non-finite number (NaN or infinity) at {field}: JSON has "
+                         "none; nothing was written") from exc
+
+
 def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 2) -> None:
-    """`atomic_write_text` of `obj` as JSON (UTF-8, not ASCII-escaped)."""
-    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=indent) + "\n")
+    """`atomic_write_text` of `obj` as strict JSON (`strict_json`: NaN and infinities refused)."""
+    atomic_write_text(path, strict_json(obj, path, indent) + "\n")
 
 
 def write_jsonl_atomic(path: str | Path, records: Iterable[dict[str, JsonValue]]) -> int:
-    """Write all `records` (JSON objects: a record's ``to_json_dict()``) as JSONL atomically; returns the count."""
-    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    """Write all `records` (JSON objects: a record's ``to_json_dict()``) as JSONL atomically (strict JSON, see
+    `strict_json`); returns the count."""
+    lines = [strict_json(r, f"{path}:{i}") for i, r in enumerate(records, start=1)]
     atomic_write_text(path, "".join(line + "\n" for line in lines))
     return len(lines)
 
@@ -284,7 +313,7 @@ class ResumableJsonl:
         value = record[self.key]
         if value in self.done:
             raise ValueError(f"{self.path}: {self.key} {value!r} written twice")
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        data = (strict_json(record, f"{self.path} (record {self.key} {value!r})") + "\n").encode("utf-8")
         fd = self._fh.fileno()
         kept = "the records written so far are kept and a rerun continues after them"
         with disk_full_is_explained(self.path, kept):

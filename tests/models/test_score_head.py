@@ -5,6 +5,7 @@ real tiny trained student."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,77 @@ def test_a_fully_trained_student_keeps_the_head_out_of_its_weights_file(tmp_path
     selector = Selector.from_pretrained(recipe.run_path / "selector", device="cpu", dtype="float32")
     assert selector.backend.head_readout is not None
     assert torch.equal(selector.backend.head_readout.head.proj.weight, ScoreHead.load(final).proj.weight)
+
+
+def _copy_with_head(head_selector_dir: Path, dest: Path, weight: float) -> Path:
+    """A copy of the exported selector whose head weights are all `weight` (finite, so the head file loads)."""
+    import shutil
+
+    shutil.copytree(head_selector_dir, dest)
+    hidden = ScoreHead.load(head_selector_dir).proj.weight.shape[1]
+    save_file({"weight": torch.full((1, hidden), weight), "bias": torch.zeros(1)}, str(dest / SCORE_HEAD_FILE))
+    return dest
+
+
+def test_non_finite_scores_are_refused_by_select_byo_and_serve(head_selector_dir, tmp_path, capsys):
+    """Issue 55 (1): a head of finite but huge weights (3e38) overflows every score. `Selector.select` refuses
+    naming the selector, `purecover select` writes no record (never NaN into JSONL), and the server answers 500
+    with the reason on both endpoints and counts it in /metrics."""
+    pytest.importorskip("fastapi", reason="needs the serve extra")
+    import httpx
+
+    from purecover.cli import main
+    from purecover.models.selector import NonFiniteScoresError, Selector
+    from purecover.serve.app import create_app
+    from purecover.serve.server import serve_in_thread
+    from purecover.utils.io import read_jsonl
+    from tests.serve.conftest import metric_samples
+
+    bad = _copy_with_head(head_selector_dir, tmp_path / "huge", 3e38)
+    selector = Selector.from_pretrained(bad, device="cpu", dtype="float32")
+    cands = [rec for _, rec in read_jsonl(head_selector_dir.parent / "candidates.jsonl")][:2]
+    with pytest.raises(NonFiniteScoresError, match=rf"selector {bad}: .*not finite .*question 0"):
+        selector.select(cands[0]["question"], cands[0]["docs"])
+
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_text("".join(json.dumps({"qid": c["qid"], "question": c["question"],
+                                       "docs": [{"text": d["text"]} for d in c["docs"]]}) + "\n" for c in cands),
+                   encoding="utf-8")
+    assert main(["select", "--selector", str(bad), "--input", str(inp), "--out", str(out), "--device", "cpu",
+                 "--dtype", "float32", "-q", "--log-level", "WARNING"]) == 1
+    said = capsys.readouterr().err
+    assert f"selector {bad}" in said and "not finite" in said
+    assert not out.exists() or out.read_text() == ""  # no record, so no NaN in JSONL
+
+    docs = [{"text": d["text"]} for d in cands[0]["docs"][:3]]
+    with serve_in_thread(create_app(selector, model_name="huge")) as url, httpx.Client(base_url=url) as http:
+        r = http.post("/v1/select", json={"query": cands[0]["question"], "documents": docs})
+        assert r.status_code == 500 and "not finite" in r.json()["detail"] and str(bad) in r.json()["detail"]
+        r = http.post("/v1/rerank", json={"query": cands[0]["question"], "documents": docs})
+        assert r.status_code == 500 and "not finite" in r.json()["detail"]
+        counted = metric_samples(http.get("/metrics").text)
+    assert counted[("purecover_scoring_errors_total", (("reason", "non_finite_scores"),))] == 2
+    # the same copy with ordinary weights scores finitely: the refusal is about the numbers, not the copy
+    fine = _copy_with_head(head_selector_dir, tmp_path / "fine", 1e-3)
+    assert all(math.isfinite(v) for v in Selector.from_pretrained(fine, device="cpu", dtype="float32").select(
+        cands[0]["question"], cands[0]["docs"]).logits)
+
+
+def test_a_head_file_beside_a_token_config_is_refused(head_selector_dir, tmp_path):
+    """Issue 55 (2): selector_config.json saying passage_score: token, or without the key, beside a trained
+    score_head.safetensors is refused naming both files (its tau3 belongs to one readout)."""
+    import shutil
+
+    from purecover.models.selector import Selector
+
+    for name, edit in (("token", lambda c: {**c, "passage_score": "token"}),
+                       ("missing", lambda c: {k: v for k, v in c.items() if k != "passage_score"})):
+        d = tmp_path / name
+        shutil.copytree(head_selector_dir, d)
+        config = json.loads((d / "selector_config.json").read_text())
+        (d / "selector_config.json").write_text(json.dumps(edit(config)))
+        with pytest.raises(ValueError) as info:
+            Selector.from_pretrained(d, device="cpu", dtype="float32")
+        message = str(info.value)
+        assert str(d / SCORE_HEAD_FILE) in message and str(d / "selector_config.json") in message
+        assert ("passage_score: token" if name == "token" else "no passage_score") in message

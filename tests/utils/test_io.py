@@ -135,3 +135,25 @@ def test_apply_umask_fixes_a_tree_and_never_follows_links(tmp_path, umask):
     assert tree.stat().st_mode & 0o777 == 0o755 and (tree / "sub").stat().st_mode & 0o777 == 0o755
     assert (tree / "sub" / "w.safetensors").stat().st_mode & 0o777 == 0o644
     assert outside.stat().st_mode & 0o777 == 0o600  # reached only through a link: untouched
+
+
+def test_non_finite_numbers_are_never_written_as_json(tmp_path):
+    """Issue 55 (1): NaN and infinities are refused by every JSON writer, naming the file and the field; the old
+    file stays and a resumable file keeps only its complete records."""
+    from purecover.utils.io import atomic_write_json, strict_json, write_jsonl_atomic
+
+    target = tmp_path / "m.json"
+    atomic_write_json(target, {"ok": 1})
+    with pytest.raises(ValueError, match=rf"{target}: .*non-finite .* at results\.f1\[1\]"):
+        atomic_write_json(target, {"results": {"f1": [0.5, float("nan")]}})
+    assert json.loads(target.read_text()) == {"ok": 1}
+    with pytest.raises(ValueError, match=r"l\.jsonl:2: .* at logits\[0\]"):
+        write_jsonl_atomic(tmp_path / "l.jsonl", [{"logits": [1.0]}, {"logits": [float("-inf")]}])
+    assert not (tmp_path / "l.jsonl").exists()
+    out = ResumableJsonl(tmp_path / "r.jsonl")
+    out.write({"qid": "a", "logits": [1.0]})
+    with pytest.raises(ValueError, match=r"r\.jsonl \(record qid 'b'\): .* at logits\[1\]"):
+        out.write({"qid": "b", "logits": [1.0, float("inf")]})
+    out.close()
+    assert (tmp_path / "r.jsonl").read_text() == '{"qid": "a", "logits": [1.0]}\n'
+    assert strict_json({"x": [1, 2.5]}, "w") == '{"x": [1, 2.5]}'
