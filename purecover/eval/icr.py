@@ -53,6 +53,7 @@ import numpy as np
 
 from ..data.passage import doc_passage_text, passage_text
 from ..models.chat import render_chat
+from ..models.prompt_tokens import PromptText, encode_plain, encode_prompt
 from ..models.selector_prompt import truncate_text
 from ..records import CandidateDoc, CandidateRecord
 
@@ -108,7 +109,8 @@ def _body(doc: CandidateDoc | Mapping[str, Any]) -> str:
 
 
 def _ids(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+    """`text` (a message piece: ours, a passage or the question) as plain text, control-token strings included."""
+    return list(encode_plain(tokenizer, text)["input_ids"])
 
 
 def build_icr_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc | Mapping[str, Any]],
@@ -130,7 +132,7 @@ def build_icr_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc 
     prompt = render_chat(tokenizer, None, user)
     head = prompt.text[: prompt.user_offset]
     tail = prompt.text[prompt.user_offset + len(user):]
-    ids = _ids(tokenizer, head)
+    ids = encode_prompt(tokenizer, PromptText(head, [s for s in prompt.text.control_spans if s[1] <= len(head)]))[0]
     spans: list[tuple[int, int]] = []
     query_span = (0, 0)
     for kind, text in pieces:
@@ -140,7 +142,7 @@ def build_icr_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc 
             spans.append((start, len(ids)))
         elif kind == "query":
             query_span = (start, len(ids))
-    ids += _ids(tokenizer, tail)
+    ids += encode_prompt(tokenizer, tail)[0]  # the template's tail: nothing of the data
     if query_span[1] <= query_span[0]:
         raise ValueError(f"ICR: the question {q!r} has no tokens")
     return ICRPrompt(tuple(ids), tuple(spans), query_span, prompt.text)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from ..config import Recipe, recipe_to_dict
 from ..contract import StageRun
+from ..models.prompt_tokens import encode_prompt
 from ..records import (
     BudgetResult,
     CandidateRecord,
@@ -161,7 +162,7 @@ def evaluate_methods(run: StageRun) -> EvaluateSummary:
             keys[(name, k)].append(key)
 
     def count_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return len(encode_prompt(tokenizer, text)[0])
 
     with GenerationCache(eval_dir / "generations.jsonl") as cache:
         # vLLM schedules its own batches: hand it large chunks (each chunk is one resumable unit)

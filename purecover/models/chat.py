@@ -5,20 +5,27 @@ selector prompt, the teacher's offsets), so the text itself carries every specia
 the chat template's own (it writes the BOS where the model wants one), or, in the plain layout used
 without a template, the tokenizer's BOS token at the very start (`bos_prefix`). Base models trained
 with a BOS at the start of every document (Gemma, Llama, Mistral) degenerate without it.
+
+The text is a `PromptText` that records where those template tokens are, and every prompt builder tokenises
+it with `purecover.models.prompt_tokens.encode_prompt`: a control token's text inside the messages (a passage
+holding ``<|im_end|>``) stays plain text.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .prompt_tokens import PromptText, template_control_spans
+
 __all__ = ["ChatPrompt", "bos_prefix", "render_chat"]
 
 
 class ChatPrompt:
-    """A rendered prompt. `text` ends where the assistant's reply starts; `user_offset` is the
-    character position of the user message inside `text` (to map spans of the message)."""
+    """A rendered prompt. `text` ends where the assistant's reply starts (a `PromptText`: it knows which control
+    tokens the template wrote); `user_offset` is the character position of the user message inside `text` (to
+    map spans of the message)."""
 
-    def __init__(self, text: str, user_offset: int) -> None:
+    def __init__(self, text: PromptText, user_offset: int) -> None:
         self.text = text
         self.user_offset = user_offset
 
@@ -52,6 +59,10 @@ def render_chat(tokenizer: Any, system: str | None, user: str) -> ChatPrompt:
         offset = text.find(user)
         if offset < 0:
             raise ValueError("the tokenizer's chat template changes the user message; cannot locate document spans")
-        return ChatPrompt(text, offset)
-    head = bos_prefix(tokenizer) + (f"{system}\n\n" if system else "")
-    return ChatPrompt(f"{head}{user}\n\n", len(head))
+        data = [(offset, offset + len(user))]
+        if system and (at := text.find(system)) >= 0:
+            data.append((at, at + len(system)))
+        return ChatPrompt(PromptText(text, template_control_spans(tokenizer, text, data)), offset)
+    bos = bos_prefix(tokenizer)
+    head = bos + (f"{system}\n\n" if system else "")
+    return ChatPrompt(PromptText(f"{head}{user}\n\n", ((0, len(bos)),) if bos else ()), len(head))

@@ -10,6 +10,8 @@ Both backends see the same token ids: the rendered prompt already holds the chat
 special tokens, so it is tokenised with ``add_special_tokens=False`` (HF) and sent to vLLM as
 token ids (``{"prompt_token_ids": [...]}``) tokenised the same way; sending the text would let
 vLLM tokenise with ``add_special_tokens=True`` and double the BOS of Llama-3-style tokenizers.
+Both tokenise with `purecover.models.prompt_tokens.encode_prompt`: a prompt rendered by purecover (a
+`PromptText`) keeps control-token strings inside its messages as plain text.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Protocol
 import torch
 
 from ..utils.progress import tqdm
+from .prompt_tokens import encode_prompt
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,8 @@ class HFGenerator:
         side = self.tokenizer.padding_side
         self.tokenizer.padding_side = "left"
         try:
-            enc = self.tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = self.tokenizer.pad({"input_ids": [encode_prompt(self.tokenizer, p)[0] for p in prompts]},
+                                     return_tensors="pt", padding=True)
         finally:
             self.tokenizer.padding_side = side
         device = next(self.model.parameters()).device
@@ -119,8 +123,7 @@ class VLLMGenerator:
         """vLLM token prompts, tokenised like `HFGenerator` (``add_special_tokens=False``)."""
         if not prompts:
             return []
-        ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-        return [{"prompt_token_ids": [int(t) for t in row]} for row in ids]
+        return [{"prompt_token_ids": [int(t) for t in encode_prompt(self.tokenizer, p)[0]]} for p in prompts]
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
         params = self._vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens)

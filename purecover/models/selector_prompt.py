@@ -50,6 +50,7 @@ from ..prompts import Prompt, load_prompt
 from ..records import CandidateDoc
 from .chat import render_chat
 from .identifiers import IdentifierScheme
+from .prompt_tokens import encode_plain, encode_prompt
 
 __all__ = [
     "LAYOUTS",
@@ -175,11 +176,11 @@ def head_token_ids(tokenizer: Any, text: str, max_tokens: int) -> tuple[list[int
     while size < len(text):
         cut = max(text.rfind(" ", size // 2, size), text.rfind("\n", size // 2, size))
         prefix = text[: cut if cut > 0 else size]
-        ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        ids = encode_plain(tokenizer, prefix)["input_ids"]
         if len(ids) > max_tokens + _PREFIX_MARGIN_TOKENS:
             return list(ids[:max_tokens]), True
         size *= 4
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = encode_plain(tokenizer, text)["input_ids"]
     return list(ids[:max_tokens]), len(ids) > max_tokens
 
 
@@ -219,16 +220,8 @@ def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[Candidat
     chat = render_chat(tokenizer, wording.system, user)
     text = chat.text
     if readout == "identifier":
-        return SelectorPrompt(text=text, input_ids=tokenizer(text, add_special_tokens=False)["input_ids"],
-                              n_docs=len(docs))
-    ids: list[int] = []
-    positions: list[int] = []
-    start = 0
-    for cut in (chat.user_offset + c for c in cuts):
-        ids += tokenizer(text[start:cut], add_special_tokens=False)["input_ids"]
-        positions.append(len(ids) - 1)
-        start = cut
-    ids += tokenizer(text[start:], add_special_tokens=False)["input_ids"]
+        return SelectorPrompt(text=text, input_ids=encode_prompt(tokenizer, text)[0], n_docs=len(docs))
+    ids, positions, _ = encode_prompt(tokenizer, text, [chat.user_offset + c for c in cuts])
     return SelectorPrompt(text=text, input_ids=ids, n_docs=len(docs), read_positions=positions)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..models.prompt_tokens import encode_plain
 from ..records import (
     BiasDocTokens,
     BiasFile,
@@ -155,7 +156,7 @@ def document_token_lengths(tokenizer: Any, candidates: Sequence[CandidateRecord]
     flat = [b for row in bodies for b in row]
     if not flat:
         raise ValueError(f"the candidates hold no documents to measure: {_MISSING_HINT}")
-    ids = tokenizer(flat, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(flat, add_special_tokens=False, split_special_tokens=True)["input_ids"]  # passages: plain text
     per_pos: list[list[int]] = [[] for _ in range(k1)]
     i = 0
     for row in bodies:
@@ -314,7 +315,7 @@ def cut_to_tokens(tokenizer: Any, head: str, n_tokens: int, filler: str = FILLER
     reps = max(2, n_tokens // 4 + 2)
     while True:
         text = head + " ".join([filler] * reps)
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        enc = encode_plain(tokenizer, text, offsets=True)
         if len(enc["input_ids"]) >= n_tokens:
             return text[: enc["offset_mapping"][n_tokens - 1][1]]
         reps *= 2

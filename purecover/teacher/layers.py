@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..models.prompt_tokens import encode_prompt
 from ..records import CandidateDoc, LayersRead
 from .prompts import ReasoningPrompt, build_attention_prompt, char_span_to_tokens
 
@@ -272,10 +273,10 @@ def reply_distance(tokenizer: Any, question: str, docs: Sequence[CandidateDoc],
     spans = [s for s in doc_chars if s[1] > s[0]]
     if not spans:
         return None
-    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
-    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    ids, _, offsets = encode_prompt(tokenizer, text, offsets=True)
+    assert offsets is not None
     start, _ = char_span_to_tokens(offsets, spans[0])
-    return len(enc["input_ids"]) - start
+    return len(ids) - start
 
 
 def sequence_distance(step_spans: Sequence[tuple[int, int]], doc_spans: Sequence[tuple[int, int]]) -> int | None:

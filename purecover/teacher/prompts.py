@@ -31,6 +31,7 @@ from typing import Any
 
 from ..data.passage import passage_text
 from ..models.chat import bos_prefix, render_chat
+from ..models.prompt_tokens import PromptText, encode_prompt, extend_prompt
 from ..prompts import PROMPTS, check_template_text, load_prompt
 from ..records import CandidateDoc, PromptWording
 
@@ -188,13 +189,14 @@ def build_plain_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDo
     """The released code's attention text up to the reply, and each document body's character span in it:
     the tokenizer's BOS (`bos_prefix`), then ``[Doc 0]`` + body + newline per document, ``\nQuery:`` + question,
     ``\nAnswer:``."""
-    text, spans = bos_prefix(tokenizer), []
+    bos = bos_prefix(tokenizer)
+    text, spans = bos, []
     for k, d in enumerate(docs):
         text += f"[Doc {k}]"
         body = document_body(d)
         spans.append((len(text), len(text) + len(body)))
         text += body + "\n"
-    return text + "\nQuery:" + question.strip() + "\nAnswer:", spans
+    return PromptText(text + "\nQuery:" + question.strip() + "\nAnswer:", ((0, len(bos)),) if bos else ()), spans
 
 
 def build_attention_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc],
@@ -211,7 +213,8 @@ def reasoning_replies(generator: Any, tokenizer: Any, records: Sequence[Any], pr
                       reply_prefix: str, max_new_tokens: int) -> list[str]:
     """The teacher's reply to each record (``question``, ``docs``): the reasoning prompt + `reply_prefix` generated
     by `generator` (``generate(prompts, max_new_tokens)``), the prefix kept as the start of the reply."""
-    prompts = [build_reasoning_prompt(tokenizer, r.question, r.docs, prompt)[0] + reply_prefix for r in records]
+    prompts = [extend_prompt(build_reasoning_prompt(tokenizer, r.question, r.docs, prompt)[0], reply_prefix)
+               for r in records]
     return [reply_prefix + out for out in generator.generate(prompts, max_new_tokens)]
 
 
@@ -264,12 +267,12 @@ def build_teacher_sequence(tokenizer: Any, prompt: str, doc_char_spans: Sequence
                            steps: Sequence[str], answer: str) -> TeacherSequence:
     """Tokenise prompt + canonical reply once and map every span through the offsets."""
     reply, step_chars, answer_chars = canonical_reply(steps, answer)
-    text = prompt + reply
-    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
-    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    text = extend_prompt(prompt, reply)
+    ids, _, offsets = encode_prompt(tokenizer, text, offsets=True)
+    assert offsets is not None
     base = len(prompt)
     return TeacherSequence(
-        input_ids=list(enc["input_ids"]),
+        input_ids=ids,
         doc_spans=[char_span_to_tokens(offsets, s) for s in doc_char_spans],
         step_spans=[char_span_to_tokens(offsets, (a + base, b + base)) for a, b in step_chars],
         answer_span=char_span_to_tokens(offsets, (answer_chars[0] + base, answer_chars[1] + base)),
