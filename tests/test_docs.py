@@ -132,3 +132,17 @@ def test_the_link_checker_catches_broken_links_and_anchors(tmp_path):
         "[ok](a.md#title) [ok2](a.md#run-dir) [ok3](a.md#candidatesjsonl) `[code](nope.md)`\n"
         "```\n[fenced](nope.md)\n```\n[bad](nope.md) [bad anchor](a.md#nope) [web](https://example.com)\n")
     assert broken_links(tmp_path / "b.md") == ["nope.md: no such file", "a.md#nope: no heading with anchor #nope"]
+
+
+def test_each_integration_guide_says_what_its_library_sends():
+    """Issue 55 (10): a user reads, in each RAG library's guide, whether the library sends usage data and how to
+    stop it; purecover never sets those variables itself."""
+    guides = Path(__file__).resolve().parents[1] / "docs" / "guides"
+    said = {name: (guides / f"{name}.md").read_text(encoding="utf-8") for name in ("haystack", "langchain", "llamaindex")}
+    assert "HAYSTACK_TELEMETRY_ENABLED=False" in said["haystack"]
+    assert "LANGSMITH_TRACING" in said["langchain"]
+    assert all("**Telemetry.**" in text for text in said.values())
+    package = Path(__file__).resolve().parents[1] / "purecover"
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "HAYSTACK_TELEMETRY_ENABLED" not in text and "LANGSMITH_TRACING" not in text, path

@@ -232,6 +232,11 @@ def read_token_id(tokenizer: Any) -> int:
     if len(ids) != 1:
         raise ValueError(f"the passage readout reads the logit of {PASSAGE_READ_TOKEN!r}, which is {len(ids)} tokens "
                          f"({ids}) for this tokenizer; use student.readout: identifier")
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is not None and int(ids[0]) == int(unk):
+        raise ValueError(f"the passage readout reads the logit of {PASSAGE_READ_TOKEN!r}, which this tokenizer does "
+                         f"not know: it becomes its unknown token {getattr(tokenizer, 'unk_token', None)!r} (id {unk}), "
+                         "shared by every unknown word; use student.readout: identifier, or a tokenizer that has it")
     return int(ids[0])
 
 

@@ -194,3 +194,20 @@ def test_a_backend_without_passage_scores_is_refused(passage_selector_dir):
     tokenizer = load_tokenizer(str(passage_selector_dir), padding_side="left")
     with pytest.raises(ValueError, match="passage readout .*IdentifierOnly cannot read"):
         Selector(tokenizer, config, IdentifierOnly())
+
+
+def test_a_tokenizer_without_the_read_token_is_refused():
+    """Issue 55 (6): a word-level tokenizer that lacks " yes" maps it to <unk>, which every unknown word shares:
+    refused by name, never read silently; the same tokenizer with the word is accepted."""
+    import tests.models.test_chat_bos as bos
+
+    without = bos._tokenizer(None, auto_add=False)
+    with pytest.raises(ValueError, match=r"does not know: it becomes its unknown token '<unk>'"):
+        read_token_id(without)
+    saved = list(bos.TEXTS)
+    bos.TEXTS.append("yes")
+    try:
+        with_yes = bos._tokenizer(None, auto_add=False)
+    finally:
+        bos.TEXTS[:] = saved
+    assert with_yes.convert_ids_to_tokens(read_token_id(with_yes)) == "yes"
