@@ -90,11 +90,13 @@ class DataConfig:
         if isinstance(self.path, list):  # a list of files: no entry twice; one entry is that file
             if not self.path:
                 raise _SectionError("path", "is an empty list: give a file, or a list of files")
+            first: dict[str, int] = {}  # entry -> its first index (a dict: linear in the list's length)
             for i, entry in enumerate(self.path):
                 if not entry.strip():
                     raise _SectionError("path", f"entry {i} is blank")
-                if entry in self.path[:i]:
-                    raise _SectionError("path", f"lists {entry!r} twice (entries {self.path.index(entry)} and {i})")
+                if entry in first:
+                    raise _SectionError("path", f"lists {entry!r} twice (entries {first[entry]} and {i})")
+                first[entry] = i
             if len(self.path) == 1:
                 self.path = self.path[0]
         if self.index_path is not None and self.retriever != "dense":

@@ -8,13 +8,14 @@ those are read alone (`list_entry_problem`). A one-entry list is the plain path 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import ConfigError, Recipe
 
 __all__ = ["check_data_files", "check_path_list", "data_path_entries", "is_path_list", "list_entry_problem",
-           "show_data_path"]
+           "not_a_file", "show_data_path"]
 
 
 def is_path_list(path: object) -> bool:
@@ -57,8 +58,29 @@ def list_entry_problem(entry: str, must_exist: bool = False) -> str | None:
         return "is a Hugging Face Hub dataset id, not a local file: " + alone.format(entry) + \
             " (download the Hub dataset's files and list those instead)"
     if must_exist and not p.is_file():
-        return "does not exist (a data.path list names local files, each read in list order)"
+        return not_a_file(p) + " (a data.path list names local files, each read in list order)"
     return None
+
+
+def not_a_file(path: Path) -> str:
+    """What `path` is, when it is no regular file: a symbolic-link loop, a link to nothing, a named pipe, a
+    device (``/dev/null``), a socket, or nothing."""
+    import errno
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a loop of symbolic links"
+        if path.is_symlink():
+            return f"is a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return "does not exist"
+    kinds = ((stat.S_ISFIFO, "is a named pipe (FIFO), not a file"),
+             (stat.S_ISCHR, "is a character device (such as /dev/null), not a file"),
+             (stat.S_ISBLK, "is a block device, not a file"), (stat.S_ISSOCK, "is a socket, not a file"),
+             (stat.S_ISDIR, "is a folder"))
+    return next((said for test, said in kinds if test(mode)), "is not a regular file")
 
 
 def check_path_list(path: str | Sequence[str] | None, must_exist: bool = True) -> None:

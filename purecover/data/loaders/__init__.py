@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import DataFormatError, DuplicateQuestionError, InvalidRecord
 from ..example import Example
-from ..paths import data_path_entries, is_path_list, list_entry_problem, show_data_path
+from ..paths import data_path_entries, is_path_list, list_entry_problem, not_a_file, show_data_path
 from ..readers import check_lone_surrogates, iter_records
 from .coverage import parse_coverage
 from .flashrag import parse_flashrag
@@ -83,15 +83,19 @@ class ExampleSource:
         if is_path_list(path) and not path:
             raise ValueError("data.path is an empty list: give a dataset file, or a list of files")
         entries = data_path_entries(path)
+        listed: dict[str, str] = {}  # entry -> the key of its first listing (linear in the list's length)
+        for key, entry in entries if len(entries) > 1 else ():
+            if entry in listed:
+                raise ValueError(f"{key} {entry!r} is listed twice in data.path (first as {listed[entry]})")
+            listed[entry] = key
         for key, entry in entries if len(entries) > 1 else ():  # a list: every file is there before one is read
-            if [e for _, e in entries].count(entry) > 1:
-                raise ValueError(f"{key} {entry!r} is listed twice in data.path")
             problem = list_entry_problem(entry)
             if problem is not None:
                 raise ValueError(f"{key} {entry!r} {problem}")
             if not Path(entry).expanduser().is_file():
-                raise FileNotFoundError(f"{key} {entry!r} does not exist (data.path lists {len(entries)} files, "
-                                        "each read in list order)")
+                raise FileNotFoundError(f"{key} {entry!r} {not_a_file(Path(entry).expanduser())} (data.path lists "
+                                        f"{len(entries)} files, each read in list order)")
+        self._keys = {entry: key for key, entry in entries}
         self.dataset = dataset
         self.files: list[str] = [entry for _, entry in entries]  # several: a list of local files
         self.path = show_data_path(self.files) if len(self.files) > 1 else self.files[0]
@@ -133,6 +137,8 @@ class ExampleSource:
                 for loc, rec in iter_records(Path(file).expanduser() if len(self.files) > 1 else file,
                                              check_text=False):
                     yield file, loc, rec
+                if len(self.files) > 1:
+                    yield file, None, None  # the end of one file of a list (`__iter__` checks it gave questions)
         else:
             resolved = self.resolve()
             for loc, rec in iter_hub_rows(resolved, self.split_key):
@@ -141,9 +147,17 @@ class ExampleSource:
     def __iter__(self) -> Iterator[Example]:
         seen: dict[str, tuple[str, str]] = {}  # qid -> (file, location) of its first record
         produced = 0
+        file_start, file_invalid = 0, 0  # questions produced before the current file of a list, invalid in it
         for source, location, record in self._raw():
             if self.limit is not None and produced >= self.limit:
                 return
+            if location is None:  # a file of a list ended: it must have given a question, as a file alone must
+                if produced == file_start:
+                    raise ValueError(f"{self._keys[source]} {source!r} holds no valid question "
+                                     f"({len(self.invalid) - file_invalid} invalid): an empty file in a data.path "
+                                     "list is refused, as it is alone; remove it from the list")
+                file_start, file_invalid = produced, len(self.invalid)
+                continue
             self.n_read += 1
             try:
                 check_lone_surrogates(record, source, location)  # here, so skip_invalid can skip it
