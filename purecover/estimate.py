@@ -43,6 +43,13 @@ REFERENCE: dict[str, tuple[float, str]] = {
     "select": (2.1446, "student_readout.json student_readout.hotpotqa.selection_time_ratio: 2.1446 s/question"),
 }
 _SIZE_TAG = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.I)
+# What an estimate believes: a model of 1 thousand to 100 trillion parameters, config sizes in these ranges, and at
+# most 1,000 days of work; anything outside is "unknown" (a typo or a hostile file), never an overflow or a
+# negative count.
+PLAUSIBLE_PARAMETERS = (1_000, 10**14)
+_CONFIG_LIMITS = {"hidden_size": 10**6, "num_hidden_layers": 10**5, "intermediate_size": 10**7,
+                  "vocab_size": 10**8, "num_attention_heads": 10**5, "num_key_value_heads": 10**5, "head_dim": 10**5}
+MAX_ESTIMATE_SECONDS = 1000 * 86400
 _CATALOGUE_SIZES = {"smollm2-135m-instruct": REFERENCE_PARAMETERS}  # measured; other names: their size tag
 
 
@@ -69,37 +76,50 @@ def model_parameters(name: str | None) -> int | None:
         if path.is_file() and path.suffix.lower() == ".gguf":
             from .models.gguf_header import check_gguf_header
 
-            return check_gguf_header(path).n_elements
+            return _plausible(check_gguf_header(path).n_elements)
         if path.is_dir():
             ggufs = sorted(path.glob("*.gguf"))
             if ggufs and not (path / "config.json").is_file():
                 from .models.gguf_header import check_gguf_header
 
-                return check_gguf_header(ggufs[0]).n_elements
-            if (path / "config.json").is_file():
+                return _plausible(check_gguf_header(ggufs[0]).n_elements)
+            if (path / "config.json").is_file() and (path / "config.json").stat().st_size <= COUNT_LIMIT_BYTES:
                 return _from_config(json.loads((path / "config.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
     tag = _SIZE_TAG.search(Path(name).name)
-    if tag:
-        return int(float(tag.group(1)) * (1e9 if tag.group(2).lower() == "b" else 1e6))
+    if tag and len(tag.group(1)) <= 12:  # a longer number is no size tag (and would overflow a float)
+        return _plausible(int(float(tag.group(1)) * (1e9 if tag.group(2).lower() == "b" else 1e6)))
     return None
 
 
+def _plausible(n: int | None) -> int | None:
+    """`n` when it is a parameter count an estimate can use (`PLAUSIBLE_PARAMETERS`), else None."""
+    low, high = PLAUSIBLE_PARAMETERS
+    return n if isinstance(n, int) and low <= n <= high else None
+
+
 def _from_config(config: dict[str, Any]) -> int | None:
-    """Parameters of a decoder from its config: embeddings plus, per layer, attention and a gated MLP."""
+    """Parameters of a decoder from its config: embeddings plus, per layer, attention and a gated MLP. None when
+    a size it needs is missing, not a positive integer, or beyond `_CONFIG_LIMITS`."""
+    if not isinstance(config, dict):
+        return None
+    for key, limit in _CONFIG_LIMITS.items():
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit):
+            return None
     hidden = config.get("hidden_size")
     layers = config.get("num_hidden_layers")
-    if not isinstance(hidden, int) or not isinstance(layers, int):
+    if hidden is None or layers is None:
         return None
     inter = config.get("intermediate_size") or 4 * hidden
     vocab = config.get("vocab_size") or 32_000
     heads = config.get("num_attention_heads") or 1
     kv = config.get("num_key_value_heads") or heads
-    head_dim = config.get("head_dim") or hidden // heads
+    head_dim = config.get("head_dim") or max(1, hidden // heads)
     attention = hidden * head_dim * (2 * heads + 2 * kv)
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", False) else 2)
-    return int(embeddings + layers * (attention + 3 * hidden * inter))
+    return _plausible(int(embeddings + layers * (attention + 3 * hidden * inter)))
 
 
 def question_count(recipe: Recipe) -> int | None:
@@ -162,9 +182,17 @@ def estimate_stages(recipe: Recipe, stages: list[str]) -> list[StageEstimate]:
         questions = _train_examples(recipe, n) if stage == "train" else n
         if questions is None or params is None:
             what = "the question count" if questions is None else f"the size of {model}"
-            out.append(StageEstimate(stage, None, f"unknown: {what} cannot be told without reading it"))
+            out.append(StageEstimate(stage, None, f"unknown: {what} cannot be told without reading it"
+                                                  if questions is None else
+                                                  f"unknown: {what} cannot be told (no catalogue entry, readable "
+                                                  "config.json or GGUF, or size tag giving a plausible count)"))
             continue
-        seconds = questions * per_q * params / REFERENCE_PARAMETERS * k1
+        seconds = float(questions) * per_q * (params / REFERENCE_PARAMETERS) * k1
+        if not math.isfinite(seconds) or seconds > MAX_ESTIMATE_SECONDS:
+            out.append(StageEstimate(stage, None, f"unknown: over {MAX_ESTIMATE_SECONDS // 86400:,} days at this "
+                                                  f"size ({params:.3g} parameters, {float(questions):.3g} "
+                                                  f"{'examples' if stage == 'train' else 'questions'})"))
+            continue
         millions = params / 1e6
         size = "" if model is None else f" x {millions:,.{0 if millions >= 10 else 2}f}M/135M parameters"
         noun = "examples" if stage == "train" else "questions"

@@ -81,3 +81,36 @@ def test_the_dry_run_prints_the_estimate(capsys, tmp_path, monkeypatch):
     out = capsys.readouterr().out
     assert "estimate (rough, within about x3" in out
     assert re.search(r"label\s+~\S+\s+36 questions x 1\.27 s", out)
+
+
+def _config_dir(tmp_path: Path, name: str, **sizes) -> str:
+    d = tmp_path / name
+    d.mkdir()
+    base = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 1000,
+            "num_attention_heads": 4}
+    (d / "config.json").write_text(json.dumps({**base, **sizes}))
+    return str(d)
+
+
+def test_absurd_sizes_are_unknown_never_an_overflow_or_a_negative_count(tmp_path, capsys, monkeypatch):
+    """Issue 55 (4): a 300-digit size tag, config sizes of 10^200, negative layer counts and 10^30 questions gave
+    OverflowError, negative parameters or a 57-digit hour count. Now each is "unknown" and the plan prints."""
+    monkeypatch.setattr("purecover.estimate._has_gpu", lambda: False)
+    assert model_parameters("org/model-" + "9" * 300 + "B") is None
+    assert model_parameters(_config_dir(tmp_path, "huge", hidden_size=10**200)) is None
+    assert model_parameters(_config_dir(tmp_path, "negative", num_hidden_layers=-4)) is None
+    assert model_parameters(_config_dir(tmp_path, "text", num_hidden_layers="2")) is None
+    assert model_parameters(_config_dir(tmp_path, "fine")) > 0
+    huge_tag = "org/model-" + "9" * 300 + "B"
+    for model, said in ((huge_tag, "unknown: the size of"), (_config_dir(tmp_path, "big", hidden_size=10**200),
+                                                               "unknown: the size of")):
+        est = {e.stage: e for e in estimate_stages(load_recipe(None, [f"student.model={model}"]), ["select"])}
+        assert est["select"].seconds is None and said in est["select"].how
+    many = load_recipe(None, ["student.model=org/model-100B", "data.sample=null", "data.limit=1000000000000000000000"
+                              "000000000", "data.path=nowhere.json"])
+    est = {e.stage: e for e in estimate_stages(many, ["select"])}
+    assert est["select"].seconds is None and "over 1,000 days" in est["select"].how
+    code = main(["pipeline", "configs/recipes/demo_cpu.yaml", "--dry-run", "--set", f"run_dir={tmp_path}/run",
+                 "--set", f"student.model={huge_tag}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "unknown: the size of" in out and not re.search(r"\d{12,}h", out)
