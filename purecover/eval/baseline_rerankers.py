@@ -143,7 +143,14 @@ class ICRRerank:
         from purecover.eval.icr import model_layer_count, resolve_icr_layers
 
         wanted = list(resolve_icr_layers(model_layer_count(self.model), self.layers))
-        return self.per_layer(candidate_record, wanted).score(wanted)
+        scores = self.per_layer(candidate_record, wanted).score(wanted)
+        if len(scores) > 1 and not np.any(scores):
+            raise ValueError(
+                f"eval.icr_layers: every ICR score of question {candidate_record.qid!r} is 0, so ICR would copy the "
+                f"retrieval order: the layers read ({wanted}) see none of the passages from the question"
+                f"{sliding_note(self.model, wanted)}; read full-attention layers (eval.icr_layers: all, or their "
+                "indices)")
+        return scores
 
     def scores(self, candidate_record: CandidateRecord) -> np.ndarray:
         """One score per candidate (in candidate order): the calibrated ICR score."""
@@ -153,6 +160,20 @@ class ICRRerank:
                selection_record: StoredSelection | None = None, k: int = 5) -> list[int]:
         k = _check_k(k)
         return _descending(self.scores(candidate_record))[:k]
+
+
+def sliding_note(model: Any, layers: Sequence[int]) -> str:
+    """", all sliding-window layers of N tokens" when every one of `layers` of `model` is a windowed layer, else ""."""
+    from purecover.teacher.layers import attention_windows
+
+    try:
+        kinds, windows = attention_windows(model.config)
+    except (AttributeError, ValueError):
+        return ""
+    shown = sorted({windows[i] for i in layers if 0 <= i < len(windows) and windows[i] is not None})
+    if not shown or any(windows[i] is None for i in layers if 0 <= i < len(windows)):
+        return ""
+    return f", all {'/'.join(sorted({kinds[i] for i in layers}))} layers of {'/'.join(map(str, shown))} tokens"
 
 
 class ICRFusedRerank(ICRRerank):

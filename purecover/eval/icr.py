@@ -152,7 +152,11 @@ def build_icr_prompt(tokenizer: Any, question: str, docs: Sequence[CandidateDoc 
 
 def resolve_icr_layers(n_layers: int, setting: str | Sequence[int], key: str = "eval.icr_layers") -> tuple[int, ...]:
     """The ascending layer indices `setting` names on a model of `n_layers` decoder layers: ``all``, or a list
-    of indices (negative ones count from the end; repeats collapse). ValueError naming `key` otherwise."""
+    of indices (negative ones count from the end; repeats collapse). ValueError naming `key` otherwise, and for a
+    model without decoder layers."""
+    if n_layers < 1:
+        raise ValueError(f"{key}: the model has no decoder layers (num_hidden_layers is {n_layers}), so ICR has no "
+                         "attention to read; use a model with layers as eval.icr_model")
     if isinstance(setting, str):
         if setting != "all":
             raise ValueError(f"{key} must be 'all' or a list of layer indices, got {setting!r}")

@@ -172,8 +172,10 @@ def attention_windows(config: Any) -> tuple[list[str], list[int | None]]:
     text = _text_config(config)
     model_type = getattr(text, "model_type", None) or type(text).__name__
     n = getattr(text, "num_hidden_layers", None)
-    if not isinstance(n, int) or n < 1:
+    if not isinstance(n, int) or isinstance(n, bool):
         raise ValueError(f"teacher.layers: the {model_type} config has no num_hidden_layers")
+    if n < 1:
+        raise ValueError(f"teacher.layers: the {model_type} config has num_hidden_layers {n}: no layer to read")
     window = getattr(text, "sliding_window", None)
     if getattr(text, "use_sliding_window", True) is False:  # Qwen2-style switch (transformers 5 applies it too)
         window = None

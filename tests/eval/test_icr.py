@@ -428,3 +428,24 @@ def test_the_method_names():
 
     assert list(METHODS)[1:5] == ["cross_encoder", "cross_encoder_ft", "icr", "icr_fused"]
     assert "Chen et al., ICLR 2025" in METHODS["icr"] and "eval.icr_fusion_weight" in METHODS["icr_fused"]
+
+
+def test_layers_that_see_no_passage_are_refused_not_copied_from_retrieval(bpe_tok):
+    """Issue 55 (5): ICR through sliding-window layers whose window ends before the passages (Gemma-3's local
+    layers, here a Mistral of window 2) scored every passage 0 and quietly copied the retrieval order: refused,
+    naming eval.icr_layers and the window. A model without layers names eval.icr_layers, not teacher.layers."""
+    from purecover.demo.tiny import tiny_causal_lm
+
+    sel = make_baseline("icr", model_name="unused", layers="all", max_passage_tokens=16)
+    sel._model, sel._tokenizer = tiny_causal_lm("mistral", len(bpe_tok), num_layers=2, sliding_window=2), bpe_tok
+    with pytest.raises(ValueError, match=r"eval.icr_layers: every ICR score of question 'q1' is 0.*layers read "
+                                         r"\(\[0, 1\]\).*all sliding_attention layers of 2 tokens"):
+        sel.select(RECORDS[0], None, None, 2)
+    sel._model, sel._cache = tiny_causal_lm("mistral", len(bpe_tok), num_layers=2, sliding_window=4096), {}
+    assert len(sel.select(RECORDS[0], None, None, 2)) == 2  # the same layers seeing the passages: scores
+    with pytest.raises(ValueError, match=r"eval.icr_layers: the model has no decoder layers \(num_hidden_layers is 0"):
+        icr_scores(tiny_causal_lm("qwen2", len(bpe_tok), num_layers=0), bpe_tok, QUESTION, DOCS)
+    from purecover.teacher.layers import attention_windows
+
+    with pytest.raises(ValueError, match="config has num_hidden_layers 0: no layer to read"):
+        attention_windows(tiny_causal_lm("qwen2", len(bpe_tok), num_layers=0).config)
