@@ -181,6 +181,11 @@ def checkpoint_problem(d: Path, needs_head: bool = False) -> str | None:
                 return f"no {name}"
     if needs_head and not (d / SCORE_HEAD_FILE).is_file():
         return f"no {SCORE_HEAD_FILE} (the scoring head)"
+    if needs_head:
+        try:
+            ScoreHead.load(d)  # its checks: the tensors, their shapes, finite values
+        except ValueError as exc:
+            return f"its scoring head is unusable ({exc})"
     if not any(d.glob("rng_state*.pth")):
         return "no rng_state*.pth"
     return None
@@ -205,7 +210,10 @@ def _last_complete_checkpoint(output_dir: Path, needs_head: bool = False) -> str
     for _step, d in sorted(found, reverse=True):
         problem = checkpoint_problem(d, needs_head)
         if problem is not None:
-            log.warning("not resuming from %s: %s; trying an earlier checkpoint", d, problem)
+            earlier = [e.name for s, e in sorted(found, reverse=True) if s < _step]
+            log.warning("not resuming from %s: %s; %s", d, problem,
+                        f"trying the earlier {', '.join(earlier)}" if earlier else "no earlier checkpoint: training "
+                        "starts afresh")
             continue
         state = json.loads((d / "trainer_state.json").read_text(encoding="utf-8"))
         if 0 < int(state.get("max_steps") or 0) <= int(state.get("global_step") or 0):
@@ -290,8 +298,18 @@ def train_student(run: StageRun) -> TrainSummary:
     resume = cfg.training.get("resume_from_checkpoint")
     if resume is None:
         resume = _last_complete_checkpoint(Path(args.output_dir), needs_head=score_head is not None)
+    if resume:
+        log.info("resuming from %s", resume)
     if resume and score_head is not None:  # the Trainer restores the adapter and the optimizer; the head is ours
-        score_head.load_state_dict(ScoreHead.load(resume, hidden_size=score_head.hidden_size).state_dict())
+        try:
+            head = ScoreHead.load(resume, hidden_size=score_head.hidden_size)
+        except ValueError as exc:  # only a given resume_from_checkpoint gets here: found ones are checked
+            usable = _last_complete_checkpoint(Path(args.output_dir), needs_head=True)
+            raise ValueError(f"{exc}. student.training.resume_from_checkpoint names {resume}: "
+                             + (f"resume from {usable} instead, the newest usable checkpoint of this run"
+                                if usable else "no checkpoint of this run is usable; unset it to train afresh")
+                             ) from None
+        score_head.load_state_dict(head.state_dict())
     result = trainer.train(resume_from_checkpoint=resume)
     final = Path(args.output_dir) / FINAL
     trainer.save_model(str(final))

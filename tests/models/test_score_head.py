@@ -342,3 +342,38 @@ def test_a_head_file_beside_a_token_config_is_refused(head_selector_dir, tmp_pat
         message = str(info.value)
         assert str(d / SCORE_HEAD_FILE) in message and str(d / "selector_config.json") in message
         assert ("passage_score: token" if name == "token" else "no passage_score") in message
+
+
+def test_a_checkpoint_with_a_broken_head_is_passed_over_or_named(head_selector_dir, tmp_path, tmp_path_factory,
+                                                                  sample_dir, caplog):
+    """Issue 55 (9): a checkpoint whose score head holds NaN is passed over for the one before it, and the log
+    names both; a resume_from_checkpoint that names it is refused saying which checkpoint to resume from."""
+    import logging
+    import shutil
+
+    from purecover.train.run import _last_complete_checkpoint, run_train_stage
+    from tests.models.conftest import _recipe
+
+    done = head_selector_dir.parent
+    run = tmp_path / "run"
+    shutil.copytree(done, run, ignore=shutil.ignore_patterns("selector", "export.run.json", "train.run.json",
+                                                             "final", "checkpoint-4", "*.lock"))
+    good, bad = run / "checkpoints" / "checkpoint-2", run / "checkpoints" / "checkpoint-3"
+    shutil.copytree(good, bad)
+    hidden = ScoreHead.load(good).proj.weight.shape[1]
+    save_file({"weight": torch.full((1, hidden), float("nan")), "bias": torch.zeros(1)}, str(bad / SCORE_HEAD_FILE))
+    with caplog.at_level(logging.WARNING, logger="purecover.train.run"):
+        assert _last_complete_checkpoint(run / "checkpoints", needs_head=True) == str(good)
+    said = caplog.text
+    assert f"not resuming from {bad}: its scoring head is unusable" in said and "non-finite" in said
+    assert "trying the earlier checkpoint-2" in said
+    recipe = _recipe(run, tiny_model_dir(tmp_path_factory, sample_dir), True,
+                     (*HEAD, f"student.training.resume_from_checkpoint={bad}"))
+    with pytest.raises(ValueError, match=rf"non-finite.*resume_from_checkpoint names {bad}: resume from {good} "
+                                         "instead"):
+        run_train_stage(recipe, show_progress=False)
+    shutil.rmtree(good)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="purecover.train.run"):
+        assert _last_complete_checkpoint(run / "checkpoints", needs_head=True) is None
+    assert "no earlier checkpoint: training starts afresh" in caplog.text
