@@ -182,11 +182,49 @@ def choose(out: str | Path, demo: str, threads: str, command: str) -> int:
     return 0
 
 
+MAX_BUSY = 64  # spinning processes: more is no benchmark, only a stalled machine
+
+
+def thread_settings(text: str) -> list[str]:
+    """``--threads``: ``auto``, ``default`` or a thread count from 1 to 1024, comma-separated, at least one."""
+    import argparse
+
+    values = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [v for v in values if v not in ("auto", "default") and not (v.isdigit() and 1 <= int(v) <= 1024)]
+    if not values or bad:
+        raise argparse.ArgumentTypeError(f"expected auto, default or thread counts 1..1024, got {text!r}")
+    return values
+
+
+def busy_counts(text: str) -> list[int]:
+    """``--busy``: counts of spinning processes from 0 to `MAX_BUSY`, comma-separated, at least one."""
+    import argparse
+
+    values = [x.strip() for x in text.split(",") if x.strip()]
+    if not values or any(not v.isdigit() or int(v) > MAX_BUSY for v in values):
+        raise argparse.ArgumentTypeError(f"expected counts 0..{MAX_BUSY} of busy processes, got {text!r}")
+    return [int(v) for v in values]
+
+
+def log_dir_for(out: Path) -> Path:
+    """Where a measuring run's logs go: build/bench for a results file in the repository's results folder (kept
+    out of the committed results), else ``<out>.logs`` beside --out."""
+    out = Path(out).resolve()
+    if out.parent == REPO / "benchmarks" / "results":
+        return REPO / "build" / "bench"
+    return out.with_name(out.name + ".logs")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, out="benchmarks/results/demo_timing.json")
     parser.add_argument("--demo", default="demo", choices=sorted(DEMOS))
-    parser.add_argument("--threads", default="auto,1,2")
-    parser.add_argument("--busy", default="0,2")
+    parser.add_argument("--threads", default="auto,1,2", type=thread_settings,
+                        help="comma-separated: auto, default or a thread count (default: %(default)s)")
+    parser.add_argument("--busy", default="0,2", type=busy_counts,
+                        help=f"comma-separated counts of spinning processes, each 0..{MAX_BUSY} (default: %(default)s)")
+    parser.add_argument("--log-dir", type=Path, default=None,
+                        help="where each run's log goes (default: build/bench for the repository's results folder, "
+                             "else <out>.logs beside --out)")
     parser.add_argument("--chosen-threads", default="1", help="the setting the demo's make target uses (the target "
                         "rows)")
     parser.add_argument("--choose", action="store_true", help="measure nothing: set --demo's --chosen-threads in the "
@@ -194,14 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     args = harness.parse(parser, argv)
     if args.choose:
         command = " ".join(["benchmarks/demo_timing.py", *(sys.argv[1:] if argv is None else argv)])
-        return choose(args.out, args.demo, args.chosen_threads, command)
+        with harness.malformed([args.out]):
+            return choose(args.out, args.demo, args.chosen_threads, command)
     if (status := harness.stored(args, rows)) is not None:
         return status
-    log_dir = REPO / "build" / "bench"
+    log_dir = args.log_dir or log_dir_for(args.out)
     log_dir.mkdir(parents=True, exist_ok=True)
-    runs = [run_demo(t, int(b), log_dir, args.demo) for b in args.busy.split(",") for t in args.threads.split(",")]
+    previous = harness.load(args.out)  # read (and checked) before an hour of measuring, not after
+    runs = [run_demo(t, b, log_dir, args.demo) for b in args.busy for t in args.threads]
     result = {"date": now(), "machine": machine_info(), "command": " ".join(sys.argv),
-              **merged(harness.load(args.out), args.demo, runs, args.chosen_threads)}
+              **merged(previous, args.demo, runs, args.chosen_threads)}
     harness.write(args.out, result, rows)
     return 0
 

@@ -234,18 +234,16 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, out="benchmarks/results/gpu_check.json", quick_aliases=["--tiny"],
                             quick="tiny shapes on any device: checks the code (~3 min on 2 CPU cores)")
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
-    parser.add_argument("--budget", type=float, default=None,
+    parser.add_argument("--parts", default=list(PARTS), type=lambda text: harness.name_list(text, PARTS, "part"),
+                        help=f"comma-separated, of {', '.join(PARTS)} (default: all)")
+    parser.add_argument("--budget", type=harness.positive_seconds, default=None,
                         help="seconds the whole check may take: each part's limit is cut to what is left, and a part "
                              f"with under {MIN_PART_SECONDS:g} s left is a row 'not run' (default: {BUDGET['full']:g} s, "
                              f"{BUDGET['tiny']:g} s with --tiny)")
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows)) is not None:
         return status
-    parts = [p for p in args.parts.split(",") if p]
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown:
-        parser.error(f"unknown part(s) {', '.join(unknown)}; expected {', '.join(PARTS)}")
+    parts = args.parts
     shape = "tiny" if args.quick else "full"
     cfg = SHAPES[shape]
     result: dict[str, Any] = {"date": now(), "command": " ".join(sys.argv), "shape": shape, "parts": {}}

@@ -31,14 +31,18 @@ are in `rows`.
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rows import ROWS_ONLY_HELP, Rows, parse_target, rewrite, with_rows
+from rows import ROWS_ONLY_HELP, Rows, parse_target, read_results, rewrite, with_rows
+
+__all__ = ["add_history", "load", "malformed", "merge_files", "merged", "name_list", "over_seeds", "parse", "parser",
+           "positive_seconds", "read_results", "seed_list", "seed_rows", "stored", "worst", "write"]
 
 RowsFn = Callable[[dict[str, Any]], list[dict[str, Any]]]
 
@@ -66,11 +70,48 @@ def parser(doc: str | None, out: str | Path, *, merge: str | None = None, seeds:
 
 
 def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The parsed command line; ``--seed N`` becomes ``seeds == [N]``."""
+    """The parsed command line; ``--seed N`` becomes ``seeds == [N]``. An ``--out`` that is a folder (or any other
+    non-file) is a usage error."""
     args = p.parse_args(argv)
     if getattr(args, "seed", None) is not None and hasattr(args, "seeds"):
         args.seeds = [args.seed]
+    out = Path(args.out)
+    if out.exists() and not out.is_file():
+        p.error(f"--out {out} is {'a folder' if out.is_dir() else 'not a regular file'}: name a results file")
     return args
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (``nan``, ``inf``, 0 and negatives refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds above 0, got {text!r}")
+    return value
+
+
+def name_list(text: str, choices: Sequence[str], what: str) -> list[str]:
+    """``"a,b"`` -> ["a", "b"], each one of `choices`, at least one; ArgumentTypeError naming `what` otherwise."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"no {what} given in {text!r}; expected some of {', '.join(choices)}")
+    unknown = sorted(set(names) - set(choices))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)}; expected {', '.join(choices)}")
+    return names
+
+
+@contextlib.contextmanager
+def malformed(paths: Sequence[str | Path]) -> Iterator[None]:
+    """Stored results that parse but lack what a script reads (a missing key, a string for a number, a list for
+    an object): one line naming the files, no traceback (`SystemExit`)."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        shown = ", ".join(str(p) for p in paths)
+        raise SystemExit(f"{shown}: malformed results ({type(exc).__name__}: {exc})") from None
 
 
 def seed_list(text: str) -> list[int]:
@@ -86,9 +127,11 @@ def stored(args: argparse.Namespace, rows: RowsFn,
     """What ``--rows-only`` or ``--merge`` asks for, done on stored results (nothing is measured): the exit
     status; None when the script is to measure."""
     if args.rows_only:
-        return rewrite(args.out, rows)
+        with malformed([args.out]):
+            return rewrite(args.out, rows)
     if merge is not None and getattr(args, "merge", None):
-        return merge(args)
+        with malformed(args.merge):
+            return merge(args)
     return None
 
 
@@ -96,9 +139,9 @@ def stored(args: argparse.Namespace, rows: RowsFn,
 
 
 def load(path: str | Path) -> dict[str, Any] | None:
-    """A stored results file, or None when there is none."""
+    """A stored results file (`read_results`: bounded and checked), or None when there is none."""
     path = Path(path)
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_results(path) if path.exists() or path.is_symlink() else None
 
 
 def merged(results: Iterable[dict[str, Any]], depth: int = 1) -> dict[str, Any]:
@@ -127,7 +170,7 @@ def merge_files(paths: Sequence[str | Path], combine: Callable[[dict[str, Any], 
     measurements folded in by ``combine(out, data)`` (the script's own rule for what a later file replaces)."""
     out: dict[str, Any] = {"merged_from": [], "commands": [], "datasets": {}}
     for p in paths:
-        data = json.loads(Path(p).read_text())
+        data = read_results(p)
         add_history(out, data, p)
         for k in keep:
             out[k] = data.get(k, out.get(k))

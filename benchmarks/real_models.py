@@ -245,7 +245,7 @@ def merge(paths: Sequence[Path]) -> dict:
     ``merged_from`` and ``commands`` keep every part's (a merged file's own lists, flattened)."""
     out: dict[str, Any] = {"merged_from": [], "commands": []}
     for p in paths:
-        part = json.loads(Path(p).read_text())
+        part = harness.read_results(p)
         harness.add_history(out, part, p)
         for k, v in part.items():
             if k not in ("datasets", "merged_from", "commands"):

@@ -136,12 +136,56 @@ def with_rows(result: dict[str, Any], rows: Callable[[dict[str, Any]], list[dict
 ROWS_ONLY_HELP = "recompute the rows of the results file --out from its stored measurements; run nothing"
 
 
+MAX_RESULTS_BYTES = 64 << 20  # a results file larger than this is refused before it is read
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"the number {text[:40]} is out of range (a results file holds finite numbers)")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no number (a results file holds finite numbers)")
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """A stored results file, read within bounds: a regular file of at most `MAX_RESULTS_BYTES`, UTF-8 JSON
+    holding an object of finite numbers (``1e400``, ``NaN`` and ``Infinity`` refused). Anything else is a
+    `SystemExit` with one line naming the file (no traceback)."""
+    import stat
+
+    path = Path(path)
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise SystemExit(f"{path}: cannot read the results file ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SystemExit(f"{path}: not a regular file, so not a results file")
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_RESULTS_BYTES + 1)  # bounded even where the size lies (/proc)
+    if len(data) > MAX_RESULTS_BYTES:
+        raise SystemExit(f"{path}: larger than {MAX_RESULTS_BYTES >> 20} MiB, too large for a results file")
+    try:
+        result = json.loads(data.decode("utf-8"), parse_float=_finite, parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{path}: not UTF-8 text (byte {exc.start}), so not a results file") from None
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:
+        raise SystemExit(f"{path}: {exc}") from None
+    if not isinstance(result, dict):
+        raise SystemExit(f"{path}: a results file holds a JSON object, this one a {type(result).__name__}")
+    return result
+
+
 def rewrite(path: str | Path, rows: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> int:
     """Recompute the rows of the stored results file `path` in place (a script's ``--rows-only``); exit status."""
     from purecover.utils.io import atomic_write_json
 
     path = Path(path)
-    result = with_rows(json.loads(path.read_text(encoding="utf-8")), rows)
+    result = with_rows(read_results(path), rows)
     atomic_write_json(path, result)
     print(f"{path}: {len(result['rows'])} rows")
     return 0

@@ -102,3 +102,26 @@ def test_choose_sets_a_demos_thread_setting_on_its_stored_runs(tmp_path):
     assert by[("demo_timing.real.fresh_seconds", "OMP_NUM_THREADS=default, 0 busy processes")]["target"] is None
     with pytest.raises(SystemExit, match="no real run with OMP_NUM_THREADS=4"):
         bench.main(["--choose", "--demo", "real", "--chosen-threads", "4", "--out", str(out)])
+
+
+def test_hostile_options_and_stored_files_are_one_line(tmp_path, capsys):
+    """Issue 55 (7): --busy has an upper bound, a malformed stored file makes --choose say so in one line naming
+    it, and a measuring run's logs go beside --out (build/bench only for the repository's results folder)."""
+    import json
+
+    import pytest
+
+    for argv, said in ((["--busy", "100000"], "expected counts 0..64"), (["--busy", ","], "expected counts"),
+                       (["--threads", "auto,zero"], "expected auto, default or thread counts")):
+        with pytest.raises(SystemExit) as info:
+            bench.main([*argv, "--out", str(tmp_path / "t.json")])
+        assert info.value.code == 2 and said in capsys.readouterr().err
+    out = tmp_path / "t.json"
+    for stored in ([1, 2], {"runs": [{"demo": "real"}]}, {"runs": [{"demo": "real", "threads": "1", "busy": "0"}]},
+                   {"runs": "none"}):
+        out.write_text(json.dumps(stored))
+        with pytest.raises(SystemExit, match=str(out)):
+            bench.main(["--choose", "--demo", "real", "--chosen-threads", "1", "--out", str(out)])
+        assert json.loads(out.read_text()) == stored  # nothing written
+    assert bench.log_dir_for(tmp_path / "mine.json") == (tmp_path / "mine.json.logs").resolve()
+    assert bench.log_dir_for(bench.REPO / "benchmarks" / "results" / "demo_timing.json") == bench.REPO / "build" / "bench"

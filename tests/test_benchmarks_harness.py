@@ -132,3 +132,57 @@ def test_over_seeds_adds_mean_and_worst_of_rows_already_in_the_table() -> None:
 def test_every_benchmark_script_fits_in_500_lines(name: str) -> None:
     lines = len((BENCH / f"{name}.py").read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{name}.py: {lines} lines; split its helpers into {name}_parts.py"
+
+
+# ------------------------------------------------------------------------------------------ hostile inputs (issue 55)
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ("[1, 2]", "holds a JSON object, this one a list"),
+    ('{"rows": [], "x": 1e400}', "the number 1e400 is out of range"),
+    ('{"x": NaN}', "NaN is no number"),
+    ("{not json", "not JSON (Expecting property name"),
+    (b"\xff\xfe", "not UTF-8 text"),
+])
+def test_a_bad_results_file_is_one_line_naming_it(tmp_path: Path, content, said) -> None:
+    """Issue 55 (7): unreadable stored results end in one line naming the file, never a traceback, and a
+    stored 1e400 is refused rather than written back as Infinity."""
+    path = tmp_path / "r.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    import re
+
+    with pytest.raises(SystemExit, match=f"{re.escape(str(path))}: .*{re.escape(said)}"):
+        harness.load(path)
+    with pytest.raises(SystemExit, match=re.escape(said)):
+        rows.rewrite(path, lambda r: [])
+    assert path.read_bytes() == (content if isinstance(content, bytes) else content.encode())  # untouched
+
+
+def test_merge_reads_within_bounds_and_names_malformed_files(tmp_path: Path) -> None:
+    """Issue 55 (7): --merge /dev/zero read without limit; now it is refused at once, a file over the size
+    limit is refused before it is parsed, and a file missing what a script reads is named."""
+    answers = _load("answers")
+    with pytest.raises(SystemExit, match="/dev/zero: not a regular file"):
+        answers.main(["--merge", "/dev/zero", "--out", str(tmp_path / "o.json")])
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(rows.MAX_RESULTS_BYTES + 1)
+    with pytest.raises(SystemExit, match="larger than 64 MiB"):
+        answers.main(["--merge", str(big), "--out", str(tmp_path / "o.json")])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"datasets": {"hotpotqa": {"0": {"results": "a string, not an object"}}}}))
+    with pytest.raises(SystemExit, match=f"{bad}: malformed results"):
+        answers.main(["--merge", str(bad), "--out", str(tmp_path / "o.json")])
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_out_must_be_a_file_and_numbers_and_names_are_checked(tmp_path: Path, capsys) -> None:
+    """Issue 55 (7): --out naming a folder, --budget nan and --parts ,, are usage errors (exit 2, one line)."""
+    gpu = _load("gpu_check")
+    for argv, said in ((["--out", str(tmp_path)], "is a folder"), (["--budget", "nan"], "finite number of seconds"),
+                       (["--budget", "-3"], "finite number of seconds"), (["--parts", ",,"], "no part given"),
+                       (["--parts", "train,bogus"], "unknown part bogus")):
+        with pytest.raises(SystemExit) as info:
+            gpu.main([*argv, "--out", str(tmp_path / "g.json")] if argv[0] != "--out" else argv)
+        assert info.value.code == 2 and said in capsys.readouterr().err
+    assert harness.name_list("train, tests", ("train", "tests"), "part") == ["train", "tests"]
