@@ -2,7 +2,8 @@
 
 `data` is the ground floor; `models` (what a deployed selector needs) imports only `data`; `teacher`,
 `train` and `select` import `models` and `data` but not each other; `eval` may also use the teacher's
-solvers and LANCER aggregations (its baselines) and its attention capture (the ICR baseline); `demo` is
+solvers and LANCER aggregations (its baselines) and its attention capture with its layer kinds (the ICR
+baseline); `demo` is
 scaffolding that no stage imports; only the command line (`cli`, and the `pipeline` it drives) may import every
 stage, and nothing imports `cli`.
 The shared infrastructure (`config`, `records`, `stages`, `rundir`, `contract`, `utils`) imports no stage except
@@ -29,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "teacher": {"teacher", "models", "data"} | INFRA,
     "train": {"train", "models", "data"} | INFRA,
     "select": {"select", "models", "data"} | INFRA,
-    "eval": {"eval", "models", "data", "teacher.solvers", "teacher.lancer_rank", "teacher.capture"} | INFRA,
+    "eval": {"eval", "models", "data", "teacher.solvers", "teacher.lancer_rank", "teacher.capture",
+             "teacher.layers"} | INFRA,
     "demo": {"demo", "models", "data", "teacher", "eval"} | INFRA,
     "pipeline": {"data", "models", "teacher", "train", "select", "eval"} | INFRA,
     "serve": {"serve", "models", "data"} | INFRA,  # `purecover serve` and its remote client: a deployed selector
