@@ -179,7 +179,8 @@ def estimate_stages(recipe: Recipe, stages: list[str]) -> list[StageEstimate]:
             continue
         per_q, _ = REFERENCE[ref_key]
         params = REFERENCE_PARAMETERS if model is None else model_parameters(model)  # None: not model-bound
-        questions = _train_examples(recipe, n) if stage == "train" else n
+        questions = _train_examples(recipe, n) if stage == "train" else _selected(recipe, n) if stage == "select" \
+            else n
         if questions is None or params is None:
             what = "the question count" if questions is None else f"the size of {model}"
             out.append(StageEstimate(stage, None, f"unknown: {what} cannot be told without reading it"
@@ -213,6 +214,17 @@ def _train_examples(recipe: Recipe, n: int | None) -> float | None:
     if n is None:
         return None
     return n * (1 - s.eval_fraction) * float(t.get("num_train_epochs", 1)) * max(1, s.candidate_shuffles)
+
+
+def _selected(recipe: Recipe, n: int | None) -> float | None:
+    """Questions the select stage scores: the student's test split under eval.questions heldout (no eval.path),
+    about eval_fraction x (1 - calibration_share) of them, else all `n`."""
+    from .select.stage_keys import heldout_split
+
+    split = heldout_split(recipe)
+    if n is None or split is None:
+        return n
+    return n * split[0] * (1 - split[1])
 
 
 def _reference_of(recipe: Recipe, stage: str) -> tuple[str | None, str | None]:

@@ -72,7 +72,11 @@ def test_the_estimate_scales_with_questions_parameters_and_k1():
     one = {e.stage: e.seconds for e in estimate_stages(base, ["label", "select"])}
     four = {e.stage: e.seconds for e in estimate_stages(twice, ["label", "select"])}
     assert four["select"] == pytest.approx(4 * one["select"]) and four["label"] == pytest.approx(4 * one["label"])
-    assert one["select"] == pytest.approx(100 * REFERENCE["select"][0])
+    test_share = base.student.eval_fraction * (1 - base.student.calibration_share)  # eval.questions: heldout
+    assert one["select"] == pytest.approx(100 * test_share * REFERENCE["select"][0])
+    every = load_recipe("configs/recipes/real_cpu/hotpotqa.yaml", ["data.sample=100", "data.limit=null",
+                                                                     "eval.questions=all"])
+    assert estimate_stages(every, ["select"])[0].seconds == pytest.approx(100 * REFERENCE["select"][0])
 
 
 def test_the_dry_run_prints_the_estimate(capsys, tmp_path, monkeypatch):

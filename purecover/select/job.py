@@ -5,7 +5,10 @@
 
 The stage (`run_select_stage`) selects for the evaluation questions: run_dir/candidates.jsonl →
 run_dir/selections.jsonl, or, with ``eval.path``, the test set's run_dir/test/candidates.jsonl (built
-by the data stage with the recipe's retrieval) → run_dir/test/selections.jsonl. `select_candidates`
+by the data stage with the recipe's retrieval) → run_dir/test/selections.jsonl. Without ``eval.path`` and with
+``eval.questions: heldout`` (the default) those are the student's test split only (`heldout_split`): the training
+and calibration questions, which evaluation never scores, are not selected for; ``eval.questions: all`` selects
+for every question. `select_candidates`
 does the work for any candidates file and selector directory; `select_into` is the worker that both
 it and bring-your-own selection (`purecover.select.byo`) run.
 
@@ -48,7 +51,7 @@ from ..rundir import FILES, RunDir
 from ..stages import config_hash as stage_config_hash
 from ..utils.io import ResumableJsonl, read_jsonl
 from ..utils.progress import tqdm
-from .stage_keys import _selector_fingerprint, selection_inputs, selector_fingerprint
+from .stage_keys import _selector_fingerprint, heldout_split, selection_inputs, selector_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +212,7 @@ def write_selections(run: StageRun) -> SelectSummary:
     recipe = run.recipe
     if recipe.eval.path:
         run_data_stage(evaluation_recipe(recipe), show_progress=run.show_progress)
-    return _select(run, RunDir.of(recipe).path_of("selector"), "hf")
+    return _select(run, RunDir.of(recipe).path_of("selector"), "hf", evaluation_only=True)
 
 
 def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, show_progress: bool = True, *,
@@ -235,14 +238,28 @@ def select_candidates(recipe: Recipe, selector_dir: str | Path | None = None, sh
                          body=lambda run: _select(run, sel_dir, backend, **backend_kwargs)).summary
 
 
-def _select(run: StageRun, sel_dir: Path, backend: str, **backend_kwargs: Any) -> SelectSummary:
-    """Selections of the selector in `sel_dir` for the candidates of the run's directory."""
+def _select(run: StageRun, sel_dir: Path, backend: str, evaluation_only: bool = False,
+            **backend_kwargs: Any) -> SelectSummary:
+    """Selections of the selector in `sel_dir` for the candidates of the run's directory; `evaluation_only`: only
+    for those evaluation scores (`heldout_split`: the student's test split), in candidates order."""
     recipe = run.recipe
     rd = run.run_dir
     if not (sel_dir / SELECTOR_CONFIG).is_file():
         raise FileNotFoundError(f"{sel_dir / SELECTOR_CONFIG} does not exist: run `purecover export RECIPE` first")
     config = selector_config(sel_dir)
     candidates = _load_candidates(rd.path_of("candidates"), config.k1)
+    split = heldout_split(recipe) if evaluation_only else None
+    if split is not None:
+        from ..data.splits import question_split
+
+        every = len(candidates)
+        candidates = [c for c in candidates if question_split(c.qid, *split) == "test"]
+        if not candidates:
+            raise ValueError(f"no question of {rd.path_of('candidates')} falls in the student's test split "
+                             f"(student.eval_fraction={split[0]}, student.calibration_share={split[1]}): nothing "
+                             "for evaluation to score; set eval.questions=all or raise student.eval_fraction")
+        log.info("selecting for the %d of %d questions evaluation scores (eval.questions: heldout, the student's "
+                 "test split; eval.questions: all selects for every one)", len(candidates), every)
     out_path = rd.path_of("selections")
 
     def load() -> Selector:

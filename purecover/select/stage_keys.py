@@ -12,19 +12,32 @@ from pathlib import Path
 from ..config import Recipe
 from ..rundir import FILES, RunDir, test_set_directory
 
-__all__ = ["selection_inputs", "selector_fingerprint"]
+__all__ = ["heldout_split", "selection_inputs", "selector_fingerprint"]
 
 SELECTOR_CONFIG = Path(FILES["selector_config"]).name  # selector_config.json (`purecover.models.selector`)
 
 
 def selector_fingerprint(recipe: Recipe) -> str:
     """What the select stage's hash adds to the data section: the exported selector's fingerprint
-    (run_dir/selector; "none" before export) and the test set it selects for (eval.path, hub_config, split, limit,
-    sample, seed)."""
+    (run_dir/selector; "none" before export) and the questions it selects for: the test set (eval.path,
+    hub_config, split, limit, sample, seed), or without one the run's questions that evaluation scores
+    (`heldout_split`: eval.questions heldout, the student's test split by its keys)."""
     sel_dir = RunDir.of(recipe).path_of("selector")
     fp = _selector_fingerprint(sel_dir) if (sel_dir / SELECTOR_CONFIG).is_file() else "none"
     e = recipe.eval
-    return f"{fp}:{e.path}:{e.hub_config}:{e.split}:{e.limit}:{e.sample}:{e.seed}" if e.path else fp
+    if e.path:
+        return f"{fp}:{e.path}:{e.hub_config}:{e.split}:{e.limit}:{e.sample}:{e.seed}"
+    split = heldout_split(recipe)
+    return fp if split is None else f"{fp}:heldout:{split[0]}:{split[1]}:{split[2]}"
+
+
+def heldout_split(recipe: Recipe) -> tuple[float, float, int] | None:
+    """(student.eval_fraction, student.calibration_share, seed) when the select stage selects only the student's
+    test split (eval.questions heldout, no eval.path: the only questions evaluation scores), else None (every
+    question of the candidates file)."""
+    if recipe.eval.path or recipe.eval.questions != "heldout":
+        return None
+    return recipe.student.eval_fraction, recipe.student.calibration_share, recipe.seed
 
 
 def _selector_fingerprint(selector_dir: Path) -> str:

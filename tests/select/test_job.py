@@ -155,3 +155,34 @@ def test_selection_records_keep_their_keys_and_a_bad_line_is_named(tmp_path):
         select_job.summarize_selections(out, 2, progress, "hf", tmp_path, config)
     out.write_text(json.dumps(line) + "\n")
     assert select_job.summarize_selections(out, 1, progress, "hf", tmp_path, config).mean_selected == 1.0
+
+
+def test_the_stage_selects_only_what_evaluation_scores(tmp_path_factory, sample_dir):
+    """eval.questions heldout (the default, no eval.path): the select stage selects for the student's test split
+    only, the questions evaluation scores (the training and calibration questions were 80 % of its time on the
+    real recipes); eval.questions all selects for every question, under another config hash."""
+    from purecover.data.splits import question_split
+    from purecover.select.job import run_select_stage
+    from purecover.train.export import run_export_stage
+    from tests.models.conftest import _recipe, tiny_model_dir, trained_run
+
+    split = ("student.eval_fraction=0.6",)  # 2 of the 10 questions in the test split (0.25: none)
+    recipe = trained_run(tmp_path_factory, sample_dir, lora=True, extra=split)
+    run_export_stage(recipe)
+    run = recipe.run_path
+    every = [c["qid"] for c in _records(run / "candidates.jsonl")]
+    test = [q for q in every if question_split(q, recipe.student.eval_fraction, recipe.student.calibration_share,
+                                               recipe.seed) == "test"]
+    assert 0 < len(test) < len(every) and recipe.eval.questions == "heldout"
+    summary = run_select_stage(recipe, show_progress=False)
+    assert [r["qid"] for r in _records(run / SELECTIONS_FILE)] == test and summary.questions == len(test)
+    hashed = json.loads((run / "select.run.json").read_text())["config_hash"]
+    everything = _recipe(run, tiny_model_dir(tmp_path_factory, sample_dir), True, (*split, "eval.questions=all"))
+    from purecover.contract import StageBlockedError
+
+    with pytest.raises(StageBlockedError, match="selections.jsonl was made with a different selector or data"):
+        run_select_stage(everything, show_progress=False)  # one file never mixes two question sets
+    (run / SELECTIONS_FILE).unlink()
+    run_select_stage(everything, show_progress=False)
+    assert [r["qid"] for r in _records(run / SELECTIONS_FILE)] == every
+    assert json.loads((run / "select.run.json").read_text())["config_hash"] != hashed
