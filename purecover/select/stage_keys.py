@@ -20,15 +20,16 @@ SELECTOR_CONFIG = Path(FILES["selector_config"]).name  # selector_config.json (`
 def selector_fingerprint(recipe: Recipe) -> str:
     """What the select stage's hash adds to the data section: the exported selector's fingerprint
     (run_dir/selector; "none" before export) and the questions it selects for: the test set (eval.path,
-    hub_config, split, limit, sample, seed), or without one the run's questions that evaluation scores
-    (`heldout_split`: eval.questions heldout, the student's test split by its keys)."""
+    hub_config, split, limit, sample, seed), or without one ``all-questions`` for eval.questions all (heldout, the
+    default, selects the student's test split: `heldout_split`)."""
     sel_dir = RunDir.of(recipe).path_of("selector")
     fp = _selector_fingerprint(sel_dir) if (sel_dir / SELECTOR_CONFIG).is_file() else "none"
     e = recipe.eval
     if e.path:
         return f"{fp}:{e.path}:{e.hub_config}:{e.split}:{e.limit}:{e.sample}:{e.seed}"
-    split = heldout_split(recipe)
-    return fp if split is None else f"{fp}:heldout:{split[0]}:{split[1]}:{split[2]}"
+    # heldout (the default) keeps the hash runs recorded when every question was selected: such a file is a superset
+    # of the test split, and the split's keys (student section, seed) already move the selector's fingerprint
+    return fp if heldout_split(recipe) is not None else f"{fp}:all-questions"
 
 
 def heldout_split(recipe: Recipe) -> tuple[float, float, int] | None:

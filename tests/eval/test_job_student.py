@@ -149,12 +149,20 @@ def test_teacher_method_without_labels_is_a_clear_error(student_recipe, sample_f
         run_stage("evaluate", dataclasses.replace(student_recipe, eval=ev), show_progress=False)
 
 
-def test_empty_heldout_split_is_a_clear_error(student_recipe):
+def test_empty_heldout_split_is_a_clear_error(student_recipe, tmp_path):
+    """No question in the test split: the select stage (which selects for the test split only) says so before
+    any selection, and evaluate (on a run whose selections exist) says so too."""
     from purecover.contract import run_stage
+    from purecover.eval.questions import evaluation_questions
 
     student = dataclasses.replace(student_recipe.student, eval_fraction=0.0)
-    with pytest.raises(ValueError, match="test split"):
-        run_stage("evaluate", dataclasses.replace(student_recipe, student=student), show_progress=False)
+    run = _copy_run(student_recipe.run_path, tmp_path / "run")
+    empty = dataclasses.replace(student_recipe, student=student, run_dir=str(run))
+    with pytest.raises(ValueError, match="falls in the student's test split .*set eval.questions=all"):
+        run_stage("evaluate", empty, show_progress=False)
+    assert not (run / "selections.jsonl").exists()
+    with pytest.raises(ValueError, match="no question of .* falls in the student's test split"):
+        evaluation_questions(empty, run / "test", show_progress=False)
 
 
 def test_evaluate_alone_names_the_missing_select_stage(student_recipe, tmp_path):

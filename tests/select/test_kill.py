@@ -34,7 +34,7 @@ def _env() -> dict[str, str]:
 
 def _command(run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "purecover", "select", "-q", "--log-level", "WARNING",
-            "--set", f"run_dir={run_dir}", "--set", "student.dtype=float32"]
+            "--set", f"run_dir={run_dir}", "--set", "student.dtype=float32", "--set", "eval.questions=all"]  # every qid: many batches
 
 
 def _run(run_dir: Path) -> dict:
