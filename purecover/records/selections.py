@@ -50,6 +50,9 @@ class SelectSummary(StageSummary):
     written: NonNegativeInt = Field(description="Records written by this run.")
     already_done: NonNegativeInt = Field(description="Records found already written (a resumed run).")
     repaired_lines: NonNegativeInt = Field(description="Torn last lines cut off before resuming.")
+    dropped_records: NonNegativeInt = Field(0, description="Records of questions outside this run's set found in "
+                                                           "the file (left by a run over other questions with the "
+                                                           "same selector and candidates) and removed.")
     no_candidates: NonNegativeInt = Field(description="Questions without candidates (an empty selection).")
     mean_selected: float | None = Field(description="Mean number of passages kept per question (4 decimals); "
                                                     "null without questions.")

@@ -76,6 +76,7 @@ class SelectProgress:
     repaired_lines: int
     elapsed: float
     backend_read: dict[str, str] | None = None
+    dropped_records: int = 0
 
 
 def backend_read_info(selector: Selector) -> dict[str, str] | None:
@@ -124,7 +125,9 @@ def select_into(out_path: Path, records: Sequence[Question], load_selector: Call
     Appends one `selection_record` per question in `records` order through `ResumableJsonl`, in fixed
     batches of `batch_size` by position: qids already in the file are skipped and a partly written batch
     is redone whole (writing only its missing records), so a killed run, once rerun, writes the file of
-    an uninterrupted one. `load_selector` is called only when work is left; the selector is closed at
+    an uninterrupted one. Records of qids not in `records` (a part-written file of a run over other questions
+    with the same selector and candidates, e.g. eval.questions all before heldout) are dropped and counted;
+    the kept ones were scored in that run's batches. `load_selector` is called only when work is left; the selector is closed at
     the end.
     """
     if batch_size < 1:
@@ -134,9 +137,9 @@ def select_into(out_path: Path, records: Sequence[Question], load_selector: Call
     written = 0
     t0 = time.perf_counter()
     try:
-        with ResumableJsonl(out_path) as out:
+        with ResumableJsonl(out_path, keep={r.qid for r in records}) as out:
             already = sum(1 for r in records if r.qid in out.done)
-            repaired = out.repaired
+            repaired, dropped = out.repaired, out.dropped
             if already < len(records):  # load only when there is work left
                 selector = load_selector()
                 read = backend_read_info(selector)
@@ -159,7 +162,7 @@ def select_into(out_path: Path, records: Sequence[Question], load_selector: Call
         if selector is not None:
             selector.close()
     return SelectProgress(written=written, already_done=already, repaired_lines=repaired,
-                          elapsed=time.perf_counter() - t0, backend_read=read)
+                          elapsed=time.perf_counter() - t0, backend_read=read, dropped_records=dropped)
 
 
 def summarize_selections(out_path: Path, questions: int, progress: SelectProgress, backend: str, sel_dir: Path,
@@ -182,6 +185,7 @@ def summarize_selections(out_path: Path, questions: int, progress: SelectProgres
         written=written,
         already_done=progress.already_done,
         repaired_lines=progress.repaired_lines,
+        dropped_records=progress.dropped_records,
         no_candidates=empty,
         mean_selected=round(sum(sizes) / len(sizes), 4) if sizes else None,
         questions_per_second=round(written / elapsed, 3) if written and elapsed > 0 else None,

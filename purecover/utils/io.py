@@ -25,7 +25,7 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -251,29 +251,43 @@ class ResumableJsonl:
     off and counted in `repaired`. A corrupt line that is *not* the last one is an error, since
     something other than a crash damaged the file. A write that fails (e.g. a full disk) cuts
     its partial record off again, so the file always ends with a complete line.
+
+    `keep` (optional): the keys this run writes. Complete records whose key is outside it (left by a run over
+    another set of questions under the same inputs) are dropped, counted in `dropped`, and the file is rewritten
+    atomically with the others in their order before any append.
     """
 
-    def __init__(self, path: str | Path, key: str = "qid", fsync: bool = True) -> None:
+    def __init__(self, path: str | Path, key: str = "qid", fsync: bool = True,
+                 keep: Collection[str] | None = None) -> None:
         self.path = Path(path)
         self.key = key
         self.fsync = fsync
         self.done: set[str] = set()
         self.repaired = 0
+        self.dropped = 0
+        self._keep = keep
         ensure_output_dir(self.path.parent)
         if self.path.exists() and not self.path.is_file():
             raise OSError(f"output {str(self.path)!r} exists but is not a regular file")
         # One descriptor, opened without following a link, serves the scan, the repair and the appends.
         fd = open_in_place(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
-            self._scan(fd)
+            kept = self._scan(fd)
+            if kept is not None:  # records outside `keep` were dropped: the rest replace the file atomically
+                os.close(fd)
+                atomic_write_bytes(self.path, kept)
+                fd = open_in_place(self.path, os.O_RDWR | os.O_APPEND)
         except BaseException:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
             raise
         self._fh = os.fdopen(fd, "ab", buffering=0)
         self._size = os.fstat(fd).st_size  # end of the last complete record
 
-    def _scan(self, fd: int) -> None:
+    def _scan(self, fd: int) -> bytes | None:
+        """Collect `done`, cut a crash-damaged end; the bytes of the kept records when some were dropped."""
         good_bytes = 0
+        kept: list[bytes] = []
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -298,14 +312,24 @@ class ResumableJsonl:
                     log.warning("%s:%d: dropping a corrupt last line left by an interrupted run", self.path, i + 1)
                     break
                 raise ValueError(f"{self.path}:{i + 1}: corrupt record in the middle of the file ({exc})") from None
+            good_bytes += len(raw) + 1
+            if self._keep is not None and value not in self._keep:
+                self.dropped += 1
+                continue
+            kept.append(raw + b"\n")
             if value in self.done:
                 raise ValueError(f"{self.path}:{i + 1}: duplicate {self.key} {value!r} (two writers, or an edit): "
                                  f"delete the duplicate line to keep the rest, or delete {self.path.name} to "
                                  "write it again")
             self.done.add(value)
-            good_bytes += len(raw) + 1
+        if self.dropped:
+            log.warning("%s: dropping %d record(s) outside this run's %d keys (left by a run over other "
+                        "questions with the same inputs); the %d others are kept", self.path, self.dropped,
+                        len(self._keep or ()), len(self.done))
+            return b"".join(kept)
         if good_bytes != len(data):
             os.ftruncate(fd, good_bytes)
+        return None
 
     def write(self, record: dict[str, JsonValue]) -> None:
         """Append one record (a JSON object, e.g. a record's ``to_json_dict()``; it must carry the key and not be

@@ -186,3 +186,14 @@ def test_the_stage_selects_only_what_evaluation_scores(tmp_path_factory, sample_
     run_select_stage(everything, show_progress=False)
     assert [r["qid"] for r in _records(run / SELECTIONS_FILE)] == every
     assert json.loads((run / "select.run.json").read_text())["config_hash"] != hashed
+    # a part-written file of every question, resumed as the heldout set (as an all-question run of an older
+    # version left it under the same hash): the records outside the test split are dropped and counted
+    selected = {r["qid"]: r for r in _records(run / SELECTIONS_FILE)}
+    cut = every.index(test[-1])  # the last test question is still to select
+    (run / SELECTIONS_FILE).write_text("".join(json.dumps(selected[q]) + "\n" for q in every[:cut]))
+    (run / "select.run.json").unlink()
+    resumed = run_select_stage(recipe, show_progress=False)
+    assert [r["qid"] for r in _records(run / SELECTIONS_FILE)] == test
+    outside = sum(q not in test for q in every[:cut])
+    assert outside > 0 and resumed.dropped_records == outside and resumed.questions == len(test)
+    assert resumed.already_done == len(test) - 1 and resumed.written == 1

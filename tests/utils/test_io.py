@@ -32,6 +32,23 @@ def test_truncated_last_line_is_cut_and_redone(tmp_path):
     assert [r["qid"] for r in _lines(path)] == ["a", "b", "c"]
 
 
+def test_records_outside_keep_are_dropped_atomically(tmp_path):
+    """`keep`: records of other keys are dropped (counted), the rest keep their order and bytes, the file is
+    replaced (not written through a link) and a torn last line is still cut."""
+    path = tmp_path / "out.jsonl"
+    path.write_text('{"qid": "a", "x": 1}\n{"qid": "b"}\n{"qid": "c", "x": [1, 2]}\n{"qid": "b2"}\n{"qid": "d", ')
+    inode = path.stat().st_ino
+    with ResumableJsonl(path, keep={"a", "c", "d"}) as out:
+        assert out.done == {"a", "c"} and out.dropped == 2 and out.repaired == 1
+        out.write({"qid": "d"})
+    assert path.read_text() == '{"qid": "a", "x": 1}\n{"qid": "c", "x": [1, 2]}\n{"qid": "d"}\n'
+    assert path.stat().st_ino != inode and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+    inode = path.stat().st_ino
+    with ResumableJsonl(path, keep={"a", "c", "d"}) as out:  # nothing to drop: the file is left in place
+        assert out.dropped == 0 and out.done == {"a", "c", "d"}
+    assert path.stat().st_ino == inode
+
+
 def test_corrupt_complete_last_line_is_cut(tmp_path):
     path = tmp_path / "out.jsonl"
     path.write_text('{"qid": "a"}\n{"qid": \n')
