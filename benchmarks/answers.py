@@ -40,7 +40,7 @@ from typing import Any
 
 import harness
 from harness import log, seed_rows
-from real_models_parts import mean, prf, ranking_auc, read_jsonl
+from real_models_parts import mean, read_jsonl
 from rows import Rows, at_least, at_most, machine_info, now
 from student_readout_parts import (
     FILES,
@@ -53,6 +53,8 @@ from student_readout_parts import (
     run_command,
     split_of,
 )
+
+from purecover.metrics import prf, ranking_auc
 
 GENERATOR = "qwen2.5-coder-0.5b-instruct"
 METHODS = ("none", "retrieval", "gold_support", "teacher", "student", "icr", "cross_encoder_ft")
@@ -86,7 +88,7 @@ def _aucs(run: Path, cands: dict[str, dict], test: Sequence[str]) -> dict[str, f
     student, cross = [], []
     for q in test:
         c = cands[q]
-        gold = [d["doc_id"] in set(c["gold_doc_ids"]) for d in c["docs"]]
+        gold = [k for k, d in enumerate(c["docs"]) if d["doc_id"] in set(c["gold_doc_ids"])]
         student.append(ranking_auc(selections[q]["logits"], gold))
         cross.append(ranking_auc(ce.scores(CandidateRecord.model_validate(c)).tolist(), gold))
     return {"student": mean([a for a in student if a is not None]),

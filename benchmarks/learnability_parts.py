@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from purecover.metrics import subset_f1
 from purecover.utils.rundir_claim import mark_run_dir
 
 COLOURS = ["red", "blue", "green", "yellow", "black", "white"]
@@ -162,12 +163,6 @@ def hotpotqa_run(work: Path, k1: int) -> tuple[Path, dict]:
     return run, info
 
 # ------------------------------------------------------------------------------------------------- scoring
-
-
-def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
-    from purecover.models.selection import subset_f1 as f1
-
-    return f1(predicted, gold)
 
 
 def baselines(cands: dict[str, dict], labels: dict[str, list[int]], qids: Sequence[str]) -> dict[str, float]:

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from harness import log
 
+from purecover.metrics import prf as prf
+from purecover.metrics import ranking_auc as ranking_auc
 from purecover.utils.rundir_claim import mark_run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,14 +109,6 @@ def student_split(run: Path, recipe: Any) -> dict[str, str]:
     questions, _ = read_labelled_questions(run / "candidates.jsonl", run / "labels.jsonl")
     return split_for_seed([q.qid for q in questions], recipe.seed, recipe.student.eval_fraction,
                           recipe.student.calibration_share)
-
-
-def prf(chosen: Sequence[str], gold: set[str]) -> tuple[float, float, float]:
-    if not chosen or not gold:
-        return 0.0, 0.0, 0.0
-    hit = len(set(chosen) & gold)
-    p, r = hit / len(set(chosen)), hit / len(gold)
-    return p, r, (2 * p * r / (p + r) if hit else 0.0)
 
 
 def mean(xs: Sequence[float]) -> float | None:
@@ -319,16 +313,6 @@ def chance_coverage(n: int, g: int, n_gold: int, k: int) -> float:
     return g * min(k, n) / (n * n_gold) if n and n_gold else 0.0
 
 
-def ranking_auc(scores: Sequence[float], gold: Sequence[bool]) -> float | None:
-    """The share of (gold, non-gold) candidate pairs whose gold candidate scores higher, a tie counting 1/2 (0.5
-    for a random order); None without a gold or without a non-gold candidate."""
-    pos = [s for s, g in zip(scores, gold) if g]
-    neg = [s for s, g in zip(scores, gold) if not g]
-    if not pos or not neg:
-        return None
-    return sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
-
-
 # The student of this benchmark: the paper's form (issue 29), pinned here because the real_cpu recipes have since
 # moved to the passage readout (benchmarks/student_readout.py measures that one): the identifier readout, L_CL +
 # L_LM, 150 steps of 2 questions at learning rate 5e-4 (the recipe's), a fixed seeded shuffle per question.
@@ -390,7 +374,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
             shown_ids = [cands[q]["docs"][k]["doc_id"] for k in orders[q]]
             ranked = [shown_ids[k] for k in sorted(range(len(s)), key=lambda k: -s[k])]
             gold = set(cands[q]["gold_doc_ids"])
-            auc = ranking_auc([float(x) for x in s], [d in gold for d in shown_ids])
+            auc = ranking_auc([float(x) for x in s], [k for k, d in enumerate(shown_ids) if d in gold])
             if auc is not None:
                 aucs.append(auc)
             cov2_chance.append(chance_coverage(len(shown_ids), sum(d in gold for d in shown_ids), len(gold), 2))

@@ -146,7 +146,7 @@ def score_orders(selector: Any, cands: dict[str, dict], qids: Sequence[str], see
             gold = set(c["gold_doc_ids"])
             chosen[q] = [ids[k] for k in res.indices]
             ranked = [ids[k] for k in sorted(range(len(ids)), key=lambda k: (-res.logits[k], k))]
-            auc = ranking_auc(res.logits, [d in gold for d in ids])
+            auc = ranking_auc(res.logits, [k for k, d in enumerate(ids) if d in gold])
             if auc is not None:
                 aucs.append(auc)
             cov2.append(coverage_purity(ranked, gold, 2)[0])
@@ -275,12 +275,10 @@ def baselines(dataset: str, seed: int, source: Path, work: Path, icr: bool = Tru
     fusion = choose_fusion_weight([icr[q] for q in calib], [gold_pos(q) for q in calib])
     fused = {q: fuse_with_rank(icr[q], fusion.weight) for q in test}
     out["icr"] = {"layers": choice.setting, "calib_auc": round(choice.auc, 4),
-                  "auc": mean([a for q in test if (a := ranking_auc(list(icr[q]), [k in gold_pos(q) for k in
-                                                                                  range(len(icr[q]))])) is not None]),
+                  "auc": mean([a for q in test if (a := ranking_auc(list(icr[q]), gold_pos(q))) is not None]),
                   "top2_f1": f1_of({q: top(q, icr[q], 2) for q in test})}
     out["icr_fused"] = {"weight": fusion.weight,
-                        "auc": mean([a for q in test if (a := ranking_auc(list(fused[q]), [k in gold_pos(q) for k in
-                                                                                         range(len(fused[q]))]))
+                        "auc": mean([a for q in test if (a := ranking_auc(list(fused[q]), gold_pos(q)))
                                      is not None]),
                         "top2_f1": f1_of({q: top(q, fused[q], 2) for q in test})}
     log(f"{dataset} seed {seed} baselines: retrieval top-2 {out['retrieval_top2_f1']} top-5 {out['retrieval_top5_f1']}"

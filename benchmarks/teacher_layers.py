@@ -38,21 +38,12 @@ from typing import Any
 
 import harness
 from harness import log
-from real_models import prf
 from rows import Rows, above, machine_info, now
+
+from purecover.metrics import prf, ranking_auc
 
 ROOT = Path(__file__).resolve().parents[1]
 OVERRIDES = ("teacher.steps=oracle", "teacher.estimator=attention")
-
-
-def auc(scores: Sequence[float], doc_ids: Sequence[str], gold: set[str]) -> float | None:
-    """P(score of a gold passage > score of another), ties half; None without both kinds."""
-    pos = [s for s, d in zip(scores, doc_ids) if d in gold]
-    neg = [s for s, d in zip(scores, doc_ids) if d not in gold]
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
 
 
 def score_layers(mats: Sequence[Any], biases: Any, questions: Sequence[dict], layer_sets: dict[str, list[int]],
@@ -75,7 +66,8 @@ def score_layers(mats: Sequence[Any], biases: Any, questions: Sequence[dict], la
             est = estimate(params, attn, None, np.asarray(biases)[slots].mean(axis=0))
             e, w = fuse(est.e, est.W, None, params)
             pairs.append((e, w))
-            a = auc(list(np.asarray(w) @ np.asarray(e)), q["doc_ids"], q["gold"])
+            a = ranking_auc(list(np.asarray(w) @ np.asarray(e)),
+                            [k for k, d in enumerate(q["doc_ids"]) if d in q["gold"]])
             if a is not None:
                 aucs.append(a)
         result = solve(pairs, params)

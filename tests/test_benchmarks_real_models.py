@@ -48,34 +48,6 @@ def test_coverage_and_purity_of_a_ranking() -> None:
     assert real.coverage_purity(["g1", "g2"], {"g1", "g2"}, 5) == (1.0, 1.0)
 
 
-def _brute_auc(scores: list[float], gold: list[bool]) -> float:
-    """The share of (gold, non-gold) pairs ranked gold first, averaged over every way of breaking the ties (each
-    permutation of the candidates as the tie-break)."""
-    n = len(scores)
-    shares = []
-    for tie in itertools.permutations(range(n)):
-        rank = {k: r for r, k in enumerate(sorted(range(n), key=lambda k: (-scores[k], tie[k])))}
-        pairs = [(p, q) for p in range(n) for q in range(n) if gold[p] and not gold[q]]
-        shares.append(sum(rank[p] < rank[q] for p, q in pairs) / len(pairs))
-    return sum(shares) / len(shares)
-
-
-@pytest.mark.parametrize(("scores", "gold"), [
-    ([3.0, 1.0, 2.0, 0.0], [True, False, False, True]),
-    ([1.0, 1.0, 1.0, 1.0], [True, False, True, False]),  # all tied: 0.5
-    ([0.5, 2.0, 0.5, -1.0, 2.0], [False, True, True, False, False]),
-    ([0.0, 1.0, 2.0, 3.0, 4.0], [True, True, False, False, False]),  # gold last: 0.0
-])
-def test_ranking_auc_counts_ties_half_like_every_tie_break_averaged(scores, gold) -> None:
-    assert real.ranking_auc(scores, gold) == pytest.approx(_brute_auc(scores, gold))
-
-
-def test_ranking_auc_needs_a_gold_and_a_non_gold_candidate() -> None:
-    assert real.ranking_auc([1.0, 2.0], [True, True]) is None
-    assert real.ranking_auc([1.0, 2.0], [False, False]) is None
-    assert real.ranking_auc([2.0, 1.0], [True, False]) == 1.0
-
-
 @pytest.mark.parametrize(("n", "g", "missing", "k"), [(1, 1, 0, 2), (2, 1, 1, 2), (4, 2, 0, 2), (5, 2, 1, 2),
                                                       (6, 1, 2, 2), (6, 3, 0, 5), (5, 0, 2, 2), (3, 3, 0, 2)])
 def test_chance_coverage_is_the_mean_coverage_over_every_order(n: int, g: int, missing: int, k: int) -> None:

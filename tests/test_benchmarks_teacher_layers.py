@@ -31,13 +31,6 @@ def _params():
     return resolve_params(TeacherConfig(steps="oracle", estimator="attention"))
 
 
-def test_auc_counts_ties_half_and_needs_both_kinds():
-    assert layers.auc([3, 2, 1], ["a", "b", "c"], {"a"}) == 1.0
-    assert layers.auc([1, 1, 1], ["a", "b", "c"], {"a"}) == 0.5
-    assert layers.auc([1, 2, 3], ["a", "b", "c"], {"a"}) == 0.0
-    assert layers.auc([1, 2], ["a", "b"], {"a", "b"}) is None
-
-
 def test_a_layer_that_attends_to_the_gold_passages_scores_above_one_that_attends_elsewhere():
     docs = [f"d{k}" for k in range(6)]
     qs = [_question(docs, ["d1", "d4"]), _question(docs, ["d0", "d3"])]

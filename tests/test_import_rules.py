@@ -6,7 +6,7 @@ solvers and LANCER aggregations (its baselines) and its attention capture with i
 baseline); `demo` is
 scaffolding that no stage imports; only the command line (`cli`, and the `pipeline` it drives) may import every
 stage, and nothing imports `cli`.
-The shared infrastructure (`config`, `records`, `stages`, `rundir`, `contract`, `utils`) imports no stage except
+The shared infrastructure (`config`, `records`, `stages`, `rundir`, `contract`, `utils`, `metrics`) imports no stage except
 `models` (the identifier scheme); `stages` names its runners as strings. Within it the run machinery is layered
 one way: the registry (`stages`: declarations) <- the run directory (`rundir`: files, manifests, locks) <- the
 contract (`contract`: `execute_stage`) <- the pipeline and the command line. `validate` is command-line level:
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "purecover"
-INFRA = {"config", "rundir", "records", "stages", "contract", "utils", "prompts", "__init__"}
+INFRA = {"config", "rundir", "records", "stages", "contract", "utils", "prompts", "metrics", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "data": {"data"} | INFRA,
     "models": {"models", "data"} | INFRA,

@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..data.passage import doc_passage_text, passage_text
+from ..metrics import gold_mask, ranking_auc, ranking_auc_rows
 from ..models.chat import render_chat
 from ..models.prompt_tokens import PromptText, encode_plain, encode_prompt
 from ..models.selector_prompt import truncate_text
@@ -266,33 +267,6 @@ def gold_positions(candidate_record: CandidateRecord) -> list[int]:
     return [i for i, d in enumerate(candidate_record.docs) if d.doc_id is not None and d.doc_id in gold]
 
 
-def _gold_mask(gold: Sequence[int], n: int, where: str) -> np.ndarray:
-    mask = np.zeros(n, dtype=bool)
-    for g in gold:
-        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < n:
-            raise ValueError(f"{where}: gold position {g!r} is not a candidate position in 0..{n - 1}")
-        mask[int(g)] = True
-    return mask
-
-
-def _auc_rows(scores: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
-    """Ranking AUC of every row of `scores` (n, K) against the gold `mask` (K,); None without both kinds."""
-    pos, neg = scores[:, mask], scores[:, ~mask]
-    if pos.shape[1] == 0 or neg.shape[1] == 0:
-        return None
-    diff = pos[:, :, None] - neg[:, None, :]
-    wins = (diff > 0).sum(axis=(1, 2)) + 0.5 * (diff == 0).sum(axis=(1, 2))
-    return wins / (pos.shape[1] * neg.shape[1])
-
-
-def ranking_auc(scores: Sequence[float] | np.ndarray, gold: Sequence[int]) -> float | None:
-    """P(a gold candidate scores above a non-gold one), ties counting one half, for one question's (K,)
-    `scores` and its gold positions; None when the question has no gold or only gold candidates."""
-    s = np.asarray(scores, dtype=np.float64).reshape(1, -1)
-    out = _auc_rows(s, _gold_mask(gold, s.shape[1], "ranking_auc"))
-    return None if out is None else float(out[0])
-
-
 def standardise(x: Sequence[float] | np.ndarray) -> np.ndarray:
     """z-scores of one question's values: (x − mean) / std (population std); all zeros when std is 0."""
     v = np.asarray(x, dtype=np.float64)
@@ -322,7 +296,7 @@ def _usable(scores: Sequence[np.ndarray], gold: Sequence[Sequence[int]], what: s
     out = []
     for q, (s, g) in enumerate(zip(scores, gold)):
         s = np.asarray(s, dtype=np.float64)
-        mask = _gold_mask(g, s.shape[-1], f"{what}: question {q}")
+        mask = gold_mask(g, s.shape[-1], f"{what}: question {q}")
         if mask.any() and not mask.all():
             out.append((s, mask, q))
     if not out:
@@ -374,7 +348,7 @@ def choose_icr_layers(per_layer: Sequence[np.ndarray], gold: Sequence[Sequence[i
     for s, mask, _ in usable:
         cum = np.vstack([np.zeros((1, s.shape[1])), np.cumsum(s, axis=0)])  # (L + 1, K)
         sums = np.stack([cum[b] - cum[a] for a, b in ranges])  # (n_sets, K)
-        total += _auc_rows(sums, mask)  # type: ignore[operator]  # both kinds are present
+        total += ranking_auc_rows(sums, mask)  # type: ignore[operator]  # both kinds are present
     mean = total / len(usable)
     best = 0
     for i in range(1, len(ranges)):
@@ -421,7 +395,7 @@ def choose_fusion_weight(scores: Sequence[np.ndarray], gold: Sequence[Sequence[i
             raise ValueError(f"choose_fusion_weight: question {q} has {r.size} ranks for {s.size} scores")
         zs, zr = standardise(s), standardise(-r)
         fused = zs[None, :] + np.asarray(weights)[:, None] * zr[None, :]
-        total += _auc_rows(fused, mask)  # type: ignore[operator]
+        total += ranking_auc_rows(fused, mask)  # type: ignore[operator]
     mean = total / len(usable)
     best = 0
     for i in range(1, len(weights)):

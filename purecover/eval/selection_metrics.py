@@ -29,9 +29,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..metrics import coverage_at_k, purity_at_k
 from ..records import (
     CandidateDoc,
     CandidateRecord,
@@ -88,22 +89,6 @@ def answer_containing(docs: Sequence[CandidateDoc], answers: Iterable[str]) -> s
         if any(g in hay for g in golds):
             found.add(i)
     return found
-
-
-def coverage_at_k(selected: Collection[Hashable], gold: Collection[Hashable]) -> float | None:
-    """|D_K ∩ D_gold| / |D_gold|; None when the gold set is empty."""
-    gold = set(gold)
-    if not gold:
-        return None
-    return len(set(selected) & gold) / len(gold)
-
-
-def purity_at_k(selected: Collection[Hashable], gold: Collection[Hashable]) -> float | None:
-    """|D_K ∩ D_gold| / |D_K|; None when nothing is selected."""
-    sel = set(selected)
-    if not sel:
-        return None
-    return len(sel & set(gold)) / len(sel)
 
 
 def _selected_positions(selected: Sequence[int], n_docs: int, qid: str) -> list[int]:

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..metrics import subset_f1
+
 __all__ = ["calibrate_threshold", "identifier_log_softmax", "mean_subset_f1", "select_from_scores",
            "softmax_probabilities", "subset_f1"]
 
@@ -44,18 +46,6 @@ def identifier_log_softmax(scores: Sequence[float]) -> list[float]:
         return []
     m = s.max()
     return (s - (m + np.log(np.exp(s - m).sum()))).tolist()
-
-
-def subset_f1(predicted: Sequence[int], gold: Sequence[int]) -> float:
-    """F1 of two sets of passage positions (1.0 when both are empty)."""
-    p, g = set(predicted), set(gold)
-    if not p and not g:
-        return 1.0
-    hit = len(p & g)
-    if hit == 0:
-        return 0.0
-    precision, recall = hit / len(p), hit / len(g)
-    return 2 * precision * recall / (precision + recall)
 
 
 def mean_subset_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]], tau: float, min_select: int = 1,

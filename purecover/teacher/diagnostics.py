@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
+from ..metrics import prf
 from ..records import CandidateRecord, GoldComparison, LabelDiagnostics, LabelRecord, PrecisionRecall
 
 __all__ = [
@@ -232,17 +232,6 @@ def fallback_warning(diag: LabelDiagnostics, threshold: float) -> str | None:
     return (f"{head}{to} {limit}: lower teacher.lam or teacher.tau_stop, lower the W temperature for a sharper W "
             "(teacher.tau2, or teacher.embedding_tau for the embedding estimator), try "
             "teacher.normalize=zscore, or run `purecover tune RECIPE`")
-
-
-def prf(chosen: Sequence[Any], gold: set[Any]) -> tuple[float, float, float]:
-    """Precision, recall and F1 of a set of doc ids against the gold ids (P = 0 for an empty choice,
-    F1 = 0 without a hit)."""
-    picked = set(chosen)
-    hits = len(picked & gold)
-    if hits == 0:
-        return 0.0, 0.0, 0.0
-    p, r = hits / len(picked), hits / len(gold)
-    return p, r, 2 * p * r / (p + r)
 
 
 def _summarise(rows: Sequence[tuple[float, float, float, int]]) -> PrecisionRecall:

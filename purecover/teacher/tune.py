@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..config import Recipe, parse_override, recipe_to_dict
+from ..metrics import prf
 from ..records import (
     CandidateRecord,
     GridValue,
@@ -47,7 +48,6 @@ from ..utils.io import atomic_write_json, atomic_write_text, read_jsonl
 from ..utils.provenance import package_versions
 from ..utils.rundir_lock import locked_stage
 from .defaults import EstimationParams, resolve_params
-from .diagnostics import prf
 from .estimation import Estimate, SegmentAttention, SimilarityScores, estimate
 from .selection import fuse, solve, stop_reason
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import Trainer
 
+from ..metrics import subset_f1
 from ..models.score_head import SCORE_HEAD_ATTR, HeadReadout, ScoreHead
-from ..models.selection import subset_f1
 from .losses import ReplyFormat, negative_pool, sample_negatives, selector_loss
 from .selector_arguments import SelectorTrainingArguments
 
