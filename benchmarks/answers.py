@@ -38,11 +38,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness import log, seed_rows
-from real_models_parts import mean, read_jsonl
-from rows import Rows, at_least, at_most, machine_info, now
-from student_readout_parts import (
+from benchlib import harness
+from benchlib.harness import log, seed_rows
+from benchlib.readout_runs import (
     FILES,
     LABELS,
     ROOT,
@@ -53,6 +51,8 @@ from student_readout_parts import (
     run_command,
     split_of,
 )
+from benchlib.real_runs import mean, read_jsonl
+from benchlib.rows import Rows, at_least, at_most, machine_info, now
 
 from purecover.metrics import prf, ranking_auc
 

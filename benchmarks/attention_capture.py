@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-import harness
-from rows import Rows, at_most, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, at_most, machine_info, now
 
 TIME_OVER_SDPA_MAX = 1.5
 PEAK_OVER_EAGER_MAX = 0.1

@@ -50,7 +50,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import harness
+from benchlib import harness
+from benchlib.rows import Rows, at_least, at_most, machine_info, now
 from corpus_scale_parts import (
     HERE,
     WIKI18,
@@ -63,7 +64,6 @@ from corpus_scale_parts import (
     verify_phase,
     versions,
 )
-from rows import Rows, at_least, at_most, machine_info, now
 
 N_QUESTIONS = 20
 TARGETS = {

@@ -45,8 +45,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import harness
-from rows import Rows, at_most, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, at_most, machine_info, now
 
 REPO = Path(__file__).resolve().parents[1]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",

@@ -58,7 +58,8 @@ import time
 import traceback
 from typing import Any
 
-import harness
+from benchlib import harness
+from benchlib.rows import Rows, at_least, at_most, machine_info, now
 
 # the parts, looked up by name in this module's globals (`_child`, in a spawned process)
 from gpu_check_parts import part_capture as part_capture
@@ -68,7 +69,6 @@ from gpu_check_parts import part_selector as part_selector
 from gpu_check_parts import part_serve as part_serve
 from gpu_check_parts import part_student as part_student
 from gpu_check_parts import part_tests as part_tests
-from rows import Rows, at_least, at_most, machine_info, now
 
 PARTS = ("student", "capture", "selector", "serve", "generation", "launch", "tests")
 QWEN_7B = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,

@@ -82,12 +82,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness import over_seeds, seed_list
+from benchlib import harness
+from benchlib.harness import over_seeds, seed_list
+from benchlib.rows import Rows, at_least, at_most, machine_info, now
 from learnability_parts import EMBED_STD, ORDERS, TINY, plot_curves, run_task, student_shape
 from learnability_parts import score_in_order as score_in_order  # the order check, reached from here too
 from learnability_parts import shown_order as shown_order
-from rows import Rows, at_least, at_most, machine_info, now
 
 TARGET_TASK, TARGET_VARIANT = "colour", "cl+lm"
 TARGET_F1 = 0.85

@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness
 import numpy as np
-from rows import Rows, above, at_least, at_most, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, above, at_least, at_most, machine_info, now
 
 from purecover.config import load_recipe
 from purecover.data.candidates import run_data_stage

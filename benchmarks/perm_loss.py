@@ -42,10 +42,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-import harness
 import torch
 import torch.nn.functional as F
-from rows import Rows, at_most, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, at_most, machine_info, now
 
 from purecover.demo.tiny import tiny_causal_lm
 from purecover.train.losses import ReplyFormat, best_ordering, selector_loss

@@ -52,8 +52,8 @@ Parts
 Targets (issue 29): on HotpotQA test questions, in retrieval order and reversed, the student's support F1 above
 retrieval top-|S| at every seed, and above the best of top-2 / top-5 on mean; real-teacher labels above retrieval
 top-2; Gemma-3-270M attention with oracle steps ≥ 0.70 label F1; the headline run ≤ 60 minutes. Rows: `rows`.
-The helpers (label sources, the split, scoring, baselines; the teacher, student and QA parts) are in
-real_models_parts.py.
+The helpers (label sources, the split, scoring, baselines; the teacher, student and QA parts) are in the
+benchmarks' library, benchlib/real_runs.py.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness
-from real_models_parts import (
+from benchlib import harness
+from benchlib.real_runs import (
     CALIBRATION_SHARE,
     EVAL_FRACTION,
     LABEL_SPLIT_SEED,
@@ -84,21 +84,21 @@ from real_models_parts import (
 )
 
 # the helpers other scripts and the tests reach from here
-from real_models_parts import biencoder_figures as biencoder_figures
-from real_models_parts import chance_coverage as chance_coverage
-from real_models_parts import coverage_purity as coverage_purity
-from real_models_parts import log as log
-from real_models_parts import mean as mean
-from real_models_parts import prf as prf
-from real_models_parts import ranking_auc as ranking_auc
-from real_models_parts import read_jsonl as read_jsonl
-from real_models_parts import recipe_for as recipe_for
-from real_models_parts import set_figures as set_figures
-from real_models_parts import shown as shown
-from real_models_parts import split_for_seed as split_for_seed
-from real_models_parts import splits_of as splits_of
-from real_models_parts import student_split as student_split
-from rows import Rows, above, at_least, at_most, machine_info, now
+from benchlib.real_runs import biencoder_figures as biencoder_figures
+from benchlib.real_runs import chance_coverage as chance_coverage
+from benchlib.real_runs import coverage_purity as coverage_purity
+from benchlib.real_runs import log as log
+from benchlib.real_runs import mean as mean
+from benchlib.real_runs import prf as prf
+from benchlib.real_runs import ranking_auc as ranking_auc
+from benchlib.real_runs import read_jsonl as read_jsonl
+from benchlib.real_runs import recipe_for as recipe_for
+from benchlib.real_runs import set_figures as set_figures
+from benchlib.real_runs import shown as shown
+from benchlib.real_runs import split_for_seed as split_for_seed
+from benchlib.real_runs import splits_of as splits_of
+from benchlib.real_runs import student_split as student_split
+from benchlib.rows import Rows, above, at_least, at_most, machine_info, now
 
 DATASETS = ("hotpotqa", "2wiki", "musique")
 

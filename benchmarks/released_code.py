@@ -38,10 +38,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import harness
 import numpy as np
-from real_models import label_source, log, read_jsonl, recipe_for, splits_of
-from rows import Rows, machine_info, now
+from benchlib import harness
+from benchlib.real_runs import label_source, log, read_jsonl, recipe_for, splits_of
+from benchlib.rows import Rows, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"hotpotqa": ("oracle_proxy", "smollm2_attention_layers", "gemma_attention", "smollm2_attention",
@@ -63,7 +63,7 @@ ATTENTION_SOURCES: dict[str, tuple[list[str], str]] = {
 
 def register_attention_sources() -> None:
     """`ATTENTION_SOURCES` as `real_models.py` sources over its smollm2_attention."""
-    from real_models import SOURCES as RM_SOURCES
+    from benchlib.real_runs import SOURCES as RM_SOURCES
 
     base = RM_SOURCES["smollm2_attention"]
     for name, (overrides, what) in ATTENTION_SOURCES.items():
@@ -91,7 +91,7 @@ STUDENT_TAG = "-loss"  # the run directory of these settings (an earlier one tra
 
 def register_student_source() -> None:
     """The oracle proxy labelled with the released recipe's teacher settings, as a `real_models.py` source."""
-    from real_models import SOURCES as RM_SOURCES
+    from benchlib.real_runs import SOURCES as RM_SOURCES
 
     teacher = dict(VARIANTS["released_code"][1])
     teacher.pop("normalize")
@@ -103,7 +103,7 @@ def register_student_source() -> None:
 
 
 def student_figures(seeds: list[int], work: Path, test: list[str]) -> dict[str, Any]:
-    from real_models import label_source, student_part
+    from benchlib.real_runs import label_source, student_part
 
     register_student_source()
     label_source("hotpotqa", STUDENT_SOURCE, work, test, own_steps=0)
@@ -118,11 +118,11 @@ def paper_students(path: Path = ROOT / "benchmarks" / "results" / "real_models.j
 
 
 def variant_figures(dataset: str, source: str, work: Path, test: list[str]) -> dict[str, Any]:
-    from real_models import SOURCES as RM_SOURCES
+    from benchlib.real_runs import SOURCES as RM_SOURCES
 
     from purecover.teacher.defaults import resolve_params
     from purecover.teacher.selection import solve
-    from purecover.teacher.tune import _bias_for, _estimates, evaluate_setting
+    from purecover.teacher.tune import evaluate_setting, labels_bias, setting_estimates
     from purecover.teacher.tune import load_questions as tune_questions
 
     register_attention_sources()
@@ -139,8 +139,8 @@ def variant_figures(dataset: str, source: str, work: Path, test: list[str]) -> d
         if name == "released_code" and base.w_source != "attention":  # the code's τ is an attention temperature
             changes = {k: v for k, v in changes.items() if k not in ("normalize", "tau2")}
         params = resolve_params(recipe.teacher, **changes)
-        bias = _bias_for(recipe, run / "labels.jsonl") if params.w_source == "attention" else None
-        pairs = _estimates(tq, params, bias)
+        bias = labels_bias(recipe, run / "labels.jsonl") if params.w_source == "attention" else None
+        pairs = setting_estimates(tq, params, bias)
         fig = dict(evaluate_setting(tq, params, pairs=pairs))
         result = solve(pairs, params)
         sets = [sorted(result.order(b)) for b in range(len(tq))]

@@ -16,9 +16,9 @@ import statistics
 import sys
 import time
 
-import harness
 import numpy as np
-from rows import Rows, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, machine_info, now
 
 from purecover.data import load_examples
 from purecover.data.candidates import gold_doc_ids

@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import harness
 import torch
-from rows import Rows, at_least, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, at_least, machine_info, now
 
 import purecover
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir

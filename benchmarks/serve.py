@@ -72,10 +72,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import harness
 import numpy as np
 import torch
-from rows import Rows, at_least, machine_info, now
+from benchlib import harness
+from benchlib.rows import Rows, at_least, machine_info, now
 
 import purecover
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir

@@ -36,9 +36,9 @@ import contextlib  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
-import harness  # noqa: E402
 import numpy as np  # noqa: E402
-from rows import Rows, at_least, at_most, machine_info, now  # noqa: E402
+from benchlib import harness  # noqa: E402
+from benchlib.rows import Rows, at_least, at_most, machine_info, now  # noqa: E402
 
 from purecover.teacher.solvers import exact_select, greedy_select  # noqa: E402
 from purecover.utils.provenance import package_versions  # noqa: E402

@@ -51,7 +51,7 @@ Targets (issue 41): HotpotQA passage readout support F1 above retrieval top-2 in
 at each seed, mean above the best of retrieval top-2, top-5, bi-encoder top-2 and ICR; 2Wiki mean above
 retrieval top-2; passage-readout selection time ≤ 1.2× the identifier readout's.
 The helpers (the questions and labels, the stages as subprocesses, scoring, baselines, overfit, timing) are in
-student_readout_parts.py.
+student_readout_parts.py; the runs it shares with answers.py in benchlib/readout_runs.py.
 """
 
 from __future__ import annotations
@@ -62,27 +62,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness import seed_rows
-from rows import Rows, above, at_most, machine_info, now
-from student_readout_parts import (
-    FILES,
-    LABELS,
-    ORDERS,
-    ROOT,
-    baselines,
-    labelled,
-    load,
-    overfit,
-    split_of,
-    student,
-    timing,
-)
+from benchlib import harness
+from benchlib.harness import seed_rows
+from benchlib.readout_runs import FILES, LABELS, ROOT, labelled, load, split_of
 
 # the helpers the tests reach from here
-from student_readout_parts import check_disjoint as check_disjoint
+from benchlib.readout_runs import check_disjoint as check_disjoint
+from benchlib.real_runs import split_for_seed as split_for_seed
+from benchlib.rows import Rows, above, at_most, machine_info, now
+from student_readout_parts import ORDERS, baselines, overfit, student, timing
 from student_readout_parts import score_orders as score_orders
-from student_readout_parts import split_for_seed as split_for_seed
 
 DATASETS = ("hotpotqa", "2wiki")
 # Training settings shared by both readouts: one pass over the training questions, each shown once in a seeded

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness import log
-from rows import Rows, machine_info, now
+from benchlib import harness
+from benchlib.harness import log
+from benchlib.rows import Rows, machine_info, now
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def calibration_figures(scores: Sequence[Sequence[float]], doc_ids: Sequence[Seq
 def sweep_one(name: str, cfg: dict[str, Any], questions: Any, gold: dict[str, list[str]], args: argparse.Namespace
               ) -> dict[str, Any]:
     import torch
-    from real_models import splits_of
+    from benchlib.real_runs import splits_of
 
     from purecover.models.identifiers import IdentifierScheme
     from purecover.models.loading import check_model_path, load_causal_lm, load_tokenizer
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from real_models import label_source, read_jsonl
+    from benchlib.real_runs import label_source, read_jsonl
 
     from purecover.train.data import read_labelled_questions
     from purecover.utils.provenance import package_versions

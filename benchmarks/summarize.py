@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from rows import REQUIRED, check, parse_target
+from benchlib.rows import REQUIRED, check, parse_target
 
 HERE = Path(__file__).resolve().parent
 NOT_BENCHMARKS = {"summarize", "rows", "harness"}  # modules beside the benchmark scripts

@@ -36,9 +36,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness import log
-from rows import Rows, above, machine_info, now
+from benchlib import harness
+from benchlib.harness import log
+from benchlib.rows import Rows, above, machine_info, now
 
 from purecover.metrics import prf, ranking_auc
 
@@ -117,7 +117,7 @@ def capture_all(model: Any, tok: Any, records: Sequence[Any], prompt: Any, chunk
 def run_model(dataset: str, model_name: str, work: Path, ks: Sequence[int], limit: int | None) -> dict[str, Any]:
     """Per-layer and chosen-layer label figures of `model_name` on the calibration and test splits."""
 
-    from real_models import recipe_for, splits_of
+    from benchlib.real_runs import recipe_for, splits_of
 
     from purecover.data.candidates import read_candidate_records, run_data_stage
     from purecover.teacher.calibration import calibration_lengths, calibration_sequence

@@ -1,19 +1,20 @@
-"""benchmarks/harness.py: the shared options, --rows-only and --merge, merging, the atomic write, rows over seeds;
+"""benchmarks/benchlib/harness.py: the shared options, --rows-only and --merge, merging, the atomic write, rows over seeds;
 and the size of every benchmark script (runs no benchmark)."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import statistics
 from pathlib import Path
 
 import pytest
 
-from tests.test_benchmarks_summary import BENCH, SCRIPTS, _load
+from tests.test_benchmarks_summary import BENCH, SCRIPTS, _load, library
 
-harness = _load("harness")
-rows = _load("rows")
+harness = library("harness")
+rows = library("rows")
 MACHINE = {"machine": {"cpus": 2, "processor": "x86_64"}}
 MAX_LINES = 500
 
@@ -128,10 +129,42 @@ def test_over_seeds_adds_mean_and_worst_of_rows_already_in_the_table() -> None:
     assert (by["b.f1_mean"]["value"], by["b.f1_mean"]["note"]) == (0.85, "seeds 1, 2")
 
 
-@pytest.mark.parametrize("name", [*SCRIPTS, *(p.stem for p in sorted(BENCH.glob("*_parts.py")))])
+@pytest.mark.parametrize("name", [*SCRIPTS, *(p.stem for p in sorted(BENCH.glob("*_parts.py"))),
+                                  *(f"benchlib/{p.stem}" for p in sorted((BENCH / "benchlib").glob("*.py")))])
 def test_every_benchmark_script_fits_in_500_lines(name: str) -> None:
     lines = len((BENCH / f"{name}.py").read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{name}.py: {lines} lines; split its helpers into {name}_parts.py"
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) of every import in `path`, lazy ones inside functions included."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.append((node.lineno, node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name, []) for a in node.names)
+    return out
+
+
+def test_experiments_import_only_the_library_and_public_purecover_names() -> None:
+    """An experiment imports benchlib, its own <name>_parts.py and purecover's public names: never another
+    experiment's module (or its parts), nor a purecover module or name that starts with an underscore. The library
+    imports no experiment."""
+    experiments = {p.stem for p in BENCH.glob("*.py")}
+    found = []
+    for path in sorted([*BENCH.glob("*.py"), *(BENCH / "benchlib").glob("*.py")]):
+        in_library = path.parent.name == "benchlib"
+        own = set() if in_library else {path.stem, f"{path.stem}_parts", path.stem.removesuffix("_parts")}
+        for line, module, names in _imports(path):
+            top = module.split(".")[0]
+            where = f"{path.relative_to(BENCH)}:{line}"
+            if top in experiments and top not in own:
+                found.append(f"{where} imports the experiment module {module}")
+            elif top == "purecover" and (any(part.startswith("_") for part in module.split(".")[1:])
+                                         or any(n.startswith("_") for n in names)):
+                found.append(f"{where} imports a private purecover name: {module} {names}")
+    assert not found, "; ".join(found)
 
 
 # ------------------------------------------------------------------------------------------ hostile inputs (issue 55)

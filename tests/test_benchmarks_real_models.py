@@ -161,7 +161,7 @@ def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out
     monkeypatch.setattr(train_run, "run_train_stage", train_stage)
     monkeypatch.setattr(export_mod, "run_export_stage", lambda recipe: stages.append("export"))
     monkeypatch.setattr(selector_mod, "Selector", FakeSelector)
-    # the bi-encoder is looked up where student_part is defined (real_models_parts.py)
+    # the bi-encoder is looked up where student_part is defined (benchlib/real_runs.py)
     monkeypatch.setattr(sys.modules[real.student_part.__module__], "biencoder_figures", lambda *a, **k: {})
 
     out = real.student_part("hotpotqa", "oracle_proxy", seed, work, ["student.k_max=4"])

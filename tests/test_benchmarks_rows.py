@@ -1,4 +1,4 @@
-"""benchmarks/rows.py and each benchmark's rows function, on the committed results (runs no benchmark)."""
+"""benchmarks/benchlib/rows.py and each benchmark's rows function, on the committed results (runs no benchmark)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_benchmarks_summary import BENCH, RESULTS, SCRIPTS, _expected_met, _load
+from tests.test_benchmarks_summary import BENCH, RESULTS, SCRIPTS, _expected_met, _load, library
 
-rows = _load("rows")
+rows = library("rows")
 
 
 def test_check_reads_the_claim() -> None:

@@ -15,17 +15,25 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 RESULTS = BENCH / "results"
 OUTPUTS = {"summary.json", "SUMMARY.md"}
-# every module beside the scripts but the shared ones, private ones and a script's helpers (<script>_parts.py)
+# every module beside the scripts but the summary, private ones and a script's helpers (<script>_parts.py); the
+# library the scripts share is the package benchmarks/benchlib
 SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py")
-                 if p.stem not in {"summarize", "rows", "harness"} and p.stem[0] != "_" and not p.stem.endswith("_parts"))
+                 if p.stem != "summarize" and p.stem[0] != "_" and not p.stem.endswith("_parts"))
 # Results committed only once a GPU has run them (benchmarks/gpu_check.py); until then the CPU results must be
 # complete without them.
 GPU_ONLY = {"gpu_check"}
 
 
+def library(name: str):
+    """The module `benchlib.<name>` of the benchmarks' library, as the scripts import it."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return importlib.import_module(f"benchlib.{name}")
+
+
 def _load(name: str):
     if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # the scripts import their shared `rows` module from beside them
+        sys.path.insert(0, str(BENCH))  # the scripts import their shared library (benchlib) from beside them
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

@@ -53,8 +53,8 @@ from .selection import fuse, solve, stop_reason
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GRID_KEYS", "TuneQuestion", "default_grid", "evaluate_setting", "load_questions", "parse_grid",
-           "split_questions", "tune"]
+__all__ = ["GRID_KEYS", "TuneQuestion", "default_grid", "evaluate_setting", "labels_bias", "load_questions",
+           "parse_grid", "setting_estimates", "split_questions", "tune"]
 
 TUNE_DIR = FILES["tune"]
 # recipe keys a grid may vary (teacher section; `beta` is teacher.lancer.beta)
@@ -187,8 +187,10 @@ def split_questions(questions: Sequence[TuneQuestion], tune_fraction: float
 # --------------------------------------------------------------------------- evaluation
 
 
-def _estimates(questions: Sequence[TuneQuestion], params: EstimationParams, bias: np.ndarray | None
-               ) -> list[tuple[np.ndarray, np.ndarray]]:
+def setting_estimates(questions: Sequence[TuneQuestion], params: EstimationParams, bias: np.ndarray | None
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per question, the (e, W) pair the solver reads under `params`: the estimate from its stored attention
+    or similarity (less the position `bias` when given), fused with its LANCER ratings when it has them."""
     pairs = []
     for q in questions:
         est: Estimate = estimate(params, q.attention, q.similarity, bias)
@@ -201,7 +203,7 @@ def evaluate_setting(questions: Sequence[TuneQuestion], params: EstimationParams
     """Label quality of `params` on `questions` (module docstring); `pairs` reuses precomputed (e, W)."""
     if not questions:
         raise ValueError("no questions to evaluate")
-    pairs = pairs if pairs is not None else _estimates(questions, params, bias)
+    pairs = pairs if pairs is not None else setting_estimates(questions, params, bias)
     result = solve(pairs, params)
     sums = dict.fromkeys(("precision", "recall", "f1", "size", "fallback", "first_step", "top_s_precision"), 0.0)
     for i, q in enumerate(questions):
@@ -236,7 +238,7 @@ def retrieval_baselines(questions: Sequence[TuneQuestion], ks: Sequence[int]) ->
 # --------------------------------------------------------------------------- the command
 
 
-def _bias_for(recipe: Recipe, labels_path: Path) -> np.ndarray | None:
+def labels_bias(recipe: Recipe, labels_path: Path) -> np.ndarray | None:
     """The position bias the labels were made with (bias.json, checked against the records' bias_key)."""
     from ..records import BiasFile, load_json_record
     from .calibration import BIAS_FILE, key_string
@@ -273,7 +275,7 @@ def tune(recipe: Recipe, grid: dict[str, list[GridValue]] | None = None, tune_fr
     grid = grid or default_grid(base)
     for key in grid:
         resolve_params(recipe.teacher, **{key: grid[key][0]})  # reject keys this estimator cannot vary early
-    bias = _bias_for(recipe, labels_path) if base.w_source == "attention" else None
+    bias = labels_bias(recipe, labels_path) if base.w_source == "attention" else None
     points = grid_points(grid)
     if bias is None and any(resolve_params(recipe.teacher, **p).calibrate for p in points):
         raise ValueError("the grid asks for calibration, but labels.jsonl was made without it (teacher.calibrate "
@@ -286,7 +288,7 @@ def tune(recipe: Recipe, grid: dict[str, list[GridValue]] | None = None, tune_fr
         params = resolve_params(recipe.teacher, **point)
         key = tuple(getattr(params, f) for f in _ESTIMATE_FIELDS)
         if key not in cache:
-            cache[key] = (_estimates(tune_qs, params, bias), _estimates(held_qs, params, bias))
+            cache[key] = (setting_estimates(tune_qs, params, bias), setting_estimates(held_qs, params, bias))
         tune_pairs, held_pairs = cache[key]
         rows.append(TuneRow(setting=point, params=params.to_record(),
                             tune=evaluate_setting(tune_qs, params, pairs=tune_pairs),

@@ -16,11 +16,11 @@ from purecover.teacher.job import run_label_stage
 from purecover.teacher.selection import solve
 from purecover.teacher.tune import (
     TuneQuestion,
-    _bias_for,
-    _estimates,
     choose,
+    labels_bias,
     load_questions,
     parse_grid,
+    setting_estimates,
     split_questions,
     tune,
 )
@@ -96,8 +96,8 @@ def stored_selections(run_dir: Path) -> dict[str, list[int]]:
 def resolved_selections(recipe, **changes) -> dict[str, list[int]]:
     qs = load_questions(recipe.run_path / "labels.jsonl", recipe.run_path / "candidates.jsonl")
     params = resolve_params(recipe.teacher, **changes)
-    bias = _bias_for(recipe, recipe.run_path / "labels.jsonl") if params.calibrate else None
-    result = solve(_estimates(qs, params, bias), params)
+    bias = labels_bias(recipe, recipe.run_path / "labels.jsonl") if params.calibrate else None
+    result = solve(setting_estimates(qs, params, bias), params)
     return {q.qid: result.order(i) for i, q in enumerate(qs)}
 
 
@@ -143,13 +143,13 @@ def test_tune_reproduces_attention_labels_with_calibration(tmp_path, tiny_teache
     run_label_stage(recipe, show_progress=False)
     stored = stored_selections(tmp_path)
     assert resolved_selections(recipe) == stored
-    assert _bias_for(recipe, tmp_path / "labels.jsonl") is not None
+    assert labels_bias(recipe, tmp_path / "labels.jsonl") is not None
     # a calibration that is not the one the labels were made with is refused
     bias = json.loads((tmp_path / "bias.json").read_text())
     bias["keys"]["k1"] = 99
     (tmp_path / "bias.json").write_text(json.dumps(bias))
     with pytest.raises(ValueError, match="not the calibration labels.jsonl was made with"):
-        _bias_for(recipe, tmp_path / "labels.jsonl")
+        labels_bias(recipe, tmp_path / "labels.jsonl")
 
 
 def test_calibration_in_the_grid_needs_calibrated_labels(tmp_path, tiny_teacher_dir):

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rows import ROWS_ONLY_HELP, Rows, parse_target, read_results, rewrite, with_rows
+from .rows import ROWS_ONLY_HELP, Rows, parse_target, read_results, rewrite, with_rows
 
 __all__ = ["add_history", "load", "malformed", "merge_files", "merged", "name_list", "over_seeds", "parse", "parser",
            "positive_seconds", "read_results", "seed_list", "seed_rows", "stored", "worst", "write"]

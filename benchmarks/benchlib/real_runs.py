@@ -1,10 +1,12 @@
-"""The helpers of `real_models.py` (the experiment, its headline command, targets and rows are there): the label
+"""Real-model runs on the sample data, first written for `real_models.py` (the experiment, its headline command,
+targets and rows are there): the label
 sources and the split, recipes and labelled runs (`recipe_for`, `label_source`, `split_for_seed`, `splits_of`),
 scoring sets and rankings against the gold passages (`set_figures`, `ranking_auc`, `coverage_purity`,
 `chance_coverage`), the baselines, and the teacher, student and QA parts.
 
 `SOURCES`, the split's settings and these helpers are also used by teacher_layers.py, student_sweep.py,
-released_code.py (which adds sources to `SOURCES`) and student_readout_parts.py; `real_models` re-exports them.
+released_code.py (which adds sources to `SOURCES`), student_readout_parts.py and answers.py. The set metrics are
+purecover's (`purecover.metrics`); `prf` and `ranking_auc` are imported here for the experiments that read them.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from harness import log
 
 from purecover.metrics import prf as prf
 from purecover.metrics import ranking_auc as ranking_auc
 from purecover.utils.rundir_claim import mark_run_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+from .harness import log
+
+ROOT = Path(__file__).resolve().parents[2]
 EVAL_FRACTION, CALIBRATION_SHARE = 0.4, 0.5
 LABEL_SPLIT_SEED = 0  # the split of the parts that train no student (teacher labels, baselines); students: their seed
 ORDERS = ("retrieval", "reversed", "shuffled")
@@ -199,7 +202,13 @@ def tuned_on_calibration(run: Path, dataset: str, source: str, calib: Sequence[s
                          ) -> dict[str, Any] | None:
     """Re-solve the stored scores over `purecover.teacher.tune`'s default grid: chosen on `calib`, shown on `test`."""
     from purecover.teacher.defaults import resolve_params
-    from purecover.teacher.tune import _bias_for, _estimates, default_grid, evaluate_setting, grid_points
+    from purecover.teacher.tune import (
+        default_grid,
+        evaluate_setting,
+        grid_points,
+        labels_bias,
+        setting_estimates,
+    )
     from purecover.teacher.tune import load_questions as tune_questions
 
     recipe = recipe_for(dataset, run, SOURCES[source]["overrides"])
@@ -209,17 +218,17 @@ def tuned_on_calibration(run: Path, dataset: str, source: str, calib: Sequence[s
     if not cq or not tq:
         return None
     base = resolve_params(recipe.teacher)
-    bias = _bias_for(recipe, run / "labels.jsonl") if base.w_source == "attention" else None
+    bias = labels_bias(recipe, run / "labels.jsonl") if base.w_source == "attention" else None
     best = None
     for point in grid_points(default_grid(base)):
         params = resolve_params(recipe.teacher, **point)
-        fig = evaluate_setting(cq, params, pairs=_estimates(cq, params, bias))
+        fig = evaluate_setting(cq, params, pairs=setting_estimates(cq, params, bias))
         if fig["fallback_rate"] <= 0.05 and (best is None or fig["f1"] > best[1]["f1"]):
             best = (point, fig, params)
     if best is None:
         return None
     point, fig, params = best
-    held = evaluate_setting(tq, params, pairs=_estimates(tq, params, bias))
+    held = evaluate_setting(tq, params, pairs=setting_estimates(tq, params, bias))
     return {"setting": point, "calib_f1": fig["f1"], "test": dict(held)}
 
 
