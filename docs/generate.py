@@ -11,9 +11,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from sitegen.reference import (  # docs/sitegen: the site's own code, beside this
+    cli_reference,
+    run_files_reference,
+)
+
 from purecover.cli import build_parser
-from purecover.docs_reference import cli_reference, run_files_reference
-from purecover.recipe_reference import recipe_reference
+from purecover.config.reference import recipe_reference
 
 DOCS = Path(__file__).resolve().parent
 

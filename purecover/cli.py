@@ -59,7 +59,7 @@ def _recipe(args: argparse.Namespace) -> Recipe:
 
 def _cmd_config(args: argparse.Namespace) -> int:
     if args.reference:
-        from .recipe_reference import recipe_reference
+        from .config.reference import recipe_reference
 
         sys.stdout.write(recipe_reference())
         return 0

@@ -21,7 +21,7 @@ MAX_LINES = 400
 # base: ConfigError and the shared field types; safe_yaml: reading YAML text and its limits; data_teacher,
 # student_eval, recipe: the section dataclasses and the Recipe; schema: JSON-schema look-ups and error messages;
 # loading: load_recipe, bases, --set overrides, recipe_to_dict, dump_recipe_yaml, section_fingerprint.
-ORDER = ("base", "safe_yaml", "data_teacher", "student_eval", "recipe", "schema", "loading")
+ORDER = ("base", "safe_yaml", "data_teacher", "student_eval", "recipe", "schema", "loading", "reference")
 
 # `__all__` as it was when config.py became this package (same names, same order).
 EXPECTED_ALL = (
@@ -33,7 +33,7 @@ EXPECTED_ALL = (
 # Every public name config.py had (its `__all__` and its limits), besides what it imported from other libraries.
 EXPECTED_PUBLIC = {*EXPECTED_ALL, "MAX_BASE_DEPTH", "MAX_RECIPE_BYTES", "MAX_RECIPE_VALUES"}
 
-# Private names other modules import from purecover.config (purecover/recipe_reference.py), or that a section's
+# Private names of purecover.config's modules that another module of it reads (config/reference.py), or that a section's
 # check raises.
 ALSO_IMPORTED = ("_range_text", "_resolve", "_type_name", "_SectionError")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import markdown
 import pytest
 
-from purecover.docs_math import latex_to_mathml
+from docs.sitegen.mathml import MathExtension, latex_to_mathml
 
 
 def render(text: str) -> str:
-    return markdown.Markdown(extensions=["purecover.docs_math", "pymdownx.superfences"]).convert(text)
+    return markdown.Markdown(extensions=[MathExtension(), "pymdownx.superfences"]).convert(text)
 
 
 def test_inline_and_display_formulas_become_mathml_and_code_does_not():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from docs.sitegen.reference import cli_reference, documented_records, run_files_reference
 from purecover.cli import build_parser
-from purecover.docs_reference import cli_reference, documented_records, run_files_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from purecover.config import recipe_json_schema
-from purecover.recipe_reference import recipe_reference
+from purecover.config.reference import recipe_reference
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "recipe.md"
 

@@ -1,6 +1,6 @@
 """Look-ups in the recipe's JSON schema and the error messages built from them: a pydantic
 `ValidationError` becomes one line per dotted key (closest valid key or value suggested, the range in
-words); the type and range texts are also those of the recipe reference (`purecover.recipe_reference`)."""
+words); the type and range texts are also those of the recipe reference (`purecover.config.reference`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Formulas in the documentation site as MathML, rendered by the browser itself: no JavaScript, no CDN, offline.
 
-A Python-Markdown extension (``mkdocs.yml``: ``markdown_extensions: [purecover.docs_math]``) that turns
+A Python-Markdown extension, added to the site's Markdown by this file as a hook of ``mkdocs.yml`` (``hooks:
+[docs/sitegen/mathml.py]``: `on_config`; the site's own code, not part of the installed package), that turns
 
 * a display formula, LaTeX between two lines holding only ``$$``, into ``<math display="block">``;
 * an inline formula, ``$...$`` (no space just inside either dollar, not ``$$``), into ``<math>``,
@@ -20,7 +21,7 @@ from markdown import Extension
 from markdown.blockprocessors import BlockProcessor
 from markdown.inlinepatterns import InlineProcessor
 
-__all__ = ["MathExtension", "latex_to_mathml", "makeExtension"]
+__all__ = ["MathExtension", "latex_to_mathml", "makeExtension", "on_config"]
 
 _INLINE = r"(?<![\\$\w])\$(?![\s$])(.+?)(?<![\s\\])\$(?![\w$])"
 
@@ -60,3 +61,11 @@ class MathExtension(Extension):
 
 def makeExtension(**kwargs: Any) -> MathExtension:
     return MathExtension(**kwargs)
+
+
+def on_config(config: Any) -> Any:
+    """The mkdocs hook: the site's Markdown gets `MathExtension` (once, whatever the other extensions are)."""
+    extensions = config["markdown_extensions"]
+    if not any(isinstance(e, MathExtension) for e in extensions):
+        extensions.append(MathExtension())
+    return config

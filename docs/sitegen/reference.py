@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from typing_extensions import NotRequired, is_typeddict
 
-from . import records
+from purecover import records
 
 __all__ = ["RECORD_GROUPS", "cli_reference", "documented_records", "run_files_reference"]
 

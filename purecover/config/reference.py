@@ -12,7 +12,8 @@ import json
 
 from pydantic import JsonValue
 
-from .config import _range_text, _resolve, _type_name, load_recipe, recipe_json_schema, recipe_to_dict
+from .loading import load_recipe, recipe_to_dict
+from .schema import _range_text, _resolve, _type_name, recipe_json_schema
 
 __all__ = ["recipe_reference"]
 
