@@ -5,7 +5,9 @@
 solvers and LANCER aggregations (its baselines) and its attention capture with its layer kinds (the ICR
 baseline); `demo` is
 scaffolding that no stage imports; only the command line (`cli`, and the `pipeline` it drives) may import every
-stage, and nothing imports `cli`.
+stage, and nothing imports `cli`. `entry` (the stages' `python -m` command lines) is command-line level too: it
+may import anything, and only command-line code imports it, which is `cli`, every `__main__` module and the code
+under a module's `if __name__ == "__main__":` (run as a script, never when imported).
 The shared infrastructure (`config`, `records`, `stages`, `rundir`, `contract`, `utils`, `metrics`) imports no stage except
 `models` (the identifier scheme); `stages` names its runners as strings. Within it the run machinery is layered
 one way: the registry (`stages`: declarations) <- the run directory (`rundir`: files, manifests, locks) <- the
@@ -38,9 +40,11 @@ ALLOWED: dict[str, set[str]] = {
     "integrations": {"integrations", "models", "serve.client"} | INFRA,  # LangChain/LlamaIndex/Haystack adapters
     "publish": set(INFRA),  # `purecover publish`: reads run-directory files, imports no stage
     **{name: {"models"} | INFRA for name in INFRA},
-    "utils": {"models", "validate"} | INFRA,  # utils.entry is the `python -m` command line
+    # below the run machinery: files, provenance, locks (the stages' command lines are `entry`)
+    "utils": (INFRA - {"stages", "rundir", "contract"}) | {"models"},
 }
-# `cli`, `__main__` and `validate` (the recipe check the command line runs first) may import anything.
+# `cli`, `entry`, every `__main__` and `validate` (the recipe check the command line runs first) may import anything.
+COMMAND_LINE = {"cli", "entry"}
 
 # The run machinery's layers, bottom first: a module may import only those below it.
 LAYERS = ("stages", "rundir", "contract")
@@ -56,12 +60,33 @@ def _is_module(parts: list[str]) -> bool:
     return PACKAGE.joinpath(*parts).with_suffix(".py").is_file() or PACKAGE.joinpath(*parts, "__init__.py").is_file()
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, imported purecover module path below the package, e.g. 'teacher.solvers') of `path`."""
+def _is_main_guard(node: ast.AST) -> bool:
+    """Whether `node` is ``if __name__ == "__main__":`` (its body runs only when the module is run as a script)."""
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+            and len(node.test.comparators) == 1 and isinstance(node.test.comparators[0], ast.Constant)
+            and node.test.comparators[0].value == "__main__")
+
+
+def _nodes(tree: ast.AST, script: bool) -> list[ast.AST]:
+    """The nodes of `tree` outside any `if __name__ == "__main__":` block (`script` False), or inside one (True)."""
+    out, stack = [], [(tree, False)]
+    while stack:
+        node, inside = stack.pop()
+        if inside == script:
+            out.append(node)
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, inside or _is_main_guard(node)))
+    return out
+
+
+def _imports(path: Path, script: bool = False) -> list[tuple[int, str]]:
+    """(line, imported purecover module path below the package, e.g. 'teacher.solvers') of `path`; with `script`,
+    those under its `if __name__ == "__main__":` block instead (command-line code)."""
     rel = path.relative_to(PACKAGE).with_suffix("")
     package = list(rel.parts[:-1])
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(ast.parse(path.read_text(encoding="utf-8")), script):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
@@ -80,13 +105,15 @@ def _imports(path: Path) -> list[tuple[int, str]]:
             for alias in node.names:
                 if alias.name.split(".")[0] == "purecover" and alias.name != "purecover":
                     out.append((node.lineno, ".".join(alias.name.split(".")[1:])))
-    return out
+    return sorted(out)
 
 
 def _allowed(unit: str, target: str) -> bool:
     rules = ALLOWED.get(unit)
-    if rules is None:  # cli: everything
+    if rules is None:  # the command line: everything
         return True
+    if target.split(".")[0] in COMMAND_LINE:  # only command-line code imports the command line
+        return False
     return any(target == r or target.startswith(r + ".") for r in rules) or target.split(".")[0] == unit
 
 
@@ -96,10 +123,10 @@ def _violations() -> list[str]:
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).with_suffix("")
         unit = _unit(list(rel.parts))
-        if rel.parts == ("__main__",):  # `python -m purecover` is the command line
+        if rel.parts[-1] == "__main__":  # `python -m purecover[.x]` is the command line
             continue
         for line, target in _imports(path):
-            if target.split(".")[0] == "cli" and unit != "cli" and rel.parts != ("__main__",):
+            if target.split(".")[0] == "cli" and unit != "cli":
                 found.append(f"purecover/{rel}.py:{line}: imports cli (nothing imports it)")
             elif not _allowed(unit, target):
                 found.append(f"purecover/{rel}.py:{line}: {unit} imports purecover.{target}")
@@ -209,6 +236,22 @@ def test_the_checker_catches_a_violation(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert _violations() == ["purecover/data/worse.py:1: data imports purecover.eval.job",
                              "purecover/models/bad.py:1: models imports purecover.teacher"]
+
+
+def test_only_command_line_code_imports_the_command_line(tmp_path, monkeypatch):
+    """`entry` may be imported by a `__main__` module and under `if __name__ == "__main__":`, not by a module's
+    code that runs on import; utils imports neither the run machinery nor validate."""
+    fake = tmp_path / "purecover"
+    for sub in ("data", "select", "utils"):
+        (fake / sub).mkdir(parents=True)
+    (fake / "select" / "__main__.py").write_text("from ..entry import stage_main\nfrom ..validate import x\n")
+    (fake / "data" / "ok.py").write_text("import sys\nif __name__ == '__main__':\n    from ..entry import encode_main\n")
+    (fake / "data" / "bad.py").write_text("def main():\n    from ..entry import encode_main\n")
+    (fake / "utils" / "up.py").write_text("from ..contract import run_stage\nfrom ..validate import x\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert _violations() == ["purecover/data/bad.py:2: data imports purecover.entry",
+                             "purecover/utils/up.py:1: utils imports purecover.contract",
+                             "purecover/utils/up.py:2: utils imports purecover.validate"]
 
 
 @pytest.mark.parametrize("unit", ["data", "models", "teacher", "train", "select", "eval"])

@@ -217,8 +217,8 @@ def test_stage_command_validates_before_any_work(tmp_path, capsys):
 
 def test_stage_main_validates_before_running(capsys, monkeypatch, tmp_path):
     from purecover import contract
+    from purecover.entry import stage_main
     from purecover.records import StageSummary
-    from purecover.utils.entry import stage_main
 
     calls = []
 

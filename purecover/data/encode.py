@@ -19,7 +19,7 @@ import time
 
 from ..config import ConfigError, Recipe
 
-__all__ = ["EncodeSummary", "encode_recipe_corpus", "main"]
+__all__ = ["EncodeSummary", "encode_recipe_corpus"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,12 +82,7 @@ def encode_recipe_corpus(recipe: Recipe, show_progress: bool = True, rank: int |
                          device=device or "cpu")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ..utils.entry import recipe_main
-
-    return recipe_main("python -m purecover.data.encode", __doc__,
-                       lambda recipe, progress: encode_recipe_corpus(recipe, show_progress=progress).to_json(), argv)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..entry import encode_main
+
+    sys.exit(encode_main())

@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 
-from ..utils.entry import stage_main
+from ..entry import stage_main
 from .byo_cli import BYO_FLAGS, add_byo_arguments, byo_usage_error, run_byo
 
 PROG = "python -m purecover.select"

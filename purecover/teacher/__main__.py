@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ..utils.entry import stage_main
+from ..entry import stage_main
 
 if __name__ == "__main__":
     sys.exit(stage_main("label", "python -m purecover.teacher", __doc__))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..utils.entry import stage_main
+from ..entry import stage_main
 
 if __name__ == "__main__":
     sys.exit(stage_main("train", "python -m purecover.train", __doc__))

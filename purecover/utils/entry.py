@@ -1,14 +1,11 @@
-"""Shared command-line entry for modules run with ``python -m`` (e.g. under accelerate launch or torchrun)."""
+"""What every command line of purecover shares: the --log-level help, quieting library notices, printing a stage's
+summary. The ``python -m`` entries of the stages themselves are in `purecover.entry` (command-line level)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import sys
-from collections.abc import Callable
-from typing import Any
 
 from ..records import StageSummary
 
@@ -65,43 +62,3 @@ def print_summary(stage: str, summary: StageSummary) -> None:
     for key, value in fields.items():
         shown = json.dumps(value) if not isinstance(value, str) else value
         print(f"  {key:<{width}}  {shown}")
-
-
-def recipe_main(prog: str, description: str | None, run: Callable[..., Any],
-                argv: list[str] | None = None, flags: dict[str, str] | None = None) -> int:
-    """Parse ``RECIPE [--set k=v ...] [-q]``, validate the whole recipe, call ``run(recipe, show_progress)``
-    and print what it returns. `flags` (``--name`` -> help) are extra switches passed to `run` as keywords.
-
-    A recipe error (from validation or from `run`) is one line on stderr and exit code 2 (like `purecover`).
-    """
-    from ..config import ConfigError
-    from ..validate import load_validated_recipe
-
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recipe", nargs="?")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    parser.add_argument("-q", "--quiet", action="store_true")
-    for flag, help_text in (flags or {}).items():
-        parser.add_argument(f"--{flag}", action="store_true", help=help_text)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    quiet_library_notices()
-    try:
-        recipe = load_validated_recipe(args.recipe, args.overrides)
-        result = run(recipe, not args.quiet, **{f.replace("-", "_"): getattr(args, f.replace("-", "_"))
-                                                for f in (flags or {})})
-    except ConfigError as exc:
-        print(f"{prog}: recipe error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(result.to_json_dict()) if isinstance(result, StageSummary) else result)
-    return 0
-
-
-def stage_main(stage: str, prog: str, description: str | None, argv: list[str] | None = None) -> int:
-    """`recipe_main` running registered `stage` (`purecover.contract.run_stage`) and printing its summary."""
-    from ..contract import run_stage
-
-    return recipe_main(prog, description,
-                       lambda recipe, progress, rerun: run_stage(stage, recipe, show_progress=progress, force=rerun),
-                       argv, flags={"rerun": "run the stage even when it is complete (as `pipeline --from`)"})

@@ -11,8 +11,8 @@ import pytest
 from purecover.data import load_examples
 from purecover.data.candidates import CANDIDATES_FILE, run_data_stage
 from purecover.data.corpus import corpus_from_examples
-from purecover.data.encode import main
 from purecover.data.retrieval.embedding_shards import missing_shards
+from purecover.entry import encode_main as main
 from purecover.validate import load_validated_recipe
 
 
