@@ -20,15 +20,15 @@ def _method(em: float, tokens: float, select_ms: float | None = 0.0, diff: float
 
 def _seed(student_em: float, seed: int = 0) -> dict:
     results = {"none@2": _method(0.1, 70), "retrieval@2": _method(0.30, 330), "retrieval@5": _method(0.25, 800),
-               "retrieval@10": _method(0.2, 1600), "gold_support@10": _method(0.40, 320),
-               "teacher@10": _method(0.35, 330), "student@10": _method(student_em, 400, 120.0, student_em - 0.25),
+               "gold_support@5": _method(0.40, 320),
+               "teacher@5": _method(0.35, 330), "student@5": _method(student_em, 400, 120.0, student_em - 0.25),
                "icr@2": _method(0.28, 330), "icr@5": _method(0.26, 800),
-               "cross_encoder_ft@10": _method(0.29, 500, 30.0)}
+               "cross_encoder_ft@5": _method(0.29, 500, 30.0)}
     support = {m: {"precision": 0.7, "recall": 0.8, "f1": f1, "mean_size": 2.5} for m, f1 in
                (("retrieval", 0.64), ("student", 0.72), ("cross_encoder_ft", 0.70), ("teacher", 0.9))}
     return {"seed": seed, "results": results, "support": support,
             "auc": {"student": 0.93, "cross_encoder_ft": 0.9},
-            "answer_seconds": {"questions": 24, "student@10": 1.2, "retrieval@5": 2.0}}
+            "answer_seconds": {"questions": 24, "student@5": 1.2, "retrieval@5": 2.0}}
 
 
 def test_the_claim_from_one_seed():
@@ -51,8 +51,8 @@ def test_rows_carry_the_targets_at_each_seed_and_over_seeds():
     assert rows[("answers.hotpotqa.student_token_share_of_top5", None, 0)]["target"] == "<= 0.6"
     assert rows[("answers.hotpotqa.select_plus_answer_over_top5_answer", None, 0)]["target"] == "<= 1"
     assert rows[("answers.hotpotqa.student_minus_cross_encoder_support_f1", None, 0)]["met"] is True
-    assert rows[("answers.hotpotqa.em", "student@10", 0)]["value"] == 0.34
-    assert rows[("answers.hotpotqa.em_minus_retrieval_top5", "student@10", 1)]["value"] == pytest.approx(0.03)
+    assert rows[("answers.hotpotqa.em", "student@5", 0)]["value"] == 0.34
+    assert rows[("answers.hotpotqa.em_minus_retrieval_top5", "student@5", 1)]["value"] == pytest.approx(0.03)
     assert rows[("answers.hotpotqa.support_size_mean", "student", None)]["value"] == 2.5
     assert ("answers.hotpotqa.support_size_worst", "student", None) not in rows  # a size has no better direction
 
