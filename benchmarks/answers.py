@@ -66,6 +66,7 @@ EVAL = ["eval.budgets=[" + ",".join(map(str, BUDGETS)) + "]", "eval.table_budget
         "eval.batch_size=4", "eval.questions=heldout"]
 SHOWN = ("none@2", "retrieval@2", "retrieval@5", f"gold_support@{OWN_SET_K}", f"teacher@{OWN_SET_K}",
          f"student@{OWN_SET_K}", "icr@2", "icr@5", f"cross_encoder_ft@{OWN_SET_K}")
+GROUPS = {"complete": "every gold passage", "partial": "some but not all gold passages", "none": "no gold passage"}
 
 
 # ------------------------------------------------------------------------------------------------ one run
@@ -95,6 +96,32 @@ def _aucs(run: Path, cands: dict[str, dict], test: Sequence[str]) -> dict[str, f
         cross.append(ranking_auc(ce.scores(CandidateRecord.model_validate(c)).tolist(), gold))
     return {"student": mean([a for a in student if a is not None]),
             "cross_encoder_ft": mean([a for a in cross if a is not None])}
+
+
+def _em_by_student_support(run: Path, cands: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """EM of each shown method on the test questions grouped by how much of the gold the student's own set holds:
+    ``complete`` (every gold passage), ``partial`` (some) and ``none``; each group with its question count and
+    retrieval top 2's mean gold coverage there."""
+    def em_of(shown: str) -> dict[str, float] | None:
+        path = run / "eval" / "predictions" / f"{shown}.jsonl"
+        return {r["qid"]: r["em"] for r in read_jsonl(path)} if path.exists() else None
+
+    student = {r["qid"]: r["doc_ids"] for r in read_jsonl(run / "eval" / "predictions" / f"student@{OWN_SET_K}.jsonl")}
+    groups: dict[str, list[str]] = {"complete": [], "partial": [], "none": []}
+    for q, chosen in student.items():
+        gold = set(cands[q]["gold_doc_ids"])
+        if gold:
+            held = len(gold & set(chosen))
+            groups["complete" if held == len(gold) else "partial" if held else "none"].append(q)
+    ems = {shown: em for shown in SHOWN if (em := em_of(shown)) is not None}
+    top2 = {r["qid"]: r["doc_ids"] for r in read_jsonl(run / "eval" / "predictions" / "retrieval@2.jsonl")}
+    out = {}
+    for name, qs in groups.items():
+        out[name] = {"questions": len(qs), "em": {m: mean([em[q] for q in qs]) if qs else None
+                                                  for m, em in ems.items()},
+                     "retrieval@2_gold_recall": mean([prf(top2[q], set(cands[q]["gold_doc_ids"]))[1] for q in qs])
+                     if qs else None}
+    return out
 
 
 def _answer_seconds(run: Path, recipe: Any, cands: dict[str, dict], test: Sequence[str]) -> dict[str, Any]:
@@ -149,7 +176,8 @@ def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, 
     ce = json.loads((run / "eval" / "cross_encoder_ft" / "cross_encoder_ft.json").read_text())
     out = {"seed": seed, "questions": {k: summary[f"{k}_questions"] for k in ("train", "calib", "test")},
            "evaluated": len(evaluated), "stages": stages, "results": results, "support": support,
-           "auc": _aucs(run, cands, test), "cross_encoder_ft": {k: ce[k] for k in (
+           "auc": _aucs(run, cands, test), "em_by_student_support": _em_by_student_support(run, cands),
+           "cross_encoder_ft": {k: ce[k] for k in (
                "threshold", "calib_subset_f1", "train_questions", "train_pairs", "train_seconds")},
            "answer_seconds": _answer_seconds(run, recipe, cands, test[:timing_questions]),
            "generator": generator}
@@ -181,7 +209,7 @@ def claim(r: dict[str, Any]) -> dict[str, float | None]:
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    table = Rows(result.get("machine"))
+    table = Rows(result)
     for dataset, per_seed in result.get("datasets", {}).items():
         seeds = {int(s): r for s, r in per_seed.items()}
         name = f"answers.{dataset}"
@@ -211,6 +239,15 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                       {s: (r["results"].get(shown, {}).get("vs_reference_em") or {}).get("diff")
                        for s, r in seeds.items()}, "EM", variant=shown,
                       note="paired against retrieval@5 on the same questions (p in the results file)")
+        for group in ("complete", "partial", "none"):
+            for shown in ("student@" + OWN_SET_K, "retrieval@2", "retrieval@5", "gold_support@" + OWN_SET_K):
+                values = {s: ((r.get("em_by_student_support") or {}).get(group) or {}).get("em", {}).get(shown)
+                          for s, r in seeds.items()}
+                if all(v is None for v in values.values()):  # results written before the grouping existed
+                    continue
+                seed_rows(table, f"{name}.em_where_student_{group}", values, "EM", variant=shown,
+                          note=f"on the test questions where the student's set holds {GROUPS[group]} "
+                               "(question counts in the results file)")
         for method in ("student", "cross_encoder_ft", "retrieval"):
             seed_rows(table, f"{name}.support_f1", {s: r["support"][method]["f1"] for s, r in seeds.items()},
                       "F1", variant=method)

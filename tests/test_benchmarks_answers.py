@@ -55,6 +55,7 @@ def test_rows_carry_the_targets_at_each_seed_and_over_seeds():
     assert rows[("answers.hotpotqa.em_minus_retrieval_top5", "student@5", 1)]["value"] == pytest.approx(0.03)
     assert rows[("answers.hotpotqa.support_size_mean", "student", None)]["value"] == 2.5
     assert ("answers.hotpotqa.support_size_worst", "student", None) not in rows  # a size has no better direction
+    assert a["machine"] == "2 cores, processor not recorded"  # the result's machine, not "not recorded"
 
 
 def test_merging_keeps_every_seed_and_command(tmp_path):
@@ -79,3 +80,26 @@ def test_musique_test_questions_are_never_training_questions(sample_dir):
     train, calib, test = (set(x.qid for x in part) for part in
                           split_examples([SimpleNamespace(qid=q) for q in qids], 0.4, 0, 0.5))
     assert not train & test and not train & calib and len(test) >= 40
+
+
+def test_em_is_grouped_by_how_much_gold_the_students_set_holds(tmp_path):
+    preds = tmp_path / "eval" / "predictions"
+    preds.mkdir(parents=True)
+    cands = {q: {"gold_doc_ids": ["a", "b"]} for q in ("q1", "q2", "q3", "q4")} | {"q5": {"gold_doc_ids": []}}
+    student = {"q1": ["a", "b"], "q2": ["a", "b", "x"], "q3": ["b"], "q4": ["x"], "q5": ["x"]}
+    top2 = {"q1": ["a", "x"], "q2": ["x", "y"], "q3": ["a", "b"], "q4": ["a", "b"], "q5": ["x", "y"]}
+    ems = {f"student@{bench.OWN_SET_K}": {"q1": 1, "q2": 0, "q3": 0, "q4": 0, "q5": 1},
+           "retrieval@2": {"q1": 0, "q2": 0, "q3": 1, "q4": 1, "q5": 0}}
+    for shown, sets in ((f"student@{bench.OWN_SET_K}", student), ("retrieval@2", top2)):
+        (preds / f"{shown}.jsonl").write_text("".join(json.dumps({"qid": q, "doc_ids": sets[q], "em": ems[shown][q]})
+                                                      + "\n" for q in sets))
+    groups = bench._em_by_student_support(tmp_path, cands)
+    assert {g: v["questions"] for g, v in groups.items()} == {"complete": 2, "partial": 1, "none": 1}  # q5: no gold
+    assert groups["complete"]["em"] == {f"student@{bench.OWN_SET_K}": 0.5, "retrieval@2": 0.0}
+    assert groups["partial"]["em"]["retrieval@2"] == 1.0 and groups["none"]["em"][f"student@{bench.OWN_SET_K}"] == 0.0
+    assert groups["complete"]["retrieval@2_gold_recall"] == pytest.approx(0.25)  # q1 holds a, q2 neither
+    assert "gold_support@5" not in groups["complete"]["em"]  # a method not evaluated is left out, not zero
+    result = {"datasets": {"hotpotqa": {"0": _seed(0.3) | {"em_by_student_support": groups}}}}
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    assert rows[("answers.hotpotqa.em_where_student_complete", "retrieval@2", 0)]["value"] == 0.0
+    assert rows[("answers.hotpotqa.em_where_student_partial", "retrieval@2", 0)]["value"] == 1.0
