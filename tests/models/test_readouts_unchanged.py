@@ -18,8 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "readouts_before.json"
 READOUTS = {"identifier": (), "passage": ("student.readout=passage",),
