@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, JsonValue, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 from pydantic.dataclasses import dataclass
 
+from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES, pair_problem
 from .base import _DTYPES, _SECTION, _AtLeastOne, _SectionError
 
 
@@ -109,12 +110,12 @@ class StudentConfig:
                                        "negatives is sampled (the released code: 5).")
     negative_pool: StrictInt = Field(10, ge=1, description="How many last candidates the sampled negatives come "
                                      "from (the released code: the bottom 10).")
-    readout: Literal["identifier", "passage"] = Field(
+    readout: Literal[READOUT_VALUES] = Field(  # type: ignore[valid-type]  # the registry's values
         "identifier", description="Where the selector reads each candidate's score: identifier, the logit of its "
         "identifier at the first reply position (the paper; needs a model that binds content to letters, ~7B); "
         "passage, the logit of ' yes' at a marker after each passage, in the same one-pass prompt (our extension, "
         "for small students: docs/guides/student.md#readouts). The vLLM selector backend reads identifier only.")
-    passage_score: Literal["token", "head"] = Field(
+    passage_score: Literal[PASSAGE_SCORES] = Field(  # type: ignore[valid-type]
         "token", description="How the passage readout scores a passage at its marker: token, the logit of ' yes'; "
         "head, a linear head on the hidden state there, started as that token's row of the output projection and "
         "trained with the adapter (score_head.safetensors beside it). Needs readout: passage.")
@@ -146,8 +147,9 @@ class StudentConfig:
     def _check_weights(self) -> StudentConfig:
         if self.cl_weight == 0 and self.lm_weight == 0 and self.bce_weight == 0:
             raise _SectionError("cl_weight", "cl_weight, lm_weight and bce_weight cannot all be 0")
-        if self.passage_score == "head" and self.readout != "passage":
-            raise _SectionError("passage_score", "head scores the passage readout's markers: needs readout: passage")
+        problem = pair_problem(self.readout, self.passage_score)  # a pair no registered readout has
+        if problem:
+            raise _SectionError("passage_score", problem)
         if self.reshuffle_each_epoch and self.candidate_shuffles < 1:
             raise _SectionError("reshuffle_each_epoch", "needs candidate_shuffles >= 1 (0 shows the retrieval order)")
         return self

@@ -2,7 +2,7 @@
 
 `build_selector_prompt(..., readout="passage")` puts a marker after each passage and returns the index of each
 marker's last token (`SelectorPrompt.read_positions`); passage k's score is the logit of the read token
-(`read_token_id`) there. One forward pass per left-padded batch, as for the identifier readout, with the logits
+(`purecover.models.readouts.passage.read_token_id`) there. One forward pass per left-padded batch, as for the identifier readout, with the logits
 kept only at the batch's read positions (``logits_to_keep`` as an index tensor), so the vocabulary projection
 covers K positions per prompt, not the whole prompt. With a scoring head (`purecover.models.score_head`) the
 score is the head on the hidden state at each read position instead.
@@ -15,16 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .readouts.passage import backend_refusal as passage_backend_refusal
+
 if TYPE_CHECKING:
     from .score_head import HeadReadout
 
 __all__ = ["hf_passage_logits", "left_pad", "passage_backend_refusal"]
-
-
-def passage_backend_refusal(backend: str) -> str:
-    """The one-line refusal of a backend that cannot read the passage readout."""
-    return (f"this selector uses the passage readout (selector_config.json readout: passage), which {backend} "
-            "cannot read (it reads identifier logits at the first reply position only); use backend='hf'")
 
 
 def left_pad(batch: Sequence[Sequence[int]], pad_id: int, device: Any

@@ -45,7 +45,8 @@ s_k is the logit of a fixed token at the marker after passage k, read in the sam
 (`SelectorBackend.passage_logits`; the HF backend: `purecover.models.passage_scores.hf_passage_logits`), or with
 ``passage_score: head`` a linear head on the hidden state there (``score_head.safetensors``,
 `purecover.models.score_head`; the HF backend loads it). The vLLM backend reads identifier logits only, so a
-passage selector is refused there with one line (`passage_backend_refusal`), before any engine starts.
+passage selector is refused there with one line (`passage_backend_refusal`), before any engine starts. What each
+readout needs is asked of it (`purecover.models.readouts`), never branched on by name here.
 
 The vLLM backend is `purecover.models.selector_vllm` (its names are re-exported here).
 """
@@ -63,6 +64,7 @@ from pydantic import JsonValue
 from ..records import SelectorConfig, load_json_record, validate_record
 from .identifiers import IdentifierScheme
 from .passage_scores import hf_passage_logits, left_pad, passage_backend_refusal
+from .readouts import Readout, get_readout
 from .score_head import SCORE_HEAD_FILE, HeadReadout, ScoreHead, output_projection
 from .selection import select_from_scores, softmax_probabilities
 from .selection_result import (
@@ -72,7 +74,7 @@ from .selection_result import (
     as_candidate_doc,
     check_finite_scores,
 )
-from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids, read_token_id
+from .selector_prompt import SelectorWording, build_selector_prompt, head_token_ids
 from .selector_vllm import VLLM_LOGPROBS_MODES, VLLM_READ_MODES, VLLMSelectorBackend
 
 log = logging.getLogger(__name__)
@@ -189,9 +191,9 @@ class HFSelectorBackend:
             model.eval()
         else:
             model = load_causal_lm(str(path), **kwargs)
-        head = None
-        if config.passage_score == "head":
-            head = ScoreHead.load(path, hidden_size=int(output_projection(model).weight.shape[1]))
+        reader = get_readout(config.readout, config.passage_score)
+        head = reader.load_head(path, hidden_size=int(output_projection(model).weight.shape[1])) \
+            if reader.has_head else None
         return cls(model, pad_id=pad_id, batch_size=batch_size, score_head=head)
 
     def identifier_logits(self, prompts: Sequence[Sequence[int]],
@@ -274,15 +276,9 @@ class Selector:
         self.scheme = IdentifierScheme.from_record(record.identifiers).check(tokenizer, self.k1)
         # where the scores are read: the identifiers' logits after the prompt, or a token's logit at each passage
         self.readout: str = record.readout
-        self.read_token: int | None = None
-        if self.readout == "passage":
-            if not callable(getattr(backend, "passage_logits", None)):
-                raise ValueError(passage_backend_refusal(type(backend).__name__))
-            self.read_token = read_token_id(tokenizer)
-            if record.passage_score == "head" and getattr(backend, "head_readout", None) is None:
-                raise ValueError(f"this selector scores each passage with a trained head (selector_config.json "
-                                 f"passage_score: head), which {type(backend).__name__} does not load; use "
-                                 "backend='hf'")
+        self.reader: Readout = get_readout(record.readout, record.passage_score)
+        self.reader.check_backend(backend)
+        self.read_token: int | None = self.reader.read_token(tokenizer)
         # the wording it was trained with: ours, or the one recorded (it must hash to the recorded hash)
         self.wording = SelectorWording.from_record(record.prompt_template, self.readout)
 
@@ -303,14 +299,15 @@ class Selector:
             raise ValueError(f"unknown selector backend {backend!r}; expected hf or vllm")
         path = Path(path)
         config = read_selector_config(path)
-        if config.passage_score != "head" and (path / SCORE_HEAD_FILE).exists():
+        reader = get_readout(config.readout, config.passage_score)
+        if not reader.has_head and (path / SCORE_HEAD_FILE).exists():
             said = "passage_score: token" if "passage_score" in config.model_fields_set else \
                 "no passage_score (so the token readout)"
             raise ValueError(
                 f"{path / SCORE_HEAD_FILE} holds a trained scoring head, but {path / SELECTOR_CONFIG} says {said}: "
                 "its threshold tau3 belongs to one of the two and the files disagree on which. Re-export the "
                 "selector with `purecover export`, or remove the file that does not belong")
-        if backend == "vllm" and config.readout == "passage":
+        if backend == "vllm" and not reader.vllm:
             raise ValueError(f"{path}: " + passage_backend_refusal("the vllm backend"))
         if backend == "vllm" and config.adapter:
             raise ValueError(f"{path} holds a LoRA adapter (export.merge: false); the vllm backend needs a merged "
@@ -371,10 +368,7 @@ class Selector:
             prompts.append(ids)
             idents.append(self.scheme.token_ids[:n])
             reads.append(positions or [])
-        if self.readout == "passage":
-            rows = self.backend.passage_logits(prompts, reads, self.read_token)  # type: ignore[attr-defined]
-        else:
-            rows = self.backend.identifier_logits(prompts, idents)
+        rows = self.reader.scores(self.backend, prompts, idents, reads, self.read_token)
         check_finite_scores(rows, self.source)
         results = []
         for row, ids in zip(rows, idents):

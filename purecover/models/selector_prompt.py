@@ -18,7 +18,8 @@ again at the end, next to the reply. Each passage body (title + text) is cut to
 `max_passage_tokens` tokens; identifiers are never cut. The reply is the identifiers of the
 selected passages, one per line, most useful first, then the end-of-turn token.
 
-Two readouts (``student.readout``; docs/guides/student.md#readouts):
+The readouts (``student.readout``; `purecover.models.readouts`, one module each; docs/guides/student.md#readouts)
+render two prompts:
 
 - ``identifier`` (the paper's, `LAYOUT_VERSION`): the scores are the identifiers' logits at the first reply
   position, after the whole prompt.
@@ -51,9 +52,12 @@ from ..records import CandidateDoc
 from .chat import render_chat
 from .identifiers import IdentifierScheme
 from .prompt_tokens import encode_plain, encode_prompt
+from .readouts import READOUT_VALUES, prompt_readout
+from .readouts.identifier import LAYOUT_VERSION as IDENTIFIER_LAYOUT
+from .readouts.passage import LAYOUT_VERSION as PASSAGE_LAYOUT
+from .readouts.passage import MARKER, READ_TOKEN, read_token_id
 
 __all__ = [
-    "LAYOUTS",
     "LAYOUT_VERSION",
     "PASSAGE_LAYOUT_VERSION",
     "PASSAGE_MARKER",
@@ -71,12 +75,12 @@ __all__ = [
     "truncate_text",
 ]
 
-LAYOUT_VERSION = "selector-layout-v1"
-PASSAGE_LAYOUT_VERSION = "selector-layout-passage-v1"
-READOUTS = ("identifier", "passage")
-LAYOUTS = {"identifier": LAYOUT_VERSION, "passage": PASSAGE_LAYOUT_VERSION}  # readout -> prompt layout
-PASSAGE_MARKER = "\nRelevant:"  # after each passage body (passage readout)
-PASSAGE_READ_TOKEN = " yes"  # its logit at the marker's last token is the passage's score
+# the readouts' layouts, marker and read token, defined in purecover.models.readouts (names kept here)
+LAYOUT_VERSION = IDENTIFIER_LAYOUT
+PASSAGE_LAYOUT_VERSION = PASSAGE_LAYOUT
+READOUTS = READOUT_VALUES
+PASSAGE_MARKER = MARKER
+PASSAGE_READ_TOKEN = READ_TOKEN
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,8 @@ class SelectorWording:
         return cls.from_prompt(load_prompt("selector", path)) if path else cls.default()
 
     def template(self, readout: str = "identifier") -> dict[str, str]:
-        """What defines the prompt: system, instructions, the layout of `readout` (`LAYOUTS`) and the hash of the
-        three (16 hex chars)."""
+        """What defines the prompt: system, instructions, the layout of `readout` (the ``student.readout`` value)
+        and the hash of the three (16 hex chars)."""
         layout = _layout(readout)
         text = self.system + self.instructions + layout
         return {"system": self.system, "instructions": self.instructions, "layout": layout,
@@ -137,14 +141,12 @@ SELECTOR_INSTRUCTIONS = _DEFAULT.instructions
 
 
 def _layout(readout: str) -> str:
-    if readout not in LAYOUTS:
-        raise ValueError(f"unknown selector readout {readout!r}; expected one of {', '.join(READOUTS)}")
-    return LAYOUTS[readout]
+    return prompt_readout(readout).layout
 
 
 def prompt_template(wording: SelectorWording | None = None, readout: str = "identifier") -> dict[str, str]:
     """What defines the prompt (stored in selector_config.json so a deployed selector is self-describing);
-    `wording`: ours when None; `readout`: which layout (`LAYOUTS`)."""
+    `wording`: ours when None; `readout`: whose layout (the ``student.readout`` value)."""
     return (wording or _DEFAULT).template(readout)
 
 
@@ -201,14 +203,14 @@ def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[Candidat
                           scheme: IdentifierScheme, max_passage_tokens: int = 192,
                           wording: SelectorWording | None = None, readout: str = "identifier") -> SelectorPrompt:
     """Render the prompt for `docs` (`CandidateDoc` records, or dicts with ``title``/``text`` as in
-    candidates.jsonl); `scheme` must be checked for len(docs). `wording`: ours when None. `readout`:
-    ``identifier`` (tokenised whole) or ``passage`` (a `PASSAGE_MARKER` after each passage, tokenised in pieces
-    that end at each marker; `SelectorPrompt.read_positions`)."""
+    candidates.jsonl); `scheme` must be checked for len(docs). `wording`: ours when None. `readout`: the
+    ``student.readout`` value whose prompt is rendered: tokenised whole when its readout has no marker
+    (``identifier``), else with its marker after each passage (``passage``: `PASSAGE_MARKER`), tokenised in
+    pieces that end at each marker (`SelectorPrompt.read_positions`)."""
     wording = wording or _DEFAULT
-    _layout(readout)
+    marker = prompt_readout(readout).marker
     if len(docs) > len(scheme.token_ids):
         raise ValueError(f"{len(docs)} passages but the identifier scheme is bound to {len(scheme.token_ids)}")
-    marker = PASSAGE_MARKER if readout == "passage" else ""
     q = question.strip()
     user = f"{wording.instructions}\n\nQuestion: {q}\n\nPassages:\n"
     cuts = []  # character offsets in `user` just after each marker
@@ -219,25 +221,12 @@ def build_selector_prompt(tokenizer: Any, question: str, docs: Sequence[Candidat
     user += f"\n\nQuestion: {q}"
     chat = render_chat(tokenizer, wording.system, user)
     text = chat.text
-    if readout == "identifier":
+    if not marker:
         return SelectorPrompt(text=text, input_ids=encode_prompt(tokenizer, text)[0], n_docs=len(docs))
     ids, positions, _ = encode_prompt(tokenizer, text, [chat.user_offset + c for c in cuts])
     return SelectorPrompt(text=text, input_ids=ids, n_docs=len(docs), read_positions=positions)
 
 
-def read_token_id(tokenizer: Any) -> int:
-    """The id of `PASSAGE_READ_TOKEN` for `tokenizer` (the passage readout's score token); ValueError when it is
-    not exactly one token."""
-    ids = tokenizer(PASSAGE_READ_TOKEN, add_special_tokens=False)["input_ids"]
-    if len(ids) != 1:
-        raise ValueError(f"the passage readout reads the logit of {PASSAGE_READ_TOKEN!r}, which is {len(ids)} tokens "
-                         f"({ids}) for this tokenizer; use student.readout: identifier")
-    unk = getattr(tokenizer, "unk_token_id", None)
-    if unk is not None and int(ids[0]) == int(unk):
-        raise ValueError(f"the passage readout reads the logit of {PASSAGE_READ_TOKEN!r}, which this tokenizer does "
-                         f"not know: it becomes its unknown token {getattr(tokenizer, 'unk_token', None)!r} (id {unk}), "
-                         "shared by every unknown word; use student.readout: identifier, or a tokenizer that has it")
-    return int(ids[0])
 
 
 def end_token_id(tokenizer: Any) -> int:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, JsonValue, model_validator
 
+from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES, pair_problem
 from .base import _STRICT, DEFAULT_MAX_PASSAGE_TOKENS, Finite
 
 
@@ -51,12 +52,12 @@ class SelectorConfig(BaseModel):
                                                 "prompt, as in training.")
     adapter: bool = Field(default=False, description="True when the directory holds a LoRA adapter to load on "
                                                      "base_model instead of merged weights.")
-    readout: Literal["identifier", "passage"] = Field(
+    readout: Literal[READOUT_VALUES] = Field(  # type: ignore[valid-type]  # the registry's values
         default="identifier", description="Where each candidate's score is read: identifier (its identifier's "
                                           "logit at the first reply position; the paper) or passage (the logit of "
                                           "' yes' at the marker after the passage); absent in exports made before "
                                           "it existed (identifier).")
-    passage_score: Literal["token", "head"] = Field(
+    passage_score: Literal[PASSAGE_SCORES] = Field(  # type: ignore[valid-type]
         default="token", description="How the passage readout scores a marker: token (the logit of ' yes') or head "
                                      "(score_head.safetensors: a linear head on the hidden state there); absent "
                                      "when token.")
@@ -65,8 +66,9 @@ class SelectorConfig(BaseModel):
     def _min_select_within_k_max(self) -> SelectorConfig:
         if self.k_max is not None and self.min_select > self.k_max:
             raise ValueError(f"min_select ({self.min_select}) is above k_max ({self.k_max})")
-        if self.passage_score == "head" and self.readout != "passage":
-            raise ValueError("passage_score head needs readout passage")
+        problem = pair_problem(self.readout, self.passage_score)
+        if problem:
+            raise ValueError(f"passage_score {problem}")
         return self
 
     def to_json_dict(self) -> dict[str, JsonValue]:
@@ -77,8 +79,7 @@ class SelectorConfig(BaseModel):
             data.pop("tau3_logprob", None)
         if not data.get("adapter"):
             data.pop("adapter", None)
-        if data.get("readout") == "identifier":  # the paper's readout, as every file written before the key
-            data.pop("readout", None)
-        if data.get("passage_score") == "token":
-            data.pop("passage_score", None)
+        for key in ("readout", "passage_score"):  # at the default: the paper's readout, as files before the keys
+            if data.get(key) == type(self).model_fields[key].default:
+                data.pop(key, None)
         return data

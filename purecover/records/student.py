@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
+from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES
 from .base import NonNegativeInt, _Written
 from .manifests import StageSummary
 from .selector import IdentifiersRecord
@@ -77,9 +78,9 @@ class StudentLosses(_Written):
     negative_sample: int = Field(default=5, ge=1, description="Negatives drawn per question and step (sampled).")
     negative_pool: int = Field(default=10, ge=1, description="The last candidates they were drawn from (sampled).")
     bce_weight: float = Field(default=0.0, ge=0, description="Weight of the per-passage binary cross-entropy.")
-    readout: Literal["identifier", "passage"] = Field(
+    readout: Literal[READOUT_VALUES] = Field(  # type: ignore[valid-type]  # the registry's values
         default="identifier", description="Where the scores were read: identifier or passage.")
-    passage_score: Literal["token", "head"] = Field(
+    passage_score: Literal[PASSAGE_SCORES] = Field(  # type: ignore[valid-type]
         default="token", description="How the passage readout scored a marker: token or head (score_head.safetensors).")
 
 

@@ -39,9 +39,8 @@ from .. import __version__
 from ..config import Recipe
 from ..contract import StageRun
 from ..models.identifiers import IdentifierScheme
-from ..models.score_head import ScoreHead
+from ..models.readouts import get_readout
 from ..models.selector import SELECTOR_CONFIG, read_selector_config
-from ..models.selector_prompt import read_token_id
 from ..records import (
     ExportSummary,
     SelectorConfig,
@@ -160,9 +159,10 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     tokenizer = load_tokenizer(str(ckpt), trust_remote_code=trust_remote_code, padding_side="left")
     k1 = meta.k1
     scheme = IdentifierScheme.from_record(meta.identifiers).check(tokenizer, k1)  # fail now, not at inference
-    if meta.losses is not None and meta.losses.readout == "passage":
-        read_token_id(tokenizer)  # the passage readout's score token is one token: fail now, not at inference
-    head = ScoreHead.load(ckpt) if meta.losses is not None and meta.losses.passage_score == "head" else None
+    reader = get_readout(meta.losses.readout, meta.losses.passage_score) if meta.losses is not None \
+        else get_readout()  # the paper's readout, as every student written before the losses record
+    reader.read_token(tokenizer)  # a score token must be one token: fail now, not at inference
+    head = reader.load_head(ckpt)  # its checks, when the readout trains a head
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):  # ours: left by an export killed mid-way
@@ -205,8 +205,8 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
             "purecover_version": __version__,
             "max_passage_tokens": meta.max_passage_tokens,
             "adapter": bool(is_adapter and not merge),
-            "readout": meta.losses.readout if meta.losses is not None else "identifier",
-            "passage_score": meta.losses.passage_score if meta.losses is not None else "token",
+            "readout": reader.readout,
+            "passage_score": reader.passage_score,
         }, str(ckpt / STUDENT_META), hint=_META_HINT)
         atomic_write_json(tmp / SELECTOR_CONFIG, config.to_json_dict())
         atomic_write_text(tmp / "README.md", render_model_card(config, meta, Path(run_dir) if run_dir else None, merged,

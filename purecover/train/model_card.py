@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from ..models.readouts import get_readout
 from ..records import (
     GgufSource,
     MetricsFile,
@@ -345,10 +346,8 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
     tsum = _train_summary(meta, train_run)
     training_log = _training_log_lines(meta.log_history, tsum)
     ids = selector_config.identifiers
-    usage = ("model_card_usage_adapter.md" if is_adapter
-             else "model_card_usage_passage_head.md" if selector_config.passage_score == "head"
-             else "model_card_usage_passage.md" if selector_config.readout == "passage"
-             else "model_card_usage_transformers.md")
+    reader = get_readout(selector_config.readout, selector_config.passage_score)
+    usage = "model_card_usage_adapter.md" if is_adapter else reader.usage_template
 
     from ..utils.hub import hub_dataset_id
 
@@ -385,12 +384,7 @@ def render_model_card(selector_config: SelectorConfig, meta: StudentMeta, run_di
         weights=weights,
         lora="\n".join(lora_lines),
         id_scheme=ids.name,
-        readout_sentence=("a trained linear head (score_head.safetensors) on the hidden state at a marker after "
-                          "each candidate (the passage readout, purecover's extension)"
-                          if selector_config.passage_score == "head"
-                          else "the logit of ' yes' at a marker after each candidate (the passage readout, "
-                          "purecover's extension)" if selector_config.readout == "passage"
-                          else "the first-token logit of each candidate's identifier"),
+        readout_sentence=reader.card_sentence,
         id_labels=", ".join(ids.labels[: min(5, selector_config.k1)]),
         id_separator=repr(ids.separator),
         prompt_layout=str(selector_config.prompt_template.get("layout")),

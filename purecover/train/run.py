@@ -31,9 +31,10 @@ from ..contract import StageRun
 from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
 from ..models.passage_scores import hf_passage_logits
+from ..models.readouts import get_readout
 from ..models.score_head import SCORE_HEAD_FILE, ScoreHead
 from ..models.selector import hf_identifier_logits
-from ..models.selector_prompt import SelectorWording, end_token_id, prompt_template, read_token_id
+from ..models.selector_prompt import SelectorWording, end_token_id, prompt_template
 from ..records import (
     RecordError,
     StageSummary,
@@ -271,10 +272,9 @@ def train_student(run: StageRun) -> TrainSummary:
                                          eval_fraction=cfg.eval_fraction, calibration_share=cfg.calibration_share,
                                          seed=recipe.seed, candidate_shuffles=cfg.candidate_shuffles,
                                          readout=cfg.readout)
-    read_token = read_token_id(tokenizer) if cfg.readout == "passage" else None
-    # passage_score head: a linear head on the marker's hidden state, started as the read token's logit
-    score_head = ScoreHead.from_token(model, read_token) if cfg.passage_score == "head" and read_token is not None \
-        else None
+    reader = get_readout(cfg.readout, cfg.passage_score)
+    read_token = reader.read_token(tokenizer)  # the token read at each marker, or None (identifier readout)
+    score_head = reader.new_head(model, read_token)  # a head trained with the adapter, or None
     train_dataset: torch.utils.data.Dataset = SelectorDataset(train)
     callbacks = [ResumeMarker(), UmaskCallback()]
     if cfg.reshuffle_each_epoch:  # epoch 0 as `train`; each later epoch its own fresh orders
@@ -325,7 +325,7 @@ def train_student(run: StageRun) -> TrainSummary:
                           disable=not show_progress or not is_main) as bar:
             for i in range(0, len(exs), chunk):
                 part = exs[i:i + chunk]
-                if read_token is not None:  # the passage readout: the score token's logit at each marker
+                if reader.reads_at_markers:  # the score token's logit (or the head) at each marker
                     out += hf_passage_logits(trainer.model, [e.input_ids for e in part],
                                              [e.read_positions for e in part], read_token,
                                              batch_size=args.per_device_eval_batch_size,

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, TypedDict
 
 from transformers import TrainingArguments
 
+from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES
+
 if TYPE_CHECKING:
     from ..config import StudentConfig
 
@@ -54,10 +56,10 @@ class SelectorTrainingArguments(TrainingArguments):
                                                              "scores (student.bce_weight)."})
     readout: str = field(default="identifier", metadata={
         "help": "Where each candidate's score is read: identifier (first reply position) or passage (a marker "
-                "after each passage) (student.readout).", "choices": ["identifier", "passage"]})
+                "after each passage) (student.readout).", "choices": list(READOUT_VALUES)})
     passage_score: str = field(default="token", metadata={
         "help": "How the passage readout scores a marker: token (the ' yes' logit) or head (a trained linear head on "
-                "the hidden state) (student.passage_score).", "choices": ["token", "head"]})
+                "the hidden state) (student.passage_score).", "choices": list(PASSAGE_SCORES)})
 
 
 class LossSettings(TypedDict):

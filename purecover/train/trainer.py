@@ -19,6 +19,7 @@ import torch
 from transformers import Trainer
 
 from ..metrics import subset_f1
+from ..models.readouts import get_readout
 from ..models.score_head import SCORE_HEAD_ATTR, HeadReadout, ScoreHead
 from .losses import ReplyFormat, negative_pool, sample_negatives, selector_loss
 from .selector_arguments import SelectorTrainingArguments
@@ -62,7 +63,8 @@ class SelectorTrainer(Trainer):
         if not isinstance(args, SelectorTrainingArguments):
             raise TypeError("SelectorTrainer takes its loss settings from SelectorTrainingArguments; got "
                             f"args of type {type(args).__name__}")
-        if (args.passage_score == "head") != (score_head is not None):
+        reader = get_readout(args.readout, args.passage_score)
+        if reader.has_head != (score_head is not None):
             raise ValueError(f"passage_score {args.passage_score!r} with{'out' if score_head is None else ''} a "
                              "score_head: the head and the setting go together")
         self.head_readout: HeadReadout | None = None
@@ -70,8 +72,9 @@ class SelectorTrainer(Trainer):
             model.add_module(SCORE_HEAD_ATTR, score_head)  # before the Trainer places the model and its optimizer
             self.head_readout = HeadReadout.of(model, score_head)
         super().__init__(model, args, *rest, **kwargs)
-        if args.readout == "passage" and read_token is None:
-            raise ValueError("the passage readout (student.readout: passage) needs read_token, the score token's id")
+        if reader.reads_at_markers and read_token is None:
+            raise ValueError(f"the {reader.name} readout (student.readout: {reader.readout}) needs read_token, the "
+                             "score token's id")
         self.reply_format = reply_format
         self.pad_id = pad_id
         self.read_token = read_token
