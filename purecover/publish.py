@@ -69,7 +69,7 @@ FIELDS: dict[str, dict[str, str]] = {
     "selections": {
         "qid": "question id (joins candidates)",
         "selected": "the student selector's kept candidate positions, best first",
-        "logits": "first-token identifier logit of every candidate, in candidate order",
+        "logits": "the student's score (its readout's logit) of every candidate, in candidate order",
         "probabilities": "softmax of the logits over the candidates, in candidate order",
     },
 }

@@ -19,9 +19,11 @@ MAX_LINES = 400
 
 # The modules bottom first: a module may import only those before it (so `base` imports none of them).
 # base: ConfigError and the shared field types; safe_yaml: reading YAML text and its limits; data_teacher,
-# student_eval, recipe: the section dataclasses and the Recipe; schema: JSON-schema look-ups and error messages;
-# loading: load_recipe, bases, --set overrides, recipe_to_dict, dump_recipe_yaml, section_fingerprint.
-ORDER = ("base", "safe_yaml", "data_teacher", "student_eval", "recipe", "schema", "loading", "reference")
+# student_settings (the student's loss and readout settings), student_eval, recipe: the section dataclasses
+# and the Recipe; schema: JSON-schema look-ups and error messages; loading: load_recipe, bases, --set overrides,
+# recipe_to_dict, dump_recipe_yaml, section_fingerprint.
+ORDER = ("base", "safe_yaml", "data_teacher", "student_settings", "student_eval", "recipe", "schema", "loading",
+         "reference")
 
 # `__all__` as it was when config.py became this package (same names, same order).
 EXPECTED_ALL = (

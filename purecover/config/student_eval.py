@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field, JsonValue, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 from pydantic.dataclasses import dataclass
 
-from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES, pair_problem
 from .base import _DTYPES, _SECTION, _AtLeastOne, _SectionError
+from .student_settings import StudentSettings
 
 
 @dataclass(config=_SECTION)
@@ -64,15 +64,12 @@ class LaunchConfig:
 
 
 @dataclass(config=_SECTION)
-class StudentConfig:
-    """`student` section: the distilled selector and its training."""
+class StudentConfig(StudentSettings):
+    """`student` section: the distilled selector and its training (the loss and readout settings are
+    `StudentSettings`, declared once in `purecover.config.student_settings`)."""
 
     model: StrictStr = Field("Qwen/Qwen2.5-7B-Instruct", description="Base model of the student selector.")
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapter settings.")
-    lm_weight: StrictFloat = Field(1.0, ge=0, description="Weight of L_LM in L = cl_weight · L_CL + lm_weight · L_LM.")
-    m_exact: StrictInt = Field(
-        5, ge=1, description="L_LM takes the minimum over every ordering of the label up to this size; larger labels "
-        "are ordered by descending score.")
     max_passage_tokens: StrictInt = Field(
         192, ge=8, description="Each passage body is cut to this many tokens in the selector prompt.")
     target: Literal["set", "top_k"] = Field(
@@ -93,35 +90,6 @@ class StudentConfig:
         "run_dir/checkpoints); checked against transformers when the recipe is validated.")
     identifiers: Literal["letters", "letters52"] = Field(
         "letters", description="Passage identifiers: letters (A-Z, 26 candidates) or letters52 (A-Z, a-z).")
-    lm_reduction: Literal["token_mean", "sequence_sum"] = Field(
-        "token_mean", description="L_LM per question: token_mean, the mean token NLL of the reply (its weight "
-        "against L_CL does not grow with |S|), or sequence_sum, the reply's total NLL −log p(reply), the paper's "
-        "formula.")
-    cl_weight: StrictFloat = Field(1.0, ge=0, description="Weight of L_CL (0: the L_LM-only ablation).")
-    reply_order: Literal["best", "target"] = Field(
-        "best", description="The reply L_LM trains on: best, the ordering of the label with the lowest NLL (the "
-        "paper's permutation-invariant loss), or target, the target in its own order (top_k: by descending gain; "
-        "the authors' released code).")
-    negatives: Literal["all", "sampled"] = Field(
-        "all", description="L_CL's negatives per question: all, every candidate outside the target (the paper), or "
-        "sampled, negative_sample drawn afresh each step from the negative_pool last candidates (the target "
-        "first, the rest in retrieval order; the released code's BPR).")
-    negative_sample: StrictInt = Field(5, ge=1, description="Negatives drawn per question and step when "
-                                       "negatives is sampled (the released code: 5).")
-    negative_pool: StrictInt = Field(10, ge=1, description="How many last candidates the sampled negatives come "
-                                     "from (the released code: the bottom 10).")
-    readout: Literal[READOUT_VALUES] = Field(  # type: ignore[valid-type]  # the registry's values
-        "identifier", description="Where the selector reads each candidate's score: identifier, the logit of its "
-        "identifier at the first reply position (the paper; needs a model that binds content to letters, ~7B); "
-        "passage, the logit of ' yes' at a marker after each passage, in the same one-pass prompt (our extension, "
-        "for small students: docs/guides/student.md#readouts). The vLLM selector backend reads identifier only.")
-    passage_score: Literal[PASSAGE_SCORES] = Field(  # type: ignore[valid-type]
-        "token", description="How the passage readout scores a passage at its marker: token, the logit of ' yes'; "
-        "head, a linear head on the hidden state there, started as that token's row of the output projection and "
-        "trained with the adapter (score_head.safetensors beside it). Needs readout: passage.")
-    bce_weight: StrictFloat = Field(
-        0.0, ge=0, description="Weight of a per-passage binary cross-entropy on the same scores (selected: 1, "
-        "others: 0), added to L; it puts the scores on an absolute scale. 0: off (the paper).")
     freeze_embeddings: StrictBool = Field(
         False, description="Full fine-tuning (lora.enabled false) without updating the token embedding and the "
         "output projection, tied or not.")
@@ -144,12 +112,7 @@ class StudentConfig:
         "selector then uses. Checked when the recipe is validated. null: our wording.")
 
     @model_validator(mode="after")
-    def _check_weights(self) -> StudentConfig:
-        if self.cl_weight == 0 and self.lm_weight == 0 and self.bce_weight == 0:
-            raise _SectionError("cl_weight", "cl_weight, lm_weight and bce_weight cannot all be 0")
-        problem = pair_problem(self.readout, self.passage_score)  # a pair no registered readout has
-        if problem:
-            raise _SectionError("passage_score", problem)
+    def _check_shuffles(self) -> StudentConfig:
         if self.reshuffle_each_epoch and self.candidate_shuffles < 1:
             raise _SectionError("reshuffle_each_epoch", "needs candidate_shuffles >= 1 (0 shows the retrieval order)")
         return self

@@ -46,7 +46,7 @@ def check_finite_scores(rows: Sequence[Sequence[float]], source: str) -> None:
 class SelectionResult:
     """One question's selection: kept candidate positions (best first) and the scores of all candidates.
 
-    `logits`: the scores in `score_space` ("logit": first-token logits; "logprob": log-probabilities
+    `logits`: the scores in `score_space` ("logit": the readout's logits; "logprob": log-probabilities
     renormalised over the present identifiers), in candidate order.
     """
 

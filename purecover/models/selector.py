@@ -1,12 +1,13 @@
-"""The deployed selector: one forward pass over the prompt, first-token identifier logits, threshold τ3.
+"""The deployed selector: one forward pass over the prompt, each candidate's score as its readout reads it
+(`purecover.models.readouts`), threshold τ3.
 
     from purecover.models.selector import Selector
 
     selector = Selector.from_pretrained("runs/demo/selector")            # HF transformers, CPU or GPU
     result = selector.select("Who ...?", [{"title": "...", "text": "..."}, ...])
     result.indices         # kept passages, best first
-    result.logits          # first-token logit s_k of every candidate, in candidate order
-    result.probabilities   # softmax over the present identifiers, in candidate order
+    result.logits          # score s_k (the readout's logit) of every candidate, in candidate order
+    result.probabilities   # softmax of the scores over the candidates, in candidate order
 
 A selector directory holds the model (merged safetensors, or a LoRA adapter to load on
 ``base_model``), the tokenizer and ``selector_config.json`` (docs/concepts/file-formats.md). Decisions follow

@@ -26,9 +26,9 @@ class SelectionRecord(_Written):
                                             "empty for a question without candidates.")
     probabilities: list[float] = Field(description="Softmax of the scores over the candidates, in candidate order.")
     score_space: Literal["logit", "logprob"] = Field(
-        default="logit", description="What logits holds: first-token identifier logits, or log-probabilities "
-                                     "renormalised over the identifiers (vLLM log-prob modes); absent in files "
-                                     "written before it existed.")
+        default="logit", description="What logits holds: the logits the selector's readout reads, or "
+                                     "log-probabilities renormalised over the identifiers (vLLM log-prob modes, "
+                                     "identifier readout); absent in files written before it existed.")
     doc_ids: list[str] | None = Field(default=None, description="The doc ids of all candidates in candidate order "
                                                                 "(bring-your-own selection only).")
 
@@ -60,7 +60,7 @@ class SelectSummary(StageSummary):
                                                            "selector; null when nothing was written.")
     backend: str = Field(description="The selector backend: hf or vllm.")
     selector: str = Field(description="The exported selector directory used.")
-    tau3: float = Field(description="Its threshold on the identifier logits (selector_config.json).")
+    tau3: float = Field(description="Its threshold on the readout's logits (selector_config.json).")
     k_max: int | None = Field(description="Its most passages kept; null for no limit.")
     min_select: NonNegativeInt = Field(description="Its fewest passages kept.")
     selections: str = Field(description="The selections file written.")

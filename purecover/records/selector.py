@@ -4,11 +4,10 @@ metadata)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import BaseModel, Field, JsonValue, create_model, model_validator
 
-from pydantic import BaseModel, Field, JsonValue, model_validator
-
-from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES, pair_problem
+from ..config.student_settings import READOUT_SETTINGS, record_fields
+from ..models.readouts import pair_problem
 from .base import _STRICT, DEFAULT_MAX_PASSAGE_TOKENS, Finite
 
 
@@ -23,12 +22,14 @@ class IdentifiersRecord(BaseModel):
                                                         "introduced by labels[k].")
 
 
-class SelectorConfig(BaseModel):
+class _SelectorConfigFields(BaseModel):
     """``selector_config.json`` of an exported selector: how to prompt it and how to turn its scores into a
     selection. Written by ``purecover export``; read by `purecover.models.selector.read_selector_config`.
 
     Optional keys (``tau3_logprob``, ``max_passage_tokens``, ``purecover_version``, ``adapter``) are absent
-    from files written by earlier versions; reading such a file fills the documented defaults.
+    from files written by earlier versions; reading such a file fills the documented defaults. `SelectorConfig`
+    adds the readout last (``readout``, ``passage_score``: the student's settings as declared in
+    `purecover.config.student_settings`, absent at their defaults, the paper's readout).
     """
 
     model_config = _STRICT
@@ -39,8 +40,9 @@ class SelectorConfig(BaseModel):
     prompt_template: dict[str, str] = Field(description="What defines the selection prompt (system, instructions, "
                                                         "layout, hash); the hash must match this purecover's.")
     k1: int = Field(ge=1, description="The most candidates one prompt may hold (the identifiers trained for).")
-    tau3: Finite = Field(description="Threshold on the first-token identifier logits: passages scoring above it "
-                                     "are kept.")
+    tau3: Finite = Field(description="Threshold on the candidates' scores, the logits its readout reads (each "
+                                     "identifier's at the first reply position, or each passage's at its "
+                                     "marker): passages scoring above it are kept.")
     tau3_logprob: Finite | None = Field(
         default=None, description="The same threshold on log-probabilities renormalised over the present "
                                   "identifiers (vLLM log-prob modes); absent in exports made before it existed.")
@@ -52,15 +54,6 @@ class SelectorConfig(BaseModel):
                                                 "prompt, as in training.")
     adapter: bool = Field(default=False, description="True when the directory holds a LoRA adapter to load on "
                                                      "base_model instead of merged weights.")
-    readout: Literal[READOUT_VALUES] = Field(  # type: ignore[valid-type]  # the registry's values
-        default="identifier", description="Where each candidate's score is read: identifier (its identifier's "
-                                          "logit at the first reply position; the paper) or passage (the logit of "
-                                          "' yes' at the marker after the passage); absent in exports made before "
-                                          "it existed (identifier).")
-    passage_score: Literal[PASSAGE_SCORES] = Field(  # type: ignore[valid-type]
-        default="token", description="How the passage readout scores a marker: token (the logit of ' yes') or head "
-                                     "(score_head.safetensors: a linear head on the hidden state there); absent "
-                                     "when token.")
 
     @model_validator(mode="after")
     def _min_select_within_k_max(self) -> SelectorConfig:
@@ -83,3 +76,8 @@ class SelectorConfig(BaseModel):
             if data.get(key) == type(self).model_fields[key].default:
                 data.pop(key, None)
         return data
+
+
+SelectorConfig = create_model(
+    "SelectorConfig", __base__=_SelectorConfigFields, __module__=__name__,
+    __doc__=_SelectorConfigFields.__doc__, **record_fields(READOUT_SETTINGS))

@@ -3,11 +3,11 @@ settings) and the export stage's summary."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, create_model, model_validator
 
-from ..models.readouts import PASSAGE_SCORES, READOUT_VALUES
+from ..config.student_settings import LOSS_SETTINGS, READOUT_SETTINGS, record_fields
 from .base import NonNegativeInt, _Written
 from .manifests import StageSummary
 from .selector import IdentifiersRecord
@@ -40,7 +40,7 @@ class TrainSummary(StageSummary):
     resumes: list[int] = Field(description="The steps training resumed at, in order.")
     resumed_from: str | None = Field(description="The checkpoint the last call resumed from; null for a fresh "
                                                  "start.")
-    tau3: float = Field(description="Threshold on the first-token identifier logits (6 decimals).")
+    tau3: float = Field(description="Threshold on the readout's logits (6 decimals).")
     tau3_logprob: float = Field(description="The same threshold on the identifier log-softmax (6 decimals).")
     calib_subset_f1: float | None = Field(description="Mean subset F1 at tau3 on the questions it was chosen on "
                                                       "(4 decimals).")
@@ -63,40 +63,33 @@ class StudentLora(_Written):
     target_modules: str | list[str] = Field(description="Modules that got an adapter: all-linear or module names.")
 
 
-class StudentLosses(_Written):
-    """The loss settings a student was trained with (the recipe's ``student`` section).
-
-    ``cl_weight`` and ``lm_reduction`` are absent in checkpoints of early versions, which trained with their
-    defaults (1.0, token_mean); the ``reply_order`` and ``negatives`` settings likewise (best, all)."""
-
-    lm_weight: float = Field(description="Weight of L_LM.")
-    cl_weight: float = Field(default=1.0, description="Weight of L_CL.")
-    m_exact: int = Field(ge=1, description="Subsets up to this size are scored in every ordering.")
-    lm_reduction: str = Field(default="token_mean", description="L_LM per question: token_mean or sequence_sum.")
-    reply_order: str = Field(default="best", description="The reply L_LM trained on: best or target.")
-    negatives: str = Field(default="all", description="L_CL's negatives: all or sampled.")
-    negative_sample: int = Field(default=5, ge=1, description="Negatives drawn per question and step (sampled).")
-    negative_pool: int = Field(default=10, ge=1, description="The last candidates they were drawn from (sampled).")
-    bce_weight: float = Field(default=0.0, ge=0, description="Weight of the per-passage binary cross-entropy.")
-    readout: Literal[READOUT_VALUES] = Field(  # type: ignore[valid-type]  # the registry's values
-        default="identifier", description="Where the scores were read: identifier or passage.")
-    passage_score: Literal[PASSAGE_SCORES] = Field(  # type: ignore[valid-type]
-        default="token", description="How the passage readout scored a marker: token or head (score_head.safetensors).")
+# The loss settings a student was trained with (the recipe's ``student`` section; its readout is beside them in
+# `StudentMeta`). A file of an early version without ``cl_weight``, ``lm_reduction``, ``reply_order`` or
+# ``negatives`` trained with their defaults, which it reads as.
+StudentLosses = create_model("StudentLosses", __base__=_Written, __module__=__name__,
+                             __doc__="The loss settings a student was trained with (the recipe's ``student``).",
+                             **record_fields(LOSS_SETTINGS))
+_StudentReadout = create_model("_StudentReadout", __base__=_Written, __module__=__name__,
+                               __doc__="Where a student's scores are read (its readout).",
+                               **record_fields(READOUT_SETTINGS))
 
 
-class StudentMeta(_Written):
+class StudentMeta(_StudentReadout):
     """``checkpoints/final/purecover_student.json``: what the export needs besides the weights (identifiers, K1,
     τ3, prompt template) and what the model card reports (train stage; read by export and the model card).
 
-    Fields after ``tau3`` other than ``k_max``, ``min_select``, ``max_passage_tokens`` and ``prompt_template``
-    may be absent in checkpoints of early versions (read as null, or empty for ``log_history``)."""
+    Its readout (``readout``, ``passage_score``, first) and ``losses`` are the student's settings as the recipe
+    had them (`purecover.config.student_settings`); earlier files kept the readout under ``losses``, which reads
+    the same. Fields after ``tau3`` other than ``k_max``, ``min_select``, ``max_passage_tokens`` and
+    ``prompt_template`` may be absent in checkpoints of early versions (read as null, or empty for
+    ``log_history``)."""
 
     base_model: str = Field(min_length=1, description="Hub id or path of the model the student was trained from.")
     lora: StudentLora | None = Field(default=None, description="Its LoRA settings; null when all weights were "
                                                                "trained.")
     identifiers: IdentifiersRecord = Field(description="The identifier scheme (name, separator, labels).")
     k1: int = Field(ge=1, description="The most candidates one prompt holds.")
-    tau3: float = Field(description="Threshold on the first-token identifier logits (not rounded).")
+    tau3: float = Field(description="Threshold on the readout's logits (not rounded).")
     tau3_logprob: float | None = Field(default=None, description="The same threshold on the identifier "
                                                                  "log-softmax (not rounded).")
     calib_subset_f1: float | None = Field(default=None, description="Mean subset F1 at tau3 on the questions it "
@@ -120,6 +113,18 @@ class StudentMeta(_Written):
         default=None, description="The train stage's summary (a summary of an early version, which lacks some of "
                                   "its fields, reads as a plain StageSummary).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _readout_beside_losses(cls, data: Any) -> Any:
+        """A file written while the readout was kept under ``losses`` (before it sat beside them) is read with
+        it moved out."""
+        if isinstance(data, dict) and isinstance(data.get("losses"), dict):
+            losses = data["losses"]
+            if any(k in losses for k in READOUT_SETTINGS):
+                data = {**{k: losses[k] for k in READOUT_SETTINGS if k in losses}, **data,
+                        "losses": {k: v for k, v in losses.items() if k not in READOUT_SETTINGS}}
+        return data
+
 
 class ExportSummary(StageSummary):
     """The export stage's summary (``export.run.json``; `purecover.train.export.write_selector`)."""
@@ -131,7 +136,7 @@ class ExportSummary(StageSummary):
                                                                      "trained model).")
     base_model: str = Field(description="The model the selector was fine-tuned from.")
     k1: int = Field(ge=1, description="The most candidates one prompt may hold.")
-    tau3: float = Field(description="Its threshold on the first-token identifier logits.")
+    tau3: float = Field(description="Its threshold on the readout's logits.")
     tau3_logprob: float | None = Field(description="Its threshold on the identifier log-softmax; null for a "
                                                    "checkpoint without one.")
     files: list[str] = Field(description="The files of the selector directory, sorted.")

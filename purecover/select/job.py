@@ -108,7 +108,7 @@ def selection_record(qid: str, result: SelectionResult, docs: Sequence[Candidate
                      ) -> SelectionRecord:
     """One selections.jsonl record: ``{qid, selected, selected_doc_ids, logits, probabilities, score_space}``
     (+ ``doc_ids`` of all candidates in candidate order with `with_doc_ids`); doc ids by `candidate_doc_id`.
-    `score_space` says what `logits` holds: ``logit`` (first-token logits) or ``logprob`` (a vLLM log-prob mode,
+    `score_space` says what `logits` holds: ``logit`` (the readout's logits) or ``logprob`` (a vLLM log-prob mode,
     renormalised over the identifiers). Its `SelectionRecord.to_json_dict` is the line written."""
     ids = [candidate_doc_id(d, i) for i, d in enumerate(docs)]
     record = SelectionRecord(qid=qid, selected=list(result.indices), selected_doc_ids=[ids[k] for k in result.indices],

@@ -159,8 +159,7 @@ def export_selector(checkpoint_dir: str | Path, out_dir: str | Path, *, merge: b
     tokenizer = load_tokenizer(str(ckpt), trust_remote_code=trust_remote_code, padding_side="left")
     k1 = meta.k1
     scheme = IdentifierScheme.from_record(meta.identifiers).check(tokenizer, k1)  # fail now, not at inference
-    reader = get_readout(meta.losses.readout, meta.losses.passage_score) if meta.losses is not None \
-        else get_readout()  # the paper's readout, as every student written before the losses record
+    reader = get_readout(meta.readout, meta.passage_score)  # as trained (the paper's in files from before it)
     reader.read_token(tokenizer)  # a score token must be one token: fail now, not at inference
     head = reader.load_head(ckpt)  # its checks, when the readout trains a head
 

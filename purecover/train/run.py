@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..config import ConfigError, Recipe
+from ..config.student_settings import LOSS_SETTINGS, READOUT_SETTINGS, settings_of
 from ..contract import StageRun
 from ..data.candidates import read_candidate_records
 from ..models.identifiers import IdentifierScheme
@@ -372,7 +373,8 @@ def train_student(run: StageRun) -> TrainSummary:
             calib_subset_f1=calib_f1, calib_subset_f1_logprob=calib_f1_logprob, test_subset_f1=test_f1,
             test_subset_f1_logprob=test_f1_logprob, k_max=k_max, min_select=cfg.min_select,
             max_passage_tokens=cfg.max_passage_tokens, prompt_template=prompt_template(wording, cfg.readout),
-            losses=StudentLosses(**loss_settings(cfg)), log_history=trainer.state.log_history,
+            losses=StudentLosses(**settings_of(cfg, LOSS_SETTINGS)), **settings_of(cfg, READOUT_SETTINGS),
+            log_history=trainer.state.log_history,
             config_hash=config_hash, summary=summary,
         )
         atomic_write_json(final / STUDENT_META, meta.to_json_dict())

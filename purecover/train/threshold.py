@@ -1,7 +1,8 @@
 """Calibrate the inference threshold τ3 on the calibration split: best mean subset F1 against the teacher
 (`mean_subset_f1` then scores it on the test split, questions used for neither training nor τ3).
 
-Twice: on the first-token logits (``tau3``) and on their log-softmax over the present identifiers
+Twice: on the readout's logits (``tau3``: the identifiers' first-token logits, or the passages' marker
+scores) and on their log-softmax over the present identifiers
 (``tau3_logprob``, the space every vLLM log-prob mode maps to, see `purecover.models.selector`).
 """
 

@@ -126,7 +126,7 @@ def test_training_saves_the_head_in_every_checkpoint_and_export_copies_it(head_s
     assert checkpoints and all((c / SCORE_HEAD_FILE).is_file() for c in checkpoints)
     final = run / "checkpoints" / "final"
     meta = json.loads((final / "purecover_student.json").read_text())
-    assert meta["losses"]["passage_score"] == "head"
+    assert meta["passage_score"] == "head"
     config = json.loads((head_selector_dir / "selector_config.json").read_text())
     assert config["readout"] == "passage" and config["passage_score"] == "head"
     exported, trained = ScoreHead.load(head_selector_dir), ScoreHead.load(final)

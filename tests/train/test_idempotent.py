@@ -195,8 +195,8 @@ def test_the_released_code_loss_trains_with_fresh_negatives_each_step(trained, m
     meta = json.loads((copy / CHECKPOINTS / FINAL / STUDENT_META).read_text())
     assert meta["losses"] == {"lm_weight": 1.0, "cl_weight": 1.0, "m_exact": 5, "lm_reduction": "token_mean",
                               "reply_order": "target", "negatives": "sampled", "negative_sample": 2,
-                              "negative_pool": 3, "bce_weight": 0.0, "readout": "identifier",
-                              "passage_score": "token"}
+                              "negative_pool": 3, "bce_weight": 0.0}
+    assert (meta["readout"], meta["passage_score"]) == ("identifier", "token")  # beside the losses
     card = _loss_form(StudentLosses(**meta["losses"]))  # the clause the model card's loss line ends with
     assert "released-code form: the reply is the target in its own order" in card
     assert "2 negatives drawn each step from the last 3 candidates" in card
