@@ -146,9 +146,9 @@ def write_jsonl(path: Path, records: Sequence[dict]) -> None:
 def hotpotqa_run(work: Path, k1: int) -> tuple[Path, dict]:
     """Data + label stages on the HotpotQA sample (oracle steps, embedding estimator); returns the run dir."""
     from purecover.config import load_recipe
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
     from purecover.data.samples import SAMPLE_FILES, sample_data_dir
-    from purecover.teacher.job import run_label_stage
+    from purecover.teacher.label_stage import run_label_stage
 
     run = work / "hotpotqa-labels"
     overrides = [f"run_dir={run}", "data.dataset=hotpotqa", f"data.path={sample_data_dir() / SAMPLE_FILES['hotpotqa']}",
@@ -213,7 +213,7 @@ def student_order_check(final: Path, cands: dict[str, dict], labels: dict[str, l
     from purecover.models.identifiers import IdentifierScheme
     from purecover.models.loading import load_causal_lm, load_tokenizer
     from purecover.models.selector_prompt import build_selector_prompt
-    from purecover.train.run import STUDENT_META, first_position_logits
+    from purecover.train.train_stage import STUDENT_META, first_position_logits
 
     meta = json.loads((final / STUDENT_META).read_text())
     tokenizer = load_tokenizer(str(final), padding_side="left")
@@ -252,7 +252,7 @@ def score_in_order(scores: Sequence[float], order: Sequence[int], gold: Sequence
 
 def learning_curve(final: Path) -> list[dict[str, float]]:
     """(step, calibration-split subset F1 at the teacher's |S|, at logit > 0, eval L_LM) from the trainer's log."""
-    from purecover.train.run import STUDENT_META
+    from purecover.train.train_stage import STUDENT_META
 
     history = json.loads((final / STUDENT_META).read_text())["log_history"]
     return [{"step": h["step"], "f1_at_size": h.get("eval_subset_f1@size"), "f1_at_zero": h.get("eval_subset_f1@0"),
@@ -275,7 +275,7 @@ def train_variant(run: Path, student: Path, weights: dict[str, float], task_sett
                   ) -> dict[str, Any]:
     """Train one loss variant (`weights`: ``lm_weight``, ``cl_weight``) with the real train stage in `run`."""
     from purecover.config import load_recipe
-    from purecover.train.run import run_train_stage
+    from purecover.train.train_stage import run_train_stage
 
     s = task_settings
     overrides = [f"run_dir={run}", f"seed={seed}", f"data.k1={s['k1']}",

@@ -34,11 +34,11 @@ from benchlib import harness
 from benchlib.rows import Rows, above, at_least, at_most, machine_info, now
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
 from purecover.stages import config_hash
 from purecover.teacher.defaults import resolve_params
-from purecover.teacher.job import run_label_stage
+from purecover.teacher.label_stage import run_label_stage
 from purecover.teacher.tune import (
     choose,
     evaluate_setting,

@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows)) is not None:
         return status
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
 
     work = Path(args.work)
     if args.student is not None:

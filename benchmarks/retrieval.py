@@ -21,8 +21,8 @@ from benchlib import harness
 from benchlib.rows import Rows, machine_info, now
 
 from purecover.data import load_examples
-from purecover.data.candidates import gold_doc_ids
 from purecover.data.corpus import corpus_from_examples
+from purecover.data.data_stage import gold_doc_ids
 from purecover.data.retrieval.bm25 import BM25Retriever
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
 from purecover.utils.provenance import package_versions

@@ -73,7 +73,7 @@ def sweep_one(name: str, cfg: dict[str, Any], questions: Any, gold: dict[str, li
     from purecover.models.selector_prompt import end_token_id
     from purecover.train.data import candidate_order, render_examples
     from purecover.train.losses import ReplyFormat, selector_loss
-    from purecover.train.run import first_position_logits
+    from purecover.train.train_stage import first_position_logits
 
     torch.manual_seed(args.seed)
     model_dir = check_model_path(args.model)

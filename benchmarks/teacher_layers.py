@@ -119,7 +119,7 @@ def run_model(dataset: str, model_name: str, work: Path, ks: Sequence[int], limi
 
     from benchlib.real_runs import recipe_for, splits_of
 
-    from purecover.data.candidates import read_candidate_records, run_data_stage
+    from purecover.data.data_stage import read_candidate_records, run_data_stage
     from purecover.teacher.calibration import calibration_lengths, calibration_sequence
     from purecover.teacher.capture import SegmentSpec, capture_segment_attention
     from purecover.teacher.defaults import resolve_params

@@ -119,8 +119,8 @@ def _run_registered(args: argparse.Namespace) -> int:
 
 def _test_set_recipe(recipe: Recipe) -> Recipe:
     """``--test-set``: the recipe whose run_dir is the test set's (run_dir/test) and whose data section is the test set, exactly as
-    the evaluate stage builds it (`purecover.data.candidates.evaluation_recipe`: eval.path, split, sample, ...)."""
-    from .data.candidates import evaluation_recipe
+    the evaluate stage builds it (`purecover.data.data_stage.evaluation_recipe`: eval.path, split, sample, ...)."""
+    from .data.data_stage import evaluation_recipe
 
     if not recipe.eval.path:
         raise ConfigError("--test-set needs eval.path (the test set's file or Hub dataset); without it the "

@@ -372,7 +372,7 @@ def resolve_resources(recipe: Recipe) -> list[Resource]:
     out.append(_classify("eval.generator", e.generator, "model"))
     if e.path:
         out.append(_classify("eval.path", e.path, "data"))
-        from .data.candidates import evaluation_recipe
+        from .data.data_stage import evaluation_recipe
         from .data.loaders.hub import dry_run_status
 
         test = evaluation_recipe(recipe).data  # the test set's config and split, as the eval data stage reads them

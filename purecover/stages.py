@@ -192,7 +192,7 @@ def _at_default(recipe: Recipe, dotted: str) -> bool:
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage(
         name="data",
-        runner="purecover.data.candidates:write_candidates",
+        runner="purecover.data.data_stage:write_candidates",
         help="retrieve top-K1 candidates per question -> run_dir/candidates.jsonl",
         description="Load the dataset (data.dataset, data.path), build the corpus (data.corpus: per_question, "
                     "shared or a corpus JSONL), retrieve data.k1 passages per question with data.retriever (bm25 "
@@ -201,7 +201,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         reads=(), writes=("candidates",), sections=("data",),
         summary="purecover.records:DataSummary",
         headline=("questions", "with_gold", "supporting_recall@", "questions_per_second"),
-        inputs="purecover.data.candidates:dataset_inputs", check="purecover.data.paths:check_data_files", test_set=True,
+        inputs="purecover.data.data_stage:dataset_inputs", check="purecover.data.paths:check_data_files", test_set=True,
     ),
     Stage(
         name="calibrate",
@@ -221,7 +221,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     ),
     Stage(
         name="label",
-        runner="purecover.teacher.job:write_labels",
+        runner="purecover.teacher.label_stage:write_labels",
         help="teacher labels: CoT, attention coverage, greedy subset -> run_dir/labels.jsonl",
         description="Read run_dir/candidates.jsonl; get reasoning steps (teacher.steps: model = the teacher's "
                     "reply, oracle = the dataset's decomposition), estimate step weights e and coverage W "
@@ -237,7 +237,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     ),
     Stage(
         name="train",
-        runner="purecover.train.run:train_student",
+        runner="purecover.train.train_stage:train_student",
         help="distil the student (LoRA) from labels.jsonl -> run_dir/checkpoints/",
         description="Train the student selector with L = L_CL + student.lm_weight * L_LM (exact "
                     "permutation-invariant LM loss for up to student.m_exact selected passages). student.training "
@@ -251,14 +251,14 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "[--set ...] yourself.",
         reads=("candidates", "labels"), writes=("final",), sections=("data", "teacher", "student", "seed"),
         scratch=("checkpoints",), needed="purecover.stages:student_needed", launcher="purecover.pipeline:launch_command",
-        foreign="purecover.train.run:foreign_student", check="purecover.train.recipe_check:check_training_arguments",
+        foreign="purecover.train.train_stage:foreign_student", check="purecover.train.recipe_check:check_training_arguments",
         summary="purecover.records:TrainSummary",
         headline=("train_questions", "calib_questions", "test_questions", "train_loss", "tau3", "test_subset_f1"),
         module="purecover.train",
     ),
     Stage(
         name="export",
-        runner="purecover.train.export:write_selector",
+        runner="purecover.train.export_stage:write_selector",
         help="merge the LoRA student into its base -> run_dir/selector/ (safetensors, selector_config.json)",
         description="Merge the trained adapter of run_dir/checkpoints/final into the base model (export.merge: "
                     "true) and write a plain transformers model (safetensors shards), its tokenizer, "
@@ -271,7 +271,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     ),
     Stage(
         name="select",
-        runner="purecover.select.job:write_selections",
+        runner="purecover.select.select_stage:write_selections",
         help="run the exported selector over the evaluation questions -> selections.jsonl",
         description="Load run_dir/selector/ and score every candidate of the evaluation questions in one forward "
                     "pass per question: run_dir/candidates.jsonl -> run_dir/selections.jsonl, or with eval.path the "
@@ -286,7 +286,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     ),
     Stage(
         name="evaluate",
-        runner="purecover.eval.job:evaluate_methods",
+        runner="purecover.eval.evaluate_stage:evaluate_methods",
         help="RAG QA evaluation: methods x budgets -> run_dir/eval/ (metrics.json, report.md, plots)",
         description="For every method of eval.methods (retrieval, cross_encoder, mmr, xquad, ia_select, lancer_*, "
                     "teacher, student, none; teacher:DIR / student:DIR for another run's labels or selections; "

@@ -160,6 +160,6 @@ def _check_training(recipe: Recipe, build: bool = True) -> None:
 
     check_training_section(dict(recipe.student.training))
     if build:
-        from .train.run import build_training_arguments
+        from .train.train_stage import build_training_arguments
 
         build_training_arguments(recipe, has_eval=recipe.student.eval_fraction > 0, dry_run=True)

@@ -101,8 +101,8 @@ def test_student_part_scores_exactly_the_test_questions_its_train_stage_held_out
     2 · 2 / (6 · 2). The recipe is the paper-form student (`PAPER_FORM_STUDENT`) whatever the real_cpu recipe
     trains, with the caller's settings after it."""
     import purecover.models.selector as selector_mod
-    import purecover.train.export as export_mod
-    import purecover.train.run as train_run
+    import purecover.train.export_stage as export_mod
+    import purecover.train.train_stage as train_run
     from purecover.models.selection import select_from_scores
     from purecover.train.data import read_labelled_questions, split_examples
 

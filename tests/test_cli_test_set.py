@@ -11,7 +11,7 @@ import pytest
 
 from purecover.cli import main
 from purecover.config import load_recipe
-from purecover.data.candidates import evaluation_recipe
+from purecover.data.data_stage import evaluation_recipe
 from purecover.stages import config_hash
 from purecover.utils.io import read_jsonl
 

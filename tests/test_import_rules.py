@@ -232,9 +232,9 @@ def test_the_checker_catches_a_violation(tmp_path, monkeypatch):
     (fake / "models").mkdir(parents=True)
     (fake / "models" / "bad.py").write_text("from ..teacher import prompts\nfrom ..data import corpus\n")
     (fake / "data").mkdir()
-    (fake / "data" / "worse.py").write_text("import purecover.eval.job\n")
+    (fake / "data" / "worse.py").write_text("import purecover.eval.evaluate_stage\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
-    assert _violations() == ["purecover/data/worse.py:1: data imports purecover.eval.job",
+    assert _violations() == ["purecover/data/worse.py:1: data imports purecover.eval.evaluate_stage",
                              "purecover/models/bad.py:1: models imports purecover.teacher"]
 
 

@@ -94,7 +94,7 @@ def test_the_command_builds_training_arguments_only_when_train_has_work(finished
                                     ("eval.max_new_tokens", 2), ("student.eval_fraction", 0.4))]
     argv = ["pipeline", str(DEMO), *[a for kv in sets for a in ("--set", kv)]]
     code = ("import sys; from purecover.cli import main; rc = main(sys.argv[1:]); "
-            "print('TRAINER_IMPORTED' if 'purecover.train.run' in sys.modules else 'NO_TRAINER'); sys.exit(rc)")
+            "print('TRAINER_IMPORTED' if 'purecover.train.train_stage' in sys.modules else 'NO_TRAINER'); sys.exit(rc)")
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("NO_TRAINER") and "| train | skip |" in done.stdout
@@ -216,12 +216,12 @@ def test_dry_run_marks_hub_ids_without_fetching(capsys, tmp_path):
 
 def test_stage_file_names_come_from_the_run_dir_layout():
     """The stage modules' file-name constants are the RunDir layout's, not literals of their own."""
-    from purecover.data.candidates import CANDIDATES_FILE
+    from purecover.data.data_stage import CANDIDATES_FILE
     from purecover.rundir import FILES
-    from purecover.select.job import SELECTIONS_FILE
-    from purecover.teacher.job import LABELS_FILE, SHARD_DIR
-    from purecover.train.export import SELECTOR_DIR
-    from purecover.train.run import CHECKPOINTS, FINAL
+    from purecover.select.select_stage import SELECTIONS_FILE
+    from purecover.teacher.label_stage import LABELS_FILE, SHARD_DIR
+    from purecover.train.export_stage import SELECTOR_DIR
+    from purecover.train.train_stage import CHECKPOINTS, FINAL
 
     assert FILES["candidates"] == CANDIDATES_FILE and FILES["labels"] == LABELS_FILE
     assert FILES["label_shards"] == SHARD_DIR and FILES["selections"] == SELECTIONS_FILE

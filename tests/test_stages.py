@@ -162,3 +162,10 @@ def test_the_pipeline_order_follows_reads_and_writes():
                        sections=("data",))}
     with pytest.raises(ValueError, match="the stages a, b read each other's outputs"):
         stages.dependency_order(loop)
+
+
+def test_each_stage_body_sits_in_a_module_named_after_the_stage():
+    """`<package>/<stage>_stage.py` in every package (docs/development/architecture.md#adding-a-stage)."""
+    for name, stage in STAGES.items():
+        module = stage.runner.split(":")[0]
+        assert module.rsplit(".", 1)[-1] == f"{name}_stage", (name, stage.runner)

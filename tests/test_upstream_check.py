@@ -9,7 +9,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.contract import StageBlockedError, upstream_problem
-from purecover.train.run import run_train_stage
+from purecover.train.train_stage import run_train_stage
 from tests.train.helpers import labelled_run
 
 pytestmark = pytest.mark.samples

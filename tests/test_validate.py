@@ -90,7 +90,7 @@ def test_training_output_dir_is_fixed(tmp_path):
 
 
 def test_build_training_arguments_uses_the_same_checks(tmp_path):
-    from purecover.train.run import build_training_arguments
+    from purecover.train.train_stage import build_training_arguments
 
     recipe = load_recipe(None, [f"run_dir={tmp_path}", "student.training.learning_rate=fast"])
     with pytest.raises(ConfigError, match=r"student\.training\.learning_rate: expected a number, got 'fast'"):

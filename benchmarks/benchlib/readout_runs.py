@@ -68,8 +68,8 @@ def run_command(stage: str, dataset: str, run_dir: Path, extra: Sequence[str]) -
 
 def labelled(dataset: str, work: Path) -> Path:
     """Data + oracle-proxy labels of every question, once per dataset (the stages skip themselves when done)."""
-    from purecover.data.candidates import run_data_stage
-    from purecover.teacher.job import run_label_stage
+    from purecover.data.data_stage import run_data_stage
+    from purecover.teacher.label_stage import run_label_stage
 
     run = work / dataset / "labels"
     recipe = load(dataset, run)

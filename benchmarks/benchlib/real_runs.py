@@ -169,9 +169,9 @@ def label_source(dataset: str, source: str, work: Path, test_qids: Sequence[str]
     the questions of those splits of `LABEL_SPLIT_SEED` (CPU time: 5-15 s a question for the 135M-270M models on 2
     cores); one with ``own_steps`` only the first `own_steps` test questions. Students need every question
     labelled (`student_part` refuses the others)."""
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
     from purecover.teacher.calibrate_stage import run_calibrate_stage
-    from purecover.teacher.job import run_label_stage
+    from purecover.teacher.label_stage import run_label_stage
 
     spec = SOURCES[source]
     run = work / dataset / f"teacher-{source}"
@@ -235,7 +235,7 @@ def tuned_on_calibration(run: Path, dataset: str, source: str, calib: Sequence[s
 def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
     """Retrieval (BM25) and bi-encoder (all-MiniLM-L6-v2) top-2 / top-5 support figures on the test split of
     `LABEL_SPLIT_SEED` (`splits_of`)."""
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
 
     probe = recipe_for(dataset, work / dataset / "split-probe")
     run_data_stage(probe, show_progress=False)
@@ -254,7 +254,7 @@ def baselines_part(dataset: str, work: Path) -> dict[str, Any]:
 def teacher_part(dataset: str, sources: Sequence[str], work: Path, own_steps: int) -> dict[str, Any]:
     """Label `sources` and score the labels on the calibration and test splits of `LABEL_SPLIT_SEED` (`splits_of`)."""
     out: dict[str, Any] = {}
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
 
     probe = recipe_for(dataset, work / dataset / "split-probe")  # the questions and their split, once
     run_data_stage(probe, show_progress=False)
@@ -338,8 +338,8 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
     that seed (`student_split`, the train stage's split) in every order. `tag` names a student run of other
     settings beside the plain one (run directory ``student-{source}{tag}-seed{seed}``)."""
     from purecover.models.selector import Selector
-    from purecover.train.export import run_export_stage
-    from purecover.train.run import run_train_stage
+    from purecover.train.export_stage import run_export_stage
+    from purecover.train.train_stage import run_train_stage
 
     if SOURCES[source].get("splits") or SOURCES[source].get("own_steps"):
         raise SystemExit(f"{source} labels only some questions of the seed-{LABEL_SPLIT_SEED} split: a student "
@@ -419,7 +419,7 @@ def student_part(dataset: str, source: str, seed: int, work: Path, settings: Seq
 
 def qa_part(dataset: str, source: str, seed: int, work: Path, generator: str) -> dict[str, Any]:
     """The evaluate stage on the test split: retrieval, gold passages, none, and the student's sets."""
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
 
     student_run = work / dataset / f"student-{source}-seed{seed}"
     run = work / dataset / f"qa-{source}-seed{seed}"

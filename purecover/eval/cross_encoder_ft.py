@@ -74,7 +74,7 @@ class LabelledSplit:
 def labelled_splits(recipe: Recipe, labels: dict[str, LabelRecord]) -> tuple[LabelledSplit, LabelledSplit]:
     """(train, calibration) questions of run_dir's candidates with their teacher labels, split as the train stage
     splits them. A label naming a position outside its candidates is a ValueError naming the question."""
-    from ..data.candidates import read_candidate_records
+    from ..data.data_stage import read_candidate_records
 
     rd = RunDir.of(recipe)
     st = recipe.student

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import Recipe
-from ..data.candidates import read_candidate_records
+from ..data.data_stage import read_candidate_records
 from ..records import CandidateRecord, QuestionSample
 from ..rundir import RunDir
 
@@ -38,14 +38,14 @@ def evaluation_questions(recipe: Recipe, test_dir: Path,
 
     Order: the held-out filter (without ``eval.path``), then ``eval.limit`` (the first N), then
     ``eval.sample`` (`purecover.data.splits.sample_questions`). With ``eval.path`` the data stage
-    already drew the sample before retrieval (`purecover.data.candidates.evaluation_recipe`); drawing it again here is a no-op
+    already drew the sample before retrieval (`purecover.data.data_stage.evaluation_recipe`); drawing it again here is a no-op
     (samples are nested) that guards against a candidates file of another sample.
     """
     from ..data.splits import sample_questions
 
     cfg = recipe.eval
     if cfg.path:
-        from ..data.candidates import evaluation_recipe, run_data_stage
+        from ..data.data_stage import evaluation_recipe, run_data_stage
 
         run_data_stage(evaluation_recipe(recipe), show_progress=show_progress)
         rd = RunDir(test_dir)

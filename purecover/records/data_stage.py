@@ -36,7 +36,7 @@ class HubSummary(_Written):
 
 
 class DataSummary(StageSummary):
-    """The data stage's summary (`purecover.data.candidates.write_candidates`; ``summary`` of data.run.json).
+    """The data stage's summary (`purecover.data.data_stage.write_candidates`; ``summary`` of data.run.json).
 
     The supporting-paragraph recall is written under the key ``supporting_recall@<k1>`` (e.g.
     ``supporting_recall@20``), where the other keys' place puts it; reading accepts that key."""

@@ -44,7 +44,7 @@ class SelectInputRecord(_Written):
 
 
 class SelectSummary(StageSummary):
-    """The select stage's summary (``select.run.json``; `purecover.select.job.summarize_selections`)."""
+    """The select stage's summary (``select.run.json``; `purecover.select.select_stage.summarize_selections`)."""
 
     questions: NonNegativeInt = Field(description="Questions selected for (one selections.jsonl record each).")
     written: NonNegativeInt = Field(description="Records written by this run.")

@@ -15,7 +15,7 @@ from .selector import IdentifiersRecord
 
 class TrainSummary(StageSummary):
     """The train stage's summary (``train.run.json``, and ``summary`` of the student metadata;
-    `purecover.train.run.train_student`)."""
+    `purecover.train.train_stage.train_student`)."""
 
     train_questions: NonNegativeInt = Field(description="Questions trained on.")
     train_examples: NonNegativeInt | None = Field(
@@ -127,7 +127,7 @@ class StudentMeta(_StudentReadout):
 
 
 class ExportSummary(StageSummary):
-    """The export stage's summary (``export.run.json``; `purecover.train.export.write_selector`)."""
+    """The export stage's summary (``export.run.json``; `purecover.train.export_stage.write_selector`)."""
 
     checkpoint: str = Field(description="The checkpoint exported (run_dir/checkpoints/final).")
     selector: str = Field(description="The selector directory written (run_dir/selector).")

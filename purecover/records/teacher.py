@@ -57,7 +57,7 @@ class LabelDiagnostics(_Written):
 
 
 class LabelSummary(StageSummary):
-    """The label stage's summary (`purecover.teacher.job.write_labels`). Rank 0 (the only process without a
+    """The label stage's summary (`purecover.teacher.label_stage.write_labels`). Rank 0 (the only process without a
     launcher) returns ``processes``, the `LabelDiagnostics` figures of labels.jsonl and the rest; another rank
     of a multi-process run returns only ``rank``, ``world``, ``shard_questions`` and ``written``."""
 

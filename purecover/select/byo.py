@@ -56,7 +56,13 @@ from ..records import (
 )
 from ..utils.io import atomic_write_json, atomic_write_text, ensure_output_dir, open_in_place, read_jsonl
 from ..utils.trec import check_trec_token, trec_run_lines
-from .job import BATCH_SIZE, _selector_fingerprint, select_into, selector_config, summarize_selections
+from .select_stage import (
+    BATCH_SIZE,
+    _selector_fingerprint,
+    select_into,
+    selector_config,
+    summarize_selections,
+)
 
 log = logging.getLogger(__name__)
 

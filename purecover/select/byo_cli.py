@@ -91,7 +91,7 @@ def byo_usage_error(args: argparse.Namespace) -> str | None:
 def run_byo(args: argparse.Namespace) -> ByoSelectSummary:
     """Run bring-your-own selection from parsed options (checked with `byo_usage_error` first)."""
     from .byo import run_byo_select
-    from .job import BATCH_SIZE
+    from .select_stage import BATCH_SIZE
 
     return run_byo_select(args.selector, args.input, args.out, trec_path=args.trec, trec_all=bool(args.trec_all),
                           run_name=args.run_name, batch_size=args.batch_size or BATCH_SIZE,

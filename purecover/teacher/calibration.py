@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 BIAS_FILE = "bias.json"
-CANDIDATES_FILE = "candidates.jsonl"  # = purecover.data.candidates.CANDIDATES_FILE (not imported: it is heavy)
+CANDIDATES_FILE = "candidates.jsonl"  # = purecover.data.data_stage.CANDIDATES_FILE (not imported: it is heavy)
 LENGTH_RECORDS = 500  # candidates records the document lengths are measured on (the first ones in the file)
 DUMMY_QUESTION = "What does the information in these documents say?"
 FILLER_TITLE = "N/A"

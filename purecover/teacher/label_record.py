@@ -2,7 +2,7 @@
 ``teacher`` block (the recipe's teacher keys, the resolved estimation parameters, template hashes).
 
 The record itself is `purecover.records.LabelRecord`; the label stage builds it in
-`purecover.teacher.job`.
+`purecover.teacher.label_stage`.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def _require(path: Path, producer: str) -> Path:
 def read_run(run_dir: str | Path) -> tuple[list[LabelRecord], dict[str, CandidateRecord]]:
     """(label records, candidates by qid) of a run, each line checked as its record (errors name file, line and
     field); a missing or empty file is a one-line error."""
-    from ..data.candidates import read_candidate_records
+    from ..data.data_stage import read_candidate_records
 
     run = Path(run_dir)
     labels_path = _require(run / "labels.jsonl", "label")

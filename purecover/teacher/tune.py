@@ -261,7 +261,7 @@ def tune(recipe: Recipe, grid: dict[str, list[GridValue]] | None = None, tune_fr
          max_fallback: float = 0.05, show_progress: bool = True, plot: bool = True) -> TuneResult:
     """Label once (if needed), re-solve every grid point, choose on the tuning split; write run_dir/tune/ and
     return tune.json's `TuneResult`."""
-    from .job import run_label_stage
+    from .label_stage import run_label_stage
 
     started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = recipe.run_path

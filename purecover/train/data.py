@@ -1,6 +1,6 @@
 """Training examples: candidates.jsonl joined with labels.jsonl by qid, rendered as selector prompts.
 
-Candidates are read with `purecover.data.candidates.read_candidate_records` and each labels.jsonl line is
+Candidates are read with `purecover.data.data_stage.read_candidate_records` and each labels.jsonl line is
 checked as a `purecover.records.LabelRecord`; beyond that, every label must name a question of candidates.jsonl
 (once) and every selected index must be a distinct candidate position. Violations are errors naming the
 file, line and field. Labels with ``status: "error"`` carry no subset and are skipped (counted). The
@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypedDict, TypeVar
 
 import torch
 
-from ..data.candidates import read_candidate_records
+from ..data.data_stage import read_candidate_records
 from ..data.splits import question_split
 from ..models.identifiers import IdentifierScheme
 from ..models.selector_prompt import SelectorWording, build_selector_prompt

@@ -3,7 +3,7 @@
 `render_model_card` fills the template (package data, purecover/train/templates/*.md) from the selector's
 config, the student checkpoint's metadata, and the run directory's data/label/train manifests and
 eval/metrics.json where they exist; every figure says what it was measured on. The export stage writes the
-card (`purecover.train.export`); a push re-renders it first so that metrics written since appear
+card (`purecover.train.export_stage`); a push re-renders it first so that metrics written since appear
 (`purecover.train.push`).
 """
 

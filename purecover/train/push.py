@@ -17,7 +17,7 @@ from ..stages import config_hash as stage_config_hash
 from ..utils.hub import PushResult
 from ..utils.io import atomic_write_text
 from ..utils.rundir_lock import locked_stage
-from .export import STUDENT_META, read_student_meta
+from .export_stage import STUDENT_META, read_student_meta
 from .model_card import render_model_card
 
 log = logging.getLogger(__name__)

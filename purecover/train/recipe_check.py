@@ -24,6 +24,6 @@ def check_training_arguments(recipe: Recipe, dry_run: bool = False) -> None:
     if user.get("output_dir") not in (None, str(recipe.run_path / FILES["checkpoints"])):
         raise ConfigError("student.training.output_dir is fixed to run_dir/checkpoints; change run_dir instead")
     if not dry_run:
-        from .run import build_training_arguments
+        from .train_stage import build_training_arguments
 
         build_training_arguments(recipe, has_eval=recipe.student.eval_fraction > 0, dry_run=True)

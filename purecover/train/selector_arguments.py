@@ -5,7 +5,7 @@ The settings travel with the other training arguments, as TRL's trainer configs 
 (``training_args.bin``). They are declared once, in `purecover.config.student_settings` (the recipe's
 ``student.lm_weight``, ...; not ``student.training``), and the fields here are made from those declarations
 (`trainer_fields`: the recipe's default, its description as help, a Literal's values as choices);
-`purecover.train.run.build_training_arguments` copies the values from the recipe (`loss_settings`), so the
+`purecover.train.train_stage.build_training_arguments` copies the values from the recipe (`loss_settings`), so the
 recipe and its config hash are the same as before they moved here.
 """
 

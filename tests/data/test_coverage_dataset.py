@@ -51,7 +51,7 @@ def test_a_coverage_recipe_needs_qrels_and_a_corpus_file(collection):
 
 
 def test_a_changed_qrels_file_is_an_input_of_the_data_stage(collection):
-    from purecover.data.candidates import dataset_inputs
+    from purecover.data.data_stage import dataset_inputs
 
     recipe = load_recipe(None, ["data.dataset=coverage", "data.path=topics.jsonl", "data.corpus=corpus.jsonl",
                                 "data.qrels=qrels.txt"])

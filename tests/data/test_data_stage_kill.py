@@ -14,8 +14,8 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data import load_examples
-from purecover.data.candidates import run_data_stage
 from purecover.data.corpus import corpus_from_examples
+from purecover.data.data_stage import run_data_stage
 from purecover.records import DataSummary
 from tests.conftest import demo_corpus_file
 from tests.process_helpers import run_and_kill_when

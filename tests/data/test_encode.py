@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from purecover.data import load_examples
-from purecover.data.candidates import CANDIDATES_FILE, run_data_stage
 from purecover.data.corpus import corpus_from_examples
+from purecover.data.data_stage import CANDIDATES_FILE, run_data_stage
 from purecover.data.retrieval.embedding_shards import missing_shards
 from purecover.entry import encode_main as main
 from purecover.validate import load_validated_recipe

@@ -17,7 +17,7 @@ import pytest
 
 from purecover.cli import main
 from purecover.config import load_recipe
-from purecover.data.candidates import evaluation_recipe, run_data_stage
+from purecover.data.data_stage import evaluation_recipe, run_data_stage
 from purecover.data.errors import HubDatasetError
 from purecover.data.loaders import ExampleSource, load_examples
 from purecover.data.loaders.hub import resolve_hub_dataset

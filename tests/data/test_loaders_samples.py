@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from purecover.data import load_examples
-from purecover.data.candidates import gold_doc_ids
+from purecover.data.data_stage import gold_doc_ids
 
 pytestmark = pytest.mark.samples
 

@@ -12,7 +12,7 @@ import pytest
 from purecover.cli import main
 from purecover.config import ConfigError, load_recipe
 from purecover.contract import StageBlockedError, execute_stage
-from purecover.data.candidates import CANDIDATES_FILE, dataset_inputs, run_data_stage
+from purecover.data.data_stage import CANDIDATES_FILE, dataset_inputs, run_data_stage
 from purecover.data.errors import DuplicateQuestionError
 from purecover.data.loaders import ExampleSource
 from purecover.data.paths import check_data_files, data_path_entries, show_data_path

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from purecover.data.samples import SAMPLE_FILES
 
 pytestmark = pytest.mark.samples

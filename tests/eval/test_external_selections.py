@@ -16,8 +16,8 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.data.errors import DataFormatError
+from purecover.eval.evaluate_stage import MethodSpec, parse_methods
 from purecover.eval.external import ExternalSelection, read_external_selections
-from purecover.eval.job import MethodSpec, parse_methods
 from purecover.records import CandidateRecord
 from purecover.utils.io import read_jsonl
 from purecover.utils.trec import read_trec_run, trec_run_lines
@@ -49,8 +49,8 @@ def _stored_selections(candidates: list[dict]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory, sample_file, tiny_generator_dir):
-    from purecover.data.candidates import run_data_stage
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.data.data_stage import run_data_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
 
     pytest.importorskip("bm25s")
     root = tmp_path_factory.mktemp("external")
@@ -210,7 +210,7 @@ def test_missing_file_and_missing_questions(tmp_path, evaluated):
         read_external_selections(tmp_path / "gone.jsonl", _QUESTIONS, "m")
     from dataclasses import replace
 
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
 
     partial = write_jsonl(tmp_path / "partial.jsonl", stored[1:])
     recipe = replace(recipe, eval=replace(recipe.eval, methods=[f"selections:{partial}=part"]))

@@ -267,8 +267,8 @@ def test_evaluate_stage_writes_statistics_and_tracks_them(tmp_path, monkeypatch,
     intervals and paired tests for every K, report.md shows them, and the offline wandb run holds the summary."""
     wandb = pytest.importorskip("wandb")
     from purecover.config import load_recipe
-    from purecover.data.candidates import run_data_stage
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.data.data_stage import run_data_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
     from tests.utils.test_tracking import _logged
 
     for name, value in (("WANDB_MODE", "offline"), ("WANDB_DIR", str(tmp_path)), ("WANDB_SILENT", "true")):

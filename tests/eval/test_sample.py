@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import evaluation_recipe, run_data_stage
+from purecover.data.data_stage import evaluation_recipe, run_data_stage
 from purecover.data.splits import in_heldout, question_split, sample_questions
 from purecover.eval.questions import evaluation_questions as _questions
 from purecover.records import QuestionSample

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from purecover.data import load_examples
-from purecover.data.candidates import build_record, gold_doc_ids
 from purecover.data.corpus import question_docs
+from purecover.data.data_stage import build_record, gold_doc_ids
 from purecover.data.samples import SAMPLE_FILES, sample_data_dir
 from purecover.eval.selection_metrics import (
     answer_containing,

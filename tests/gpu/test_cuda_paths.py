@@ -99,7 +99,7 @@ def test_train_stage_in_bf16_on_cuda(tmp_path_factory, sample_dir):
     """The train stage on the CUDA device (the Trainer puts it there) with bf16 autocast: a complete run with a
     finite loss and an exported selector that loads on the GPU."""
     from purecover.models.selector import Selector
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
     from tests.models.conftest import trained_run
 
     recipe = trained_run(tmp_path_factory, sample_dir, lora=True, extra=("student.training.bf16=true",))

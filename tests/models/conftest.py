@@ -2,7 +2,7 @@
 
 `trained_run(tmp_path_factory, sample_dir, lora=...)` runs the data, label and train stages on
 the bundled demo set with a tiny random Qwen2 and the real Qwen2 tokenizer (seconds on CPU).
-Results are cached per session, so tests in other folders (tests/train/test_export.py) import
+Results are cached per session, so tests in other folders (tests/train/test_export_stage.py) import
 and share them.
 """
 
@@ -49,9 +49,9 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path, lora
     once."""
     if ("run", lora, extra) in _CACHE:
         return _CACHE[("run", lora, extra)]
-    from purecover.data.candidates import run_data_stage
-    from purecover.teacher.job import run_label_stage
-    from purecover.train.run import run_train_stage
+    from purecover.data.data_stage import run_data_stage
+    from purecover.teacher.label_stage import run_label_stage
+    from purecover.train.train_stage import run_train_stage
 
     tiny = tiny_model_dir(tmp_path_factory, sample_dir)
     recipe = _recipe(tmp_path_factory.mktemp("lora_run" if lora else "full_run"), tiny, lora, extra)
@@ -72,7 +72,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path, lora
 def exported_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Any:
     """The LoRA run with its merged export in run_dir/selector."""
     if "exported" not in _CACHE:
-        from purecover.train.export import run_export_stage
+        from purecover.train.export_stage import run_export_stage
 
         recipe = trained_run(tmp_path_factory, sample_dir, lora=True)
         run_export_stage(recipe)

@@ -114,7 +114,7 @@ PASSAGE = ("student.readout=passage", "student.lm_weight=0.0", "student.bce_weig
 
 @pytest.fixture(scope="module")
 def passage_selector_dir(tmp_path_factory, sample_dir):
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
 
     recipe = trained_run(tmp_path_factory, sample_dir, lora=True, extra=PASSAGE)
     run_export_stage(recipe)

@@ -68,7 +68,7 @@ def static_fingerprint(tokenizer: Any) -> dict[str, Any]:
 def exported_fingerprint(tmp_path_factory: Any, sample_dir: Path) -> dict[str, Any]:
     """The selector_config.json (floats left out) and file names of a tiny student of each readout, trained and
     exported as tests/models/test_passage_readout.py and test_score_head.py do (their runs are shared)."""
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
     from tests.models.conftest import trained_run
     from tests.models.test_passage_readout import PASSAGE
     from tests.models.test_score_head import HEAD

@@ -111,7 +111,7 @@ HEAD = ("student.readout=passage", "student.lm_weight=0.0", "student.bce_weight=
 
 @pytest.fixture(scope="module")
 def head_selector_dir(tmp_path_factory, sample_dir):
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
 
     recipe = trained_run(tmp_path_factory, sample_dir, lora=True, extra=HEAD)
     run_export_stage(recipe)
@@ -119,7 +119,7 @@ def head_selector_dir(tmp_path_factory, sample_dir):
 
 
 def test_training_saves_the_head_in_every_checkpoint_and_export_copies_it(head_selector_dir):
-    from purecover.train.run import checkpoint_problem
+    from purecover.train.train_stage import checkpoint_problem
 
     run = head_selector_dir.parent
     checkpoints = sorted((run / "checkpoints").glob("checkpoint-*"))
@@ -226,7 +226,7 @@ def test_a_killed_head_run_resumes_to_the_same_head(head_selector_dir, tmp_path,
 
     from safetensors.torch import load_file
 
-    from purecover.train.run import run_train_stage
+    from purecover.train.train_stage import run_train_stage
     from tests.models.conftest import _recipe
 
     done = head_selector_dir.parent
@@ -255,7 +255,7 @@ def test_a_fully_trained_student_keeps_the_head_out_of_its_weights_file(tmp_path
     from safetensors import safe_open
 
     from purecover.models.selector import Selector
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
 
     recipe = trained_run(tmp_path_factory, sample_dir, lora=False, extra=HEAD)
     final = recipe.run_path / "checkpoints" / "final"
@@ -351,7 +351,7 @@ def test_a_checkpoint_with_a_broken_head_is_passed_over_or_named(head_selector_d
     import logging
     import shutil
 
-    from purecover.train.run import _last_complete_checkpoint, run_train_stage
+    from purecover.train.train_stage import _last_complete_checkpoint, run_train_stage
     from tests.models.conftest import _recipe
 
     done = head_selector_dir.parent
@@ -362,7 +362,7 @@ def test_a_checkpoint_with_a_broken_head_is_passed_over_or_named(head_selector_d
     shutil.copytree(good, bad)
     hidden = ScoreHead.load(good).proj.weight.shape[1]
     save_file({"weight": torch.full((1, hidden), float("nan")), "bias": torch.zeros(1)}, str(bad / SCORE_HEAD_FILE))
-    with caplog.at_level(logging.WARNING, logger="purecover.train.run"):
+    with caplog.at_level(logging.WARNING, logger="purecover.train.train_stage"):
         assert _last_complete_checkpoint(run / "checkpoints", needs_head=True) == str(good)
     said = caplog.text
     assert f"not resuming from {bad}: its scoring head is unusable" in said and "non-finite" in said
@@ -374,6 +374,6 @@ def test_a_checkpoint_with_a_broken_head_is_passed_over_or_named(head_selector_d
         run_train_stage(recipe, show_progress=False)
     shutil.rmtree(good)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="purecover.train.run"):
+    with caplog.at_level(logging.WARNING, logger="purecover.train.train_stage"):
         assert _last_complete_checkpoint(run / "checkpoints", needs_head=True) is None
     assert "no earlier checkpoint: training starts afresh" in caplog.text

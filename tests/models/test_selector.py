@@ -148,7 +148,7 @@ def test_a_recorded_wording_is_used_and_an_edited_one_refused(selector, selector
 def test_student_prompt_file_is_trained_exported_and_used(tmp_path_factory, sample_dir):
     """student.prompt_file shapes the training prompts, the export records it and the selector renders it."""
     from purecover.models.selector_prompt import prompt_template
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
     from tests.models.conftest import trained_run
 
     path = tmp_path_factory.mktemp("wording") / "selector.txt"
@@ -162,8 +162,8 @@ def test_student_prompt_file_is_trained_exported_and_used(tmp_path_factory, samp
 
 
 def test_hf_logits_match_train_helper(selector, candidates):
-    """The backend's forward equals train/run.py's first_position_logits (used for τ3 calibration)."""
-    from purecover.train.run import first_position_logits
+    """The backend's forward equals train/train_stage.py's first_position_logits (used for τ3 calibration)."""
+    from purecover.train.train_stage import first_position_logits
 
     prompts = [build_selector_prompt(selector.tokenizer, c["question"], c["docs"], selector.scheme,
                                      selector.max_passage_tokens).input_ids for c in candidates[:3]]

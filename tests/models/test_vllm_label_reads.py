@@ -333,8 +333,8 @@ def test_short_label_read_is_an_error(selector, selector_dir, plain_model, batch
 
 
 def test_select_summary_records_the_read(selector, selector_dir, selector_run, plain_model, monkeypatch, tmp_path):
-    from purecover.data.candidates import read_candidate_records
-    from purecover.select.job import select_into, selector_config, summarize_selections
+    from purecover.data.data_stage import read_candidate_records
+    from purecover.select.select_stage import select_into, selector_config, summarize_selections
 
     records = read_candidate_records(selector_run.run_path / "candidates.jsonl", max_docs=selector.k1)[:3]
     fake = fake_vllm(plain_model)

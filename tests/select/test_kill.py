@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from purecover.select.job import BATCH_SIZE, SELECTIONS_FILE
+from purecover.select.select_stage import BATCH_SIZE, SELECTIONS_FILE
 from purecover.utils.io import read_jsonl
 from tests.process_helpers import run_and_kill_when
 from tests.run_dirs import new_run_dir

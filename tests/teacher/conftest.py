@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from tests.run_dirs import new_run_dir
 
 

@@ -17,7 +17,7 @@ from purecover.records import CandidateDoc
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import calibration_sequence
 from purecover.teacher.capture import SegmentSpec, reference_segment_attention
-from purecover.teacher.job import load_candidates, run_label_stage
+from purecover.teacher.label_stage import load_candidates, run_label_stage
 from purecover.teacher.prompts import (
     ReasoningPrompt,
     build_attention_prompt,

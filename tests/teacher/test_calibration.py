@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from purecover.config import load_recipe
-from purecover.data.candidates import read_candidate_records, run_data_stage
+from purecover.data.data_stage import read_candidate_records, run_data_stage
 from purecover.models.loading import load_causal_lm, load_tokenizer
 from purecover.pipeline import plan_pipeline
 from purecover.records import CalibrateSummary, CandidateDoc, LengthSource
@@ -31,7 +31,7 @@ from purecover.teacher.calibration import (
     save_bias,
 )
 from purecover.teacher.capture import SegmentSpec, capture_segment_attention
-from purecover.teacher.job import run_label_stage
+from purecover.teacher.label_stage import run_label_stage
 from purecover.teacher.prompts import build_reasoning_prompt, build_teacher_sequence
 from tests.run_dirs import new_run_dir
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from purecover.records import LabelSummary
 from purecover.teacher import job as teacher_job
-from purecover.teacher.job import LABELS_FILE, run_label_stage
+from purecover.teacher.label_stage import LABELS_FILE, run_label_stage
 from tests.process_helpers import run_and_kill_when
 from tests.run_dirs import new_run_dir
 

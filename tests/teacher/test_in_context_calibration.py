@@ -17,7 +17,7 @@ import purecover.teacher.in_context_calibration as icc
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import BiasMismatchError
 from purecover.teacher.capture import SegmentSpec, reference_segment_attention
-from purecover.teacher.job import load_candidates, run_label_stage
+from purecover.teacher.label_stage import load_candidates, run_label_stage
 from purecover.teacher.prompts import ReasoningPrompt, build_attention_prompt, build_teacher_sequence
 from tests.run_dirs import new_run_dir
 from tests.teacher.conftest import fresh_run, make_recipe

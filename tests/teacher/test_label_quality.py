@@ -9,10 +9,10 @@ import logging
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from purecover.records import LabelSummary
 from purecover.teacher.calibrate_stage import run_calibrate_stage
-from purecover.teacher.job import run_label_stage
+from purecover.teacher.label_stage import run_label_stage
 from tests.run_dirs import new_run_dir
 
 
@@ -54,7 +54,7 @@ def test_absolute_scale_with_the_papers_temperatures_collapses_and_warns(tmp_pat
                                                                         tiny_teacher_dir, caplog):
     # the paper's absolute τ = 4e-5 assumes a 32B model's attention scale; a tiny model's differs, every
     # selection collapses, and the stage says so in one line naming the knobs
-    with caplog.at_level(logging.WARNING, logger="purecover.teacher.job"):
+    with caplog.at_level(logging.WARNING, logger="purecover.teacher.label_stage"):
         summary = label_run(tmp_path, hotpot_candidates, tiny_teacher_dir, "teacher.normalize=absolute")
     assert isinstance(summary, LabelSummary) and summary.fallback_reasons is not None
     assert summary.fallback_rate is not None and summary.fallback_rate > 0.10

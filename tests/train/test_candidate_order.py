@@ -171,7 +171,7 @@ def test_train_stage_feeds_the_losses_the_shuffled_views(tmp_path, monkeypatch):
     counts questions and examples."""
     from purecover.config import load_recipe
     from purecover.train import trainer as trainer_module
-    from purecover.train.run import run_train_stage
+    from purecover.train.train_stage import run_train_stage
     from tests.train.helpers import labelled_overrides, labelled_run
 
     tiny, run = labelled_run(tmp_path)

@@ -143,7 +143,7 @@ def test_deepspeed_training_through_accelerate(stage, labelled, tmp_path):
 
     # Export from the DeepSpeed run: a merged plain-transformers model with the same logits.
     from purecover.config import load_recipe
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
 
     train_sets = _train_command(stage, tiny, run_dir)  # the recipe the train stage ran with (export checks it)
     recipe = load_recipe(None, [train_sets[i + 1] for i, arg in enumerate(train_sets) if arg == "--set"])
@@ -166,7 +166,7 @@ def test_zero3_trains_and_saves_the_scoring_head(labelled, tmp_path):
     from purecover.models.score_head import ScoreHead
     from purecover.models.selector import Selector
     from purecover.models.selector_prompt import read_token_id
-    from purecover.train.export import run_export_stage
+    from purecover.train.export_stage import run_export_stage
 
     tiny, labelled_run = labelled
     run_dir = tmp_path / "run"

@@ -12,7 +12,7 @@ from purecover.config import ConfigError, load_recipe
 from purecover.records import CandidateDoc
 from purecover.train.data import LabelledQuestion, SelectorExample, candidate_order, shuffled_views
 from purecover.train.epoch_orders import EpochShuffledDataset, EpochViewCallback
-from purecover.train.run import run_train_stage
+from purecover.train.train_stage import run_train_stage
 from tests.train.helpers import labelled_run
 from tests.train.test_idempotent import labelled_copy, recipe_for
 

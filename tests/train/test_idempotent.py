@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-import purecover.train.run as train_run
+import purecover.train.train_stage as train_run
 from purecover.config import load_recipe
-from purecover.train.run import CHECKPOINTS, FINAL, STUDENT_META, run_train_stage
+from purecover.train.train_stage import CHECKPOINTS, FINAL, STUDENT_META, run_train_stage
 from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run
 
@@ -97,7 +97,7 @@ def test_a_checkpoint_without_its_optimizer_state_is_not_resumed_from(trained, t
     """Resuming with a fresh optimizer trains another student: such a checkpoint is passed over, with a warning."""
     import shutil
 
-    from purecover.train.run import _last_complete_checkpoint, checkpoint_problem
+    from purecover.train.train_stage import _last_complete_checkpoint, checkpoint_problem
 
     _, run, _ = trained
     copy = tmp_path / "ckpts"
@@ -106,7 +106,7 @@ def test_a_checkpoint_without_its_optimizer_state_is_not_resumed_from(trained, t
         assert checkpoint_problem(copy / name) is None  # every file the Trainer writes is there
     (copy / "checkpoint-2" / "optimizer.pt").unlink()
     assert checkpoint_problem(copy / "checkpoint-2") == "no optimizer.pt"
-    with caplog.at_level("WARNING", logger="purecover.train.run"):
+    with caplog.at_level("WARNING", logger="purecover.train.train_stage"):
         assert _last_complete_checkpoint(copy) is None  # checkpoint-4 is at max_steps; -2 lacks its optimizer
     assert "not resuming from" in caplog.text and "no optimizer.pt" in caplog.text
     for missing in ("scheduler.pt", "rng_state.pth", "adapter_model.safetensors"):

@@ -6,7 +6,7 @@ import logging
 import shutil
 
 from purecover.train.log_lines import format_log_line
-from purecover.train.run import run_train_stage
+from purecover.train.train_stage import run_train_stage
 from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run
 from tests.train.test_idempotent import recipe_for

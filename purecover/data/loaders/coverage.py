@@ -4,7 +4,7 @@ CoverageBench's topics (``topic_id``, ``query``, ``nuggets``; the Hub dataset ``
 configuration as ``data.hub_config`` and ``data.split: test``), CRUX's (``id``, ``question``, ``subquestions``)
 and topics of one's own, as a JSONL file or a JSON list. A topic has no gold answer and no paragraphs of its
 own: its documents come from ``data.corpus`` (the collection's corpus file), and its gold passages from the
-nugget qrels (``data.qrels``; `purecover.data.candidates`). The nuggets are kept in ``meta.nuggets`` and are
+nugget qrels (``data.qrels``; `purecover.data.data_stage`). The nuggets are kept in ``meta.nuggets`` and are
 the topic's oracle steps (``teacher.steps: oracle``: the information units a selection must cover play the
 reasoning steps), and ``meta.answerable`` is false (there is no gold answer to score).
 """

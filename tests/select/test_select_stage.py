@@ -12,7 +12,7 @@ import pytest
 from purecover.config import load_recipe
 from purecover.models.selector import HFSelectorBackend, Selector
 from purecover.select import job as select_job
-from purecover.select.job import SELECTIONS_FILE, select_candidates
+from purecover.select.select_stage import SELECTIONS_FILE, select_candidates
 from tests.run_dirs import new_run_dir
 
 
@@ -162,8 +162,8 @@ def test_the_stage_selects_only_what_evaluation_scores(tmp_path_factory, sample_
     only, the questions evaluation scores (the training and calibration questions were 80 % of its time on the
     real recipes); eval.questions all selects for every question, under another config hash."""
     from purecover.data.splits import question_split
-    from purecover.select.job import run_select_stage
-    from purecover.train.export import run_export_stage
+    from purecover.select.select_stage import run_select_stage
+    from purecover.train.export_stage import run_export_stage
     from tests.models.conftest import _recipe, tiny_model_dir, trained_run
 
     split = ("student.eval_fraction=0.6",)  # 2 of the 10 questions in the test split (0.25: none)

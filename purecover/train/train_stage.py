@@ -29,7 +29,7 @@ import torch
 from ..config import ConfigError, Recipe
 from ..config.student_settings import LOSS_SETTINGS, READOUT_SETTINGS, settings_of
 from ..contract import StageRun
-from ..data.candidates import read_candidate_records
+from ..data.data_stage import read_candidate_records
 from ..models.identifiers import IdentifierScheme
 from ..models.passage_scores import hf_passage_logits
 from ..models.readouts import get_readout

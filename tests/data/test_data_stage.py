@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import CANDIDATES_FILE, read_candidate_records, run_data_stage
 from purecover.data.corpus import content_doc_id
+from purecover.data.data_stage import CANDIDATES_FILE, read_candidate_records, run_data_stage
 from tests.conftest import hotpot_record, write_json, write_jsonl
 
 RECORD_KEYS = ["qid", "dataset", "question", "answers", "docs", "gold_doc_ids", "gold_titles", "oracle_steps", "meta"]

@@ -36,7 +36,7 @@ from typing_extensions import TypedDict
 
 from ..config import Recipe
 from ..contract import StageRun
-from ..data.candidates import read_candidate_records
+from ..data.data_stage import read_candidate_records
 from ..data.gold_check import oracle_steps_error
 from ..records import (
     CandidateRecord,

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..config import Recipe
 from ..contract import StageRun
-from ..data.candidates import evaluation_recipe, read_candidate_records, run_data_stage
+from ..data.data_stage import evaluation_recipe, read_candidate_records, run_data_stage
 from ..data.doc_ids import candidate_doc_id
 from ..models.selector import SELECTOR_CONFIG, SelectionResult, Selector, read_selector_config
 from ..records import (

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from purecover.config import load_recipe
-from purecover.data.candidates import run_data_stage
+from purecover.data.data_stage import run_data_stage
 from purecover.data.samples import SAMPLE_FILES
 from purecover.records import CalibrateSummary, LabelSummary
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.calibration import BiasMismatchError
-from purecover.teacher.job import LABELS_FILE, load_candidates, run_label_stage
+from purecover.teacher.label_stage import LABELS_FILE, load_candidates, run_label_stage
 from tests.process_helpers import run_and_kill_when
 from tests.run_dirs import new_run_dir
 from tests.teacher.conftest import fresh_run, make_recipe

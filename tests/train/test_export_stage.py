@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from purecover.train import export as export_mod
-from purecover.train.export import export_selector, run_export_stage
+from purecover.train.export_stage import export_selector, run_export_stage
 from tests.models.conftest import exported_run, trained_run
 
 CONFIG_KEYS = {"base_model", "identifiers", "prompt_template", "k1", "tau3", "k_max", "min_select",

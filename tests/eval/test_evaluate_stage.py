@@ -35,8 +35,8 @@ def _overrides(run_dir: Path, sample_file, generator: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory, sample_file, tiny_generator_dir):
-    from purecover.data.candidates import run_data_stage
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.data.data_stage import run_data_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
 
     run_dir = tmp_path_factory.mktemp("eval_run")
     recipe = load_recipe(None, _overrides(run_dir, sample_file, tiny_generator_dir))
@@ -175,9 +175,9 @@ def test_subtopic_means_in_metrics_json_and_report_for_every_method(evaluated):
 def test_a_corpus_file_counts_each_supporting_article_once(tmp_path, sample_file, tiny_generator_dir):
     """data.corpus a file of chunks (each paragraph of the first six questions cut into one chunk per sentence):
     a supporting title is one subtopic, its chunks after the first are redundant (unit "title")."""
-    from purecover.data.candidates import run_data_stage
     from purecover.data.corpus import normalize_title
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.data.data_stage import run_data_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
 
     questions = json.loads(sample_file("hotpotqa").read_text())[:6]
     chunks = {}
@@ -342,7 +342,7 @@ def test_killed_evaluation_resumes_to_identical_outputs(tmp_path, sample_file, t
 
 
 def test_unknown_method_suggests_the_closest(tmp_path):
-    from purecover.eval.job import parse_methods
+    from purecover.eval.evaluate_stage import parse_methods
 
     with pytest.raises(ValueError, match="did you mean 'retrieval'"):
         parse_methods(["retreival"])
@@ -357,7 +357,7 @@ def test_vllm_generator_backend(evaluated, tmp_path, fake_vllm, bos_tok):
     """eval.backend=vllm goes through the teacher's vLLM adapter (a stand-in module: no GPU here)."""
     import dataclasses
 
-    from purecover.eval.job import run_evaluate_stage
+    from purecover.eval.evaluate_stage import run_evaluate_stage
 
     recipe, _ = evaluated
     run_dir = tmp_path / "run"
