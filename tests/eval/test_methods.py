@@ -20,10 +20,10 @@ def test_the_method_names_are_the_baselines_and_closed_book():
 
 
 def test_the_evaluate_stage_reads_the_same_definitions():
-    from purecover.eval import job
+    from purecover.eval import evaluate_stage
 
-    assert job.parse_methods is parse_methods and job.MethodSpec is MethodSpec
-    assert job.EMBEDDING_METHODS is methods.EMBEDDING_METHODS
+    assert evaluate_stage.parse_methods is parse_methods and evaluate_stage.MethodSpec is MethodSpec
+    assert evaluate_stage.EMBEDDING_METHODS is methods.EMBEDDING_METHODS
 
 
 def test_specs_and_their_descriptions():

@@ -11,7 +11,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.models.selector import HFSelectorBackend, Selector
-from purecover.select import job as select_job
+from purecover.select import select_stage
 from purecover.select.select_stage import SELECTIONS_FILE, select_candidates
 from tests.run_dirs import new_run_dir
 
@@ -48,7 +48,7 @@ def reuse_selector(selector, monkeypatch):
         calls.append((Path(path), backend, kwargs))
         return Selector(selector.tokenizer, selector.config, HFSelectorBackend(selector.backend.model))
 
-    monkeypatch.setattr(select_job.Selector, "from_pretrained", staticmethod(from_pretrained))
+    monkeypatch.setattr(select_stage.Selector, "from_pretrained", staticmethod(from_pretrained))
     return calls
 
 
@@ -56,7 +56,7 @@ def test_writes_a_valid_record_for_every_qid(first_run, candidates, selector):
     recipe, summary = first_run
     records = _records(recipe.run_path / SELECTIONS_FILE)
     assert [r["qid"] for r in records] == [c["qid"] for c in candidates]
-    assert len(candidates) > select_job.BATCH_SIZE  # more than one batch
+    assert len(candidates) > select_stage.BATCH_SIZE  # more than one batch
     expected = selector.select_batch([c["question"] for c in candidates], [c["docs"] for c in candidates])
     for rec, cand, exp in zip(records, candidates, expected):
         assert set(rec) == {"qid", "selected", "selected_doc_ids", "logits", "probabilities", "score_space"}
@@ -95,7 +95,7 @@ def test_resume_after_torn_line_gives_identical_bytes(first_run, selector_dir, r
     def boom(*args, **kwargs):
         raise AssertionError("the selector must not be loaded when every qid is done")
 
-    monkeypatch.setattr(select_job.Selector, "from_pretrained", boom)
+    monkeypatch.setattr(select_stage.Selector, "from_pretrained", boom)
     again = select_candidates(recipe, selector_dir, show_progress=False)
     assert again == summary and out.read_bytes() == complete  # complete: skipped, the stored summary returned
 
@@ -142,19 +142,19 @@ def test_selection_records_keep_their_keys_and_a_bad_line_is_named(tmp_path):
 
     docs = [CandidateDoc(doc_id="d1", text="a"), CandidateDoc(text="b")]
     result = SelectionResult([1], [0.5, 2.0], [0.2, 0.8])
-    line = select_job.selection_record("q1", result, docs).to_json_dict()
+    line = select_stage.selection_record("q1", result, docs).to_json_dict()
     assert json.dumps(line) == json.dumps({"qid": "q1", "selected": [1], "selected_doc_ids": ["2"],
                                            "logits": [0.5, 2.0], "probabilities": [0.2, 0.8], "score_space": "logit"})
-    assert list(select_job.selection_record("q1", result, docs, with_doc_ids=True).to_json_dict())[-1] == "doc_ids"
+    assert list(select_stage.selection_record("q1", result, docs, with_doc_ids=True).to_json_dict())[-1] == "doc_ids"
     out = tmp_path / SELECTIONS_FILE
     out.write_text(json.dumps(line) + "\n" + json.dumps({**line, "qid": "q2", "selected": [1.0]}) + "\n")
-    progress = select_job.SelectProgress(written=2, already_done=0, repaired_lines=0, elapsed=1.0)
+    progress = select_stage.SelectProgress(written=2, already_done=0, repaired_lines=0, elapsed=1.0)
     config = SelectorConfig(base_model="m", identifiers={"name": "letters", "separator": "\n", "labels": ["A", "B"]},
                             prompt_template={}, k1=2, tau3=0.0, k_max=None, min_select=1)
     with pytest.raises(LineRecordError, match=rf"{SELECTIONS_FILE}:2: field 'selected\[0\]': must be an integer"):
-        select_job.summarize_selections(out, 2, progress, "hf", tmp_path, config)
+        select_stage.summarize_selections(out, 2, progress, "hf", tmp_path, config)
     out.write_text(json.dumps(line) + "\n")
-    assert select_job.summarize_selections(out, 1, progress, "hf", tmp_path, config).mean_selected == 1.0
+    assert select_stage.summarize_selections(out, 1, progress, "hf", tmp_path, config).mean_selected == 1.0
 
 
 def test_the_stage_selects_only_what_evaluation_scores(tmp_path_factory, sample_dir):

@@ -19,7 +19,7 @@ import pytest
 from purecover.config import load_recipe
 from purecover.data.data_stage import run_data_stage
 from purecover.records import LabelSummary
-from purecover.teacher import job as teacher_job
+from purecover.teacher import label_stage
 from purecover.teacher.label_stage import LABELS_FILE, run_label_stage
 from tests.process_helpers import run_and_kill_when
 from tests.run_dirs import new_run_dir
@@ -66,7 +66,7 @@ def test_interrupted_and_resumed_labels_equal_uninterrupted(tmp_path, monkeypatc
                                                             reference_labels):
     run = fresh_run(tmp_path, embedding_candidates)
     recipe = recipe_for(run)
-    real = teacher_job._Labeler.label_batch
+    real = label_stage._Labeler.label_batch
     calls = []
 
     def failing_third_batch(self, batch, replies, lancer):
@@ -75,10 +75,10 @@ def test_interrupted_and_resumed_labels_equal_uninterrupted(tmp_path, monkeypatc
             raise _Interrupted
         return real(self, batch, replies, lancer)
 
-    monkeypatch.setattr(teacher_job._Labeler, "label_batch", failing_third_batch)
+    monkeypatch.setattr(label_stage._Labeler, "label_batch", failing_third_batch)
     with pytest.raises(_Interrupted):
         run_label_stage(recipe, show_progress=False)
-    monkeypatch.setattr(teacher_job._Labeler, "label_batch", real)
+    monkeypatch.setattr(label_stage._Labeler, "label_batch", real)
     shard = run / "label_shards" / "labels.0-of-1.jsonl"
     assert shard.read_bytes().count(b"\n") == 8 and not (run / LABELS_FILE).exists()
     # The resumed process starts with nothing in memory: its first batch is questions 9-12, whose

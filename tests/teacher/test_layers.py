@@ -12,7 +12,7 @@ import pytest
 
 from purecover.config import load_recipe
 from purecover.records import BiasFile, LabelSummary, LayersRead
-from purecover.teacher import job as teacher_job
+from purecover.teacher import label_stage
 from purecover.teacher.bias_fingerprint import bias_inputs_fingerprint
 from purecover.teacher.calibrate_stage import run_calibrate_stage
 from purecover.teacher.label_stage import LABELS_FILE, run_label_stage
@@ -94,13 +94,13 @@ def labels(run_dir):
 def captured_layers(monkeypatch):
     """The `layers` argument of every capture the label stage runs."""
     calls: list[object] = []
-    real = teacher_job.capture_token_lists
+    real = label_stage.capture_token_lists
 
     def spy(*args, **kwargs):
         calls.append(kwargs["layers"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(teacher_job, "capture_token_lists", spy)
+    monkeypatch.setattr(label_stage, "capture_token_lists", spy)
     return calls
 
 
@@ -156,7 +156,7 @@ def test_exact_check_at_capture_stops_the_run(tmp_path, demo_candidates, tiny_ge
     """The pre-check measures to the reply's start; the exact distance is checked again before each capture, and
     that refusal stops the run instead of becoming per-question error records."""
     run = fresh_run(tmp_path, demo_candidates)
-    monkeypatch.setattr(teacher_job, "reply_distance", lambda *args: 0)  # a pre-check that lets everything pass
+    monkeypatch.setattr(label_stage, "reply_distance", lambda *args: 0)  # a pre-check that lets everything pass
     recipe = make_recipe(run, tiny_gemma3_dir, "teacher.layers=[3]", "teacher.calibrate=false", "teacher.steps=oracle")
     with pytest.raises(LayerWindowError, match=r"layer 3 .* its first reasoning step starts \d+ tokens after"):
         run_label_stage(recipe, show_progress=False)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from purecover.train import export as export_mod
+from purecover.train import export_stage as export_mod
 from purecover.train.export_stage import export_selector, run_export_stage
 from tests.models.conftest import exported_run, trained_run
 
