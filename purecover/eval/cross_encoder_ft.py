@@ -166,7 +166,7 @@ def _train(recipe: Recipe, out: Path, train: LabelledSplit, calib: LabelledSplit
     data = Dataset.from_dict({"query": queries, "passage": passages, "label": labels})
     args = CrossEncoderTrainingArguments(
         output_dir=str(out / "trainer"), num_train_epochs=settings["epochs"],
-        per_device_train_batch_size=BATCH_SIZE, learning_rate=settings["learning_rate"], warmup_ratio=0.1,
+        per_device_train_batch_size=BATCH_SIZE, learning_rate=settings["learning_rate"], warmup_steps=0.1,
         seed=recipe.seed, data_seed=recipe.seed, save_strategy="no", report_to="none", logging_steps=25,
         disable_tqdm=not show_progress, dataloader_num_workers=0, use_cpu=(device == "cpu"))
     loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight))
