@@ -3,8 +3,9 @@
 A readout is chosen by the recipe's ``student.readout`` and ``student.passage_score`` (recorded under the same
 keys in the student metadata and selector_config.json); `get_readout` maps the pair to its `Readout`. Code
 outside this package asks the readout (its layout, marker, read token, head, scores, backend check and card
-text) and never branches on its name; the recipe check is the one other place that names values, through
-`READOUT_VALUES` and `PASSAGE_SCORES`.
+text) and never branches on its name; the recipe check, the records and the training arguments take the
+values they accept from `READOUT_VALUES` and `PASSAGE_SCORES`, and reject a pair no readout has with
+`pair_problem`.
 
 A new readout is one module defining a `Readout` and one line in `REGISTRY`.
 """
