@@ -2,7 +2,8 @@
 
 The figures are the ones the benchmarks measured on 2 CPU cores with SmolLM2-135M-Instruct and K1 = 10
 (`REFERENCE`, each naming its row in ``benchmarks/results``; a test checks they match). A stage's estimate
-scales its reference by the questions it will see, the parameters of the model it runs and K1 / 10:
+scales its reference by the questions it will see, the parameters of the model it runs and K1 / 10 (a reference
+measured with the recipe's own model, ``<stage variant>@<model>``, is not scaled by size):
 
     seconds ~ questions x reference s/question x (parameters / 135M) x (K1 / 10)   [x epochs x shuffles: train]
 
@@ -177,8 +178,9 @@ def estimate_stages(recipe: Recipe, stages: list[str]) -> list[StageEstimate]:
             fast = stage in ("data", "export")
             out.append(StageEstimate(stage, 0.0 if fast else None, "seconds to minutes" if fast else "not estimated"))
             continue
-        per_q, _ = REFERENCE[ref_key]
-        params = REFERENCE_PARAMETERS if model is None else model_parameters(model)  # None: not model-bound
+        own = f"{ref_key}@{model}"  # a figure measured with this very model: no scaling by size
+        per_q, _ = REFERENCE[own] if own in REFERENCE else REFERENCE[ref_key]
+        params = REFERENCE_PARAMETERS if model is None or own in REFERENCE else model_parameters(model)
         questions = _train_examples(recipe, n) if stage == "train" else _selected(recipe, n) if stage == "select" \
             else n
         if questions is None or params is None:
@@ -195,7 +197,8 @@ def estimate_stages(recipe: Recipe, stages: list[str]) -> list[StageEstimate]:
                                                   f"{'examples' if stage == 'train' else 'questions'})"))
             continue
         millions = params / 1e6
-        size = "" if model is None else f" x {millions:,.{0 if millions >= 10 else 2}f}M/135M parameters"
+        size = "" if model is None else f" (measured with {model})" if own in REFERENCE else \
+            f" x {millions:,.{0 if millions >= 10 else 2}f}M/135M parameters"
         noun = "examples" if stage == "train" else "questions"
         out.append(StageEstimate(stage, seconds, f"{questions:,.0f} {noun} x {per_q:.3g} s{size}"
                                                  f"{f' x K1 {recipe.data.k1}/10' if k1 != 1 else ''}"))

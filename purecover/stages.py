@@ -138,6 +138,7 @@ HASH_EXCLUDE: tuple[str, ...] = (
 HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "teacher.objective",
     "teacher.attention_layout",
+    "teacher.format_example",
     "teacher.calibration_procedure",
     "teacher.calibration_questions",
     "student.target",

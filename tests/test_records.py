@@ -141,8 +141,9 @@ def test_label_records_keep_their_key_order_and_write_optional_keys_only_when_gi
               "similarity": {"step_doc": [[0.1]], "answer_step": [0.2]}, "reply": "", "ratings": [[3, 4]],
               "subquestions": ["a", "b"]}
     full = LabelRecord(**LABEL, subquestions=extras["subquestions"], reply="", attention=extras["attention"],
-                       ratings=extras["ratings"], similarity=extras["similarity"]).to_json_dict()
-    assert list(full) == [*LABEL_KEYS, "attention", "similarity", "reply", "ratings", "subquestions"]
+                       ratings=extras["ratings"], similarity=extras["similarity"],
+                       reply_issue="unclosed").to_json_dict()
+    assert list(full) == [*LABEL_KEYS, "attention", "similarity", "reply", "reply_issue", "ratings", "subquestions"]
     assert json.dumps(full["ratings"]) == "[[3, 4]]"  # int ratings stay ints
     read = validate_line(LabelRecord, json.loads(json.dumps(full)), "labels.jsonl", 1)
     assert json.dumps(read.to_json_dict()) == json.dumps(full)

@@ -181,6 +181,10 @@ class TeacherConfig:
     reply_prefix: StrictStr = Field(
         "", description="Text the teacher's reply is made to start with (appended to the prompt before generation "
         "and kept as the reply's start), e.g. '[Step 1]:' so a small model begins with a step marker; empty: none.")
+    format_example: StrictBool = Field(
+        False, description="Add our worked example of the reply's format (`purecover prompts reasoning_example`) at "
+        "the end of the reasoning prompt: small teachers that write their own steps (steps: model) keep to the "
+        "format more often.")
     lancer: LancerConfig = Field(
         default_factory=LancerConfig, description="The optional sub-question answerability signal (LANCER).")
     max_steps: StrictInt = Field(

@@ -17,7 +17,8 @@ Both tokenise with `purecover.models.prompt_tokens.encode_prompt`: a prompt rend
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -27,7 +28,39 @@ from .prompt_tokens import encode_prompt
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GenerationBackend", "HFGenerator", "VLLMGenerator", "make_generator"]
+__all__ = ["Generated", "GenerationBackend", "HFGenerator", "VLLMGenerator", "generate_detailed", "make_generator"]
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One continuation: its `text` (special tokens removed) and whether it `finished` by itself (an end-of-sequence
+    token or the caller's stop) rather than at ``max_new_tokens``; None: the backend cannot tell."""
+
+    text: str
+    finished: bool | None
+
+
+def generate_detailed(backend: Any, prompts: Sequence[str], max_new_tokens: int,
+                      stop_when: Callable[[str], bool] | None = None) -> list[Generated]:
+    """`backend`'s continuations with how each ended: its ``generate_detailed`` (HF, vLLM), else its plain
+    ``generate`` (a custom backend: ``finished`` None). `stop_when(text)`: the HF backend stops a continuation as soon
+    as it holds for the text so far (e.g. a closed answer line); the others stop at the end of sequence."""
+    if hasattr(backend, "generate_detailed"):
+        return list(backend.generate_detailed(prompts, max_new_tokens, stop_when))
+    return [Generated(text, None) for text in backend.generate(prompts, max_new_tokens)]
+
+
+def _stopping_criteria(tokenizer: Any, stop_when: Callable[[str], bool], start: int) -> Any:
+    """A transformers stopping criterion that stops each row of a batch once `stop_when` holds for its continuation
+    so far (the tokens from `start`, decoded); transformers is imported here, when it is used."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopWhen(StoppingCriteria):
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+            texts = tokenizer.batch_decode(input_ids[:, start:], skip_special_tokens=True)
+            return torch.tensor([stop_when(t) for t in texts], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopWhen()])
 
 
 class GenerationBackend(Protocol):
@@ -66,19 +99,38 @@ class HFGenerator:
         device = next(self.model.parameters()).device
         return {k: v.to(device) for k, v in enc.items()}
 
-    @torch.no_grad()
     def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
-        out: list[str] = []
+        return [g.text for g in self.generate_detailed(prompts, max_new_tokens)]
+
+    def _end_ids(self) -> set[int]:
+        ids = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        return {int(t) for t in [*ids, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id] if t is not None}
+
+    @torch.no_grad()
+    def generate_detailed(self, prompts: Sequence[str], max_new_tokens: int,
+                          stop_when: Callable[[str], bool] | None = None) -> list[Generated]:
+        """Greedy continuations; a row ends at an end-of-sequence token, when `stop_when` holds for its text so far,
+        or at `max_new_tokens` (``finished`` False)."""
+        out: list[Generated] = []
+        ends = self._end_ids()
         bar = tqdm(total=len(prompts), desc="generate", unit="prompt", disable=not self.show_progress)
         for i in range(0, len(prompts), self.batch_size):
             batch = prompts[i : i + self.batch_size]
             enc = self._encode(batch)
+            start = enc["input_ids"].shape[1]
+            extra = {} if stop_when is None else {
+                "stopping_criteria": _stopping_criteria(self.tokenizer, stop_when, start)}
             ids = self.model.generate(
                 **enc, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                pad_token_id=self.tokenizer.pad_token_id, temperature=None, top_p=None, top_k=None,
+                pad_token_id=self.tokenizer.pad_token_id, temperature=None, top_p=None, top_k=None, **extra,
             )
-            new = ids[:, enc["input_ids"].shape[1] :]
-            out += self.tokenizer.batch_decode(new, skip_special_tokens=True)
+            new = ids[:, start:]
+            texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+            for row, text in zip(new.tolist(), texts):
+                length = next((n for n, t in enumerate(row) if t in ends), len(row))
+                finished = length < max_new_tokens or (stop_when is not None and stop_when(text))
+                out.append(Generated(text, bool(finished)))
             bar.update(len(batch))
         bar.close()
         return out
@@ -126,9 +178,20 @@ class VLLMGenerator:
         return [{"prompt_token_ids": [int(t) for t in encode_prompt(self.tokenizer, p)[0]]} for p in prompts]
 
     def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+        return [g.text for g in self.generate_detailed(prompts, max_new_tokens)]
+
+    def generate_detailed(self, prompts: Sequence[str], max_new_tokens: int,
+                          stop_when: Callable[[str], bool] | None = None) -> list[Generated]:
+        """Continuations with vLLM's finish reason (``length``: not finished). `stop_when` is not applied during
+        generation (vLLM takes stop strings, not predicates); a continuation for which it holds counts as finished."""
         params = self._vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
         outputs = self.llm.generate(self.token_prompts(prompts), params)
-        return [o.outputs[0].text for o in outputs]
+        out = []
+        for o in outputs:
+            text, reason = o.outputs[0].text, getattr(o.outputs[0], "finish_reason", None)
+            finished = None if reason is None else reason != "length" or bool(stop_when and stop_when(text))
+            out.append(Generated(text, finished))
+        return out
 
     def token_probabilities(self, prompts: Sequence[str], token_ids: Sequence[int]) -> list[list[float]]:
         import math

@@ -1,6 +1,7 @@
 """Every prompt wording purecover sends to a model, as template files in this folder, and the one loader.
 
 - ``reasoning`` (reasoning.txt): the teacher's reasoning prompt, user message;
+- ``reasoning_example`` (reasoning_example.txt): a worked example of the reply's format (``teacher.format_example``);
 - ``reasoning_system`` (reasoning_system.txt): its system message;
 - ``lancer_subquestion`` (lancer_subquestion.txt): LANCER, the teacher writes sub-questions;
 - ``lancer_system`` (lancer_system.txt): the system message of our sub-question prompt;
@@ -104,6 +105,11 @@ PROMPTS: dict[str, PromptSpec] = {spec.name: spec for spec in (
         "format ([Step N]: lines, then [Answer]:); our wording of the paper's six instructions.",
         "reasoning", {"": _ONE(("documents", "question"), ("max_steps",), once=("documents",))},
         recipe_key="teacher.prompt_file"),
+    PromptSpec(
+        "reasoning_example", "reasoning_example.txt",
+        "A worked example of the reasoning reply's format, added at the end of the reasoning prompt's user message "
+        "with teacher.format_example: true (for small teachers that drift from the format).",
+        "reasoning example", {"": _ONE()}),
     PromptSpec(
         "reasoning_system", "reasoning_system.txt", "The system message of the teacher's reasoning prompt.",
         "reasoning system", {"": _ONE()},
@@ -385,10 +391,16 @@ def effective_prompt(name: str, recipe: Any = None) -> tuple[str | None, str]:
                      "message included"
     value = recipe_override(recipe, name)
     if value is None:
-        return ours.text, where if spec.recipe_key is None else f"{where}; {spec.recipe_key} is not set"
-    if name == "reasoning_system":  # the recipe holds the text itself
+        text, where = ours.text, where if spec.recipe_key is None else f"{where}; {spec.recipe_key} is not set"
+    elif name == "reasoning_system":  # the recipe holds the text itself
         return (value or None), f"{spec.recipe_key} in the recipe" + ("" if value else " (empty: no system message)")
-    return load_prompt(name, value).text, f"{spec.recipe_key}: {value}"
+    else:
+        text, where = load_prompt(name, value).text, f"{spec.recipe_key}: {value}"
+    if name == "reasoning" and getattr(getattr(recipe, "teacher", None), "format_example", False):
+        example = PROMPTS["reasoning_example"].file
+        return f"{text}\n\n{load_prompt('reasoning_example').text}", f"{where}; then {example} " \
+                                                                      "(teacher.format_example)"
+    return text, where
 
 
 def prompt_listing(recipe: Any = None) -> str:

@@ -18,6 +18,9 @@ class ReplyShardRecord(_Written):
 
     qid: str = Field(description="The question's id.")
     reply: str = Field(description="The teacher's reasoning reply, as generated.")
+    finished: bool | None = Field(default=None, description="Whether the reply ended by itself (end of sequence or a "
+                                  "closed answer line) rather than at teacher.max_new_tokens; null: not known (a "
+                                  "backend that cannot tell, or a shard written before this field).")
 
 
 class LancerShardRecord(_Written):
@@ -54,6 +57,10 @@ class LabelDiagnostics(_Written):
     max_e: float | None = Field(description="Mean of the largest normalised step weight.")
     max_W: float | None = Field(description="Mean over questions of the mean over steps of max over documents "
                                             "of W.")
+    replies: NonNegativeInt = Field(0, description="Records holding a teacher reply (teacher.steps: model).")
+    reply_usable_rate: float | None = Field(None, description="Share of those whose steps are the reply's own step "
+                                            "lines (no reply_issue, or unclosed); None without replies.")
+    reply_issues: dict[str, int] = Field(default_factory=dict, description="reply_issue -> records with it.")
 
 
 class LabelSummary(StageSummary):

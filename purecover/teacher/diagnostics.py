@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -199,7 +200,18 @@ def label_diagnostics(records: Iterable[LabelRecord], budget: int | None = None)
         stop_counts=_stop_counts(labelled),
         e_entropy=e_entropy, e_entropy_normalised=e_entropy_normalised, max_e=max_e,
         max_W=_mean(max_w),
+        **_reply_figures(records),
     )
+
+
+def _reply_figures(records: Sequence[LabelRecord]) -> dict[str, Any]:
+    """``replies`` (records holding a teacher reply), ``reply_usable_rate`` (their share without a reply_issue or
+    with ``unclosed``: the steps are the reply's own) and ``reply_issues`` (issue -> records)."""
+    with_reply = [r for r in records if r.reply is not None and not _is_error(r)]
+    issues = Counter(r.reply_issue for r in with_reply if r.reply_issue)
+    usable = sum(r.reply_issue in (None, "unclosed") for r in with_reply)
+    return {"replies": len(with_reply), "reply_issues": dict(sorted(issues.items())),
+            "reply_usable_rate": _round(usable / len(with_reply)) if with_reply else None}
 
 
 def _dominant_reason(diag: LabelDiagnostics) -> str | None:

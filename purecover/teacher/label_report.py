@@ -208,6 +208,8 @@ def _diagnostics_lines(diag: LabelDiagnostics) -> list[str]:
         f"  |S|          mean {num(diag.mean_size)} (budget {diag.budget}); histogram {hist}"
         + (f" (fallbacks {fb_hist})" if fb_hist else ""),
         f"  fallback     {_pct(diag.fallback_rate)}% of questions; reasons: {_counts(diag.fallback_reasons)}",
+        *([f"  replies      {diag.replies} teacher replies, {_pct(diag.reply_usable_rate)}% with usable steps; "
+           f"issues: {_counts(diag.reply_issues)}"] if diag.replies else []),
         f"  stop         {_counts(diag.stop_counts)}; first-step stops {_pct(first)}%"
         + (" (not recorded)" if first is None else ""),
         f"  e            entropy {num(diag.e_entropy)} nats (normalised {num(diag.e_entropy_normalised)}), "

@@ -38,6 +38,7 @@ from ..config import Recipe
 from ..contract import StageRun
 from ..data.data_stage import read_candidate_records
 from ..data.gold_check import oracle_steps_error
+from ..models.generation import Generated
 from ..records import (
     CandidateRecord,
     LabelRecord,
@@ -90,6 +91,7 @@ class _WhenTheyApply(TypedDict, total=False):
     attention: StoredAttention
     similarity: StoredSimilarity
     reply: str
+    reply_issue: str
     ratings: list[list[int | float]]
     subquestions: list[str]
 
@@ -135,7 +137,7 @@ class _Labeler:
     def generate(self, shard: list[CandidateRecord]) -> tuple[dict[str, str], dict[str, LancerShardRecord]]:
         need_replies = self.cfg.steps == "model"
         need_lancer = self.cfg.lancer.enabled
-        replies: dict[str, str] = {}
+        replies: dict[str, Generated] = {}
         lancer: dict[str, LancerShardRecord] = {}
         if not (need_replies or need_lancer):
             return replies, lancer
@@ -153,7 +155,8 @@ class _Labeler:
                                              self.cfg.max_new_tokens)
                     for r, out in zip(batch, outs):
                         if r.qid not in rfile.done:
-                            rfile.write(ReplyShardRecord(qid=r.qid, reply=out).to_json_dict())
+                            rfile.write(ReplyShardRecord(qid=r.qid, reply=out.text,
+                                                         finished=out.finished).to_json_dict())
                 if need_lancer and any(r.qid not in lfile.done for r in batch):
                     self._lancer_batch(generator, batch, lfile)
                 bar.update(len(batch))
@@ -164,7 +167,7 @@ class _Labeler:
         if path.exists():
             for lineno, line in read_jsonl(path):
                 reply = validate_line(ReplyShardRecord, line, path, lineno)
-                replies[reply.qid] = reply.reply
+                replies[reply.qid] = Generated(reply.reply, reply.finished)
         path = self.shard_file("lancer")
         if path.exists():
             for lineno, line in read_jsonl(path):
@@ -188,7 +191,7 @@ class _Labeler:
                                               ratings=ratings).to_json_dict())
 
     # ---- pass 2: estimation and selection
-    def steps_for(self, rec: CandidateRecord, replies: dict[str, str]) -> ParsedReply:
+    def steps_for(self, rec: CandidateRecord, replies: dict[str, Generated]) -> ParsedReply:
         if self.cfg.steps == "oracle":
             steps = [s for s in rec.oracle_steps if s.strip()][: self.cfg.max_steps]
             answer = (rec.answers or [""])[0]
@@ -196,7 +199,8 @@ class _Labeler:
                 return ParsedReply([rec.question], answer, "fallback",
                                    "no oracle steps for this question: used the question as the only step")
             return ParsedReply(steps, answer)
-        return parse_reply(replies.get(rec.qid, ""), rec.question, self.cfg.max_steps)
+        reply = replies.get(rec.qid, Generated("", None))
+        return parse_reply(reply.text, rec.question, self.cfg.max_steps, finished=reply.finished)
 
     def capture_attention(self, batch: Sequence[CandidateRecord], parsed: Sequence[ParsedReply]
                           ) -> list[SegmentAttention]:
@@ -244,7 +248,7 @@ class _Labeler:
             out.append(SimilarityScores(stored_array(sim.step_doc), stored_array(sim.answer_step)))
         return out
 
-    def label_batch(self, batch: Sequence[CandidateRecord], replies: dict[str, str],
+    def label_batch(self, batch: Sequence[CandidateRecord], replies: dict[str, Generated],
                     lancer: dict[str, LancerShardRecord]) -> list[LabelRecord]:
         params = self.params
         parsed = [self.steps_for(r, replies) for r in batch]
@@ -277,7 +281,9 @@ class _Labeler:
             if sims[i] is not None:
                 optional["similarity"] = sims[i].to_record()
             if self.cfg.steps == "model":
-                optional["reply"] = replies.get(rec.qid, "")
+                optional["reply"] = replies.get(rec.qid, Generated("", None)).text
+                if p.code is not None:
+                    optional["reply_issue"] = p.code
             lan = lancer.get(rec.qid)
             if lan is not None:
                 optional["ratings"] = lan.ratings
@@ -307,7 +313,7 @@ class _Labeler:
     def error_record(self, rec: CandidateRecord, exc: BaseException) -> LabelRecord:
         return LabelRecord.failed(rec.qid, exc, bias_key=self.bias_key, teacher=self.meta)
 
-    def label(self, shard: list[CandidateRecord], replies: dict[str, str],
+    def label(self, shard: list[CandidateRecord], replies: dict[str, Generated],
               lancer: dict[str, LancerShardRecord]) -> int:
         written = 0
         live = _LiveCounts()

@@ -31,9 +31,11 @@ from typing import Any
 
 from ..data.passage import passage_text
 from ..models.chat import bos_prefix, render_chat
+from ..models.generation import Generated, generate_detailed
 from ..models.prompt_tokens import PromptText, encode_prompt, extend_prompt
 from ..prompts import PROMPTS, check_template_text, load_prompt
 from ..records import CandidateDoc, PromptWording
+from .parsing import answer_closed
 
 __all__ = [
     "ATTENTION_LAYOUTS",
@@ -112,9 +114,13 @@ class ReasoningPrompt:
         and ``attention_layout``."""
         path = getattr(cfg, "prompt_file", None)
         template = load_reasoning_template(path) if path else _default_template()
+        source = str(path) if path else DEFAULT_TEMPLATE_FILE
+        if getattr(cfg, "format_example", False):  # our worked example of the format, after the user's message
+            template = template + "\n\n" + load_prompt("reasoning_example").text.replace("{", "{{").replace("}", "}}")
+            source += " + " + PROMPTS["reasoning_example"].file
         system = getattr(cfg, "system_prompt", None)
         system = SYSTEM_PROMPT if system is None else (system or None)
-        return cls(template, system, str(path) if path else DEFAULT_TEMPLATE_FILE, int(getattr(cfg, "max_steps", 5)),
+        return cls(template, system, source, int(getattr(cfg, "max_steps", 5)),
                    str(getattr(cfg, "attention_layout", "chat")))
 
     @property
@@ -210,12 +216,16 @@ def build_attention_prompt(tokenizer: Any, question: str, docs: Sequence[Candida
 
 
 def reasoning_replies(generator: Any, tokenizer: Any, records: Sequence[Any], prompt: ReasoningPrompt,
-                      reply_prefix: str, max_new_tokens: int) -> list[str]:
+                      reply_prefix: str, max_new_tokens: int) -> list[Generated]:
     """The teacher's reply to each record (``question``, ``docs``): the reasoning prompt + `reply_prefix` generated
-    by `generator` (``generate(prompts, max_new_tokens)``), the prefix kept as the start of the reply."""
+    by `generator` (`purecover.models.generation.generate_detailed`), the prefix kept as the start of the reply.
+    Generation stops once the reply holds a closed answer line (`purecover.teacher.parsing.answer_closed`; the HF
+    backend), and each reply says whether it ended by itself (``finished``) or at `max_new_tokens`."""
     prompts = [extend_prompt(build_reasoning_prompt(tokenizer, r.question, r.docs, prompt)[0], reply_prefix)
                for r in records]
-    return [reply_prefix + out for out in generator.generate(prompts, max_new_tokens)]
+    outs = generate_detailed(generator, prompts, max_new_tokens,
+                             stop_when=lambda text: answer_closed(reply_prefix + text))
+    return [Generated(reply_prefix + out.text, out.finished) for out in outs]
 
 
 def canonical_reply(steps: Sequence[str], answer: str) -> tuple[str, list[tuple[int, int]], tuple[int, int]]:

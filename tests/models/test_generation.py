@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from purecover.data.samples import sample_data_dir
-from purecover.models.generation import HFGenerator, VLLMGenerator, make_generator
+from purecover.models.generation import (
+    Generated,
+    HFGenerator,
+    VLLMGenerator,
+    generate_detailed,
+    make_generator,
+)
 
 PROMPTS = [
     "Hi",
@@ -125,6 +131,41 @@ def test_token_probabilities_match_manual_softmax(tiny):
         assert sum(row) < 1.0  # under the full distribution, not renormalised over the candidates
 
 
+def test_detailed_generation_says_the_token_limit_was_reached(tiny, alone):
+    """Without a stop, a random tiny model runs to max_new_tokens: the same texts, none finished by itself."""
+    model, tok = tiny
+    out = HFGenerator(model, tok, batch_size=2).generate_detailed(PROMPTS, max_new_tokens=8)
+    assert [g.text for g in out] == alone
+    assert all(g.finished is False for g in out)
+
+
+def test_stop_when_ends_each_row_where_it_holds(tiny, alone):
+    """A stop predicate ends a row as soon as it holds for the row's text so far (batched: the other rows go on);
+    the stopped rows count as finished and are prefixes of their unstopped continuations."""
+    model, tok = tiny
+    full = HFGenerator(model, tok, batch_size=1).generate(PROMPTS, max_new_tokens=12)
+    target = full[1][: max(1, len(full[1]) // 3)]  # stop row 1 early, once its text starts like this
+
+    def stop_when(text: str) -> bool:
+        return text.startswith(target)
+
+    out = HFGenerator(model, tok, batch_size=8).generate_detailed(PROMPTS, 12, stop_when=stop_when)
+    assert out[1].finished is True and out[1].text.startswith(target) and len(out[1].text) < len(full[1])
+    assert full[1].startswith(out[1].text)
+    for i, g in enumerate(out):
+        if i != 1 and not full[i].startswith(target):
+            assert (g.text, g.finished) == (full[i], False)  # the other rows are untouched
+
+
+def test_generate_detailed_on_a_backend_without_it():
+    """A custom backend with only ``generate``: its texts, ``finished`` unknown."""
+    class Plain:
+        def generate(self, prompts, max_new_tokens):
+            return [p.upper() for p in prompts]
+
+    assert generate_detailed(Plain(), ["a", "b"], 4) == [Generated("A", None), Generated("B", None)]
+
+
 # ---------------------------------------------------------------------------- vLLM adapter with a fake module
 
 
@@ -138,8 +179,9 @@ class FakeSamplingParams:
         self.kwargs = kwargs
 
 
-def _output(text: str, logprobs):
-    return types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text, logprobs=logprobs)])
+def _output(text: str, logprobs, finish_reason=None):
+    return types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text, logprobs=logprobs,
+                                                                finish_reason=finish_reason)])
 
 
 BOS = "<bos>"
@@ -181,6 +223,7 @@ def fake_vllm(monkeypatch, bos_tok):
     """
     mod = types.ModuleType("vllm")
     mod.instances = []
+    mod.finish_reasons = []  # what the next outputs report (vLLM: "stop" or "length"), then None
 
     class FakeLLM:
         def __init__(self, **kwargs) -> None:
@@ -203,7 +246,8 @@ def fake_vllm(monkeypatch, bos_tok):
                 if params.kwargs.get("max_tokens") == 1 and "allowed_token_ids" in params.kwargs:
                     out.append(_output("", self.logprobs_for.get(ids, [])))
                 else:
-                    out.append(_output("<" + bos_tok.decode(list(ids)) + ">", None))
+                    out.append(_output("<" + bos_tok.decode(list(ids)) + ">", None,
+                                       mod.finish_reasons.pop(0) if mod.finish_reasons else None))
             return out
 
     mod.LLM = FakeLLM
@@ -353,3 +397,13 @@ def test_make_generator_vllm_forwards_options(fake_vllm):
     kwargs = fake_vllm.instances[0].kwargs
     assert (kwargs["model"], kwargs["tensor_parallel_size"], kwargs["dtype"], kwargs["seed"],
             kwargs["trust_remote_code"]) == (str(Path("/m")), 2, "float16", 3, True)
+
+
+def test_vllm_detailed_generation_reads_the_finish_reason(fake_vllm):
+    """``length`` (the token limit) is not finished, ``stop`` is, and so is a text the stop predicate accepts;
+    an output without a finish reason says nothing (None)."""
+    gen = VLLMGenerator("/models/teacher")
+    fake_vllm.finish_reasons[:] = ["length", "stop", "length"]
+    out = gen.generate_detailed(["a", "b", "c d", "a b"], 8, stop_when=lambda text: "c" in text)
+    assert [g.finished for g in out] == [False, True, True, None]
+    assert [g.text for g in out] == gen.generate(["a", "b", "c d", "a b"], 8)

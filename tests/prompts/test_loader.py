@@ -162,6 +162,9 @@ def test_effective_prompt_follows_the_recipe(tmp_path):
     assert effective_prompt("reasoning", recipe)[0] == load_prompt("reasoning").text
     text, where = effective_prompt("reasoning_system", load_recipe(None, ["teacher.system_prompt=Be {brief}."]))
     assert text == "Be {brief}." and "teacher.system_prompt" in where  # the recipe's text is used as is
+    text, where = effective_prompt("reasoning", load_recipe(None, ["teacher.format_example=true"]))
+    assert text == load_prompt("reasoning").text + "\n\n" + load_prompt("reasoning_example").text
+    assert "reasoning_example.txt (teacher.format_example)" in where
 
 
 def test_validate_recipe_checks_every_prompt_file(tmp_path):

@@ -82,11 +82,11 @@ def generation_prompts(monkeypatch) -> list[str]:
     from purecover.models import generation
 
     seen: list[str] = []
-    original = generation.HFGenerator.generate
+    original = generation.HFGenerator.generate_detailed
 
-    def spy(self, prompts, max_new_tokens):
+    def spy(self, prompts, max_new_tokens, stop_when=None):
         seen.extend(prompts)
-        return original(self, prompts, max_new_tokens)
+        return original(self, prompts, max_new_tokens, stop_when)
 
-    monkeypatch.setattr(generation.HFGenerator, "generate", spy)
+    monkeypatch.setattr(generation.HFGenerator, "generate_detailed", spy)
     return seen

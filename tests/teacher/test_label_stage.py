@@ -284,3 +284,10 @@ def test_reply_prefix_starts_every_reply(tmp_path, demo_candidates, tiny_teacher
     replies = [rec["reply"] for rec in labels(run)]
     assert len(replies) == 6 and all(r.startswith("[Step 1]:") for r in replies)
     assert all(rec["status"] != "error" for rec in labels(run))
+    # a reply parse that fell back says why (reply_issue), and the summary counts the issues
+    for rec in labels(run):
+        assert ("reply_parse" in rec["fallback_reasons"]) == ("reply_issue" in rec)
+        assert rec.get("reply_issue") in (None, "empty", "language", "no_steps", "unclosed")
+    diag = json.loads((run / "label.run.json").read_text())["summary"]
+    assert diag["replies"] == 6
+    assert sum(diag["reply_issues"].values()) == sum("reply_issue" in rec for rec in labels(run))

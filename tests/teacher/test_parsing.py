@@ -151,19 +151,20 @@ def test_sentence_fallback_keeps_at_most_max_steps():
     assert r.status == "fallback"
 
 
-def test_no_answer_uses_the_last_step():
+def test_no_answer_line_takes_the_last_step_as_the_answer():
+    """Steps without an [Answer] line are the reply's own steps (status ok); the rule used is in the reason."""
     r = parse_reply("[Step 1]: one\n[Step 2]: the Mirren", Q)
     assert r.steps == ["one", "the Mirren"]
     assert r.answer == "the Mirren"
-    assert r.status == "fallback"
+    assert (r.status, r.code, r.form, r.usable) == ("ok", None, "steps", True)
     assert r.reason is not None and "no [Answer]" in r.reason
     assert "no [Step N]" not in r.reason
 
 
-def test_empty_answer_marker_at_end_falls_back_to_last_step():
+def test_empty_answer_marker_at_end_takes_the_last_step():
     r = parse_reply("[Step 1]: one\n[Answer]:\n\n", Q)
     assert r.answer == "one"
-    assert r.status == "fallback"
+    assert r.status == "ok"
     assert "no [Answer]" in r.reason
 
 
@@ -171,7 +172,7 @@ def test_no_markers_at_all_uses_both_fallbacks():
     r = parse_reply("The sky is blue. Grass is green.", Q)
     assert r.steps == ["The sky is blue.", "Grass is green."]
     assert r.answer == "Grass is green."
-    assert r.status == "fallback"
+    assert (r.status, r.code, r.form, r.usable) == ("fallback", "no_steps", "sentences", False)
     assert "no [Step N] lines" in r.reason and "no [Answer]" in r.reason
 
 
@@ -222,8 +223,95 @@ def test_too_many_steps_and_no_answer():
     r = parse_reply(reply, Q, max_steps=2)
     assert r.steps == ["s1", "s2"]
     assert r.answer == "s2"  # the last *kept* step
-    assert r.status == "fallback"
+    assert r.status == "ok"
     assert "4 steps" in r.reason and "no [Answer]" in r.reason
+
+
+# ---------------------------------------------------------------------------- tolerant forms (small teachers)
+
+
+def test_numbered_list_is_read_as_steps():
+    reply = "Let me think.\n1. Ada Brill was born in Tollbridge.\n2) The Mirren flows through Tollbridge.\n[Answer]: Mirren"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["Ada Brill was born in Tollbridge.", "The Mirren flows through Tollbridge."]
+    assert (r.answer, r.status, r.code, r.form, r.usable) == ("Mirren", "ok", None, "numbered", True)
+    assert "numbered list" in r.reason
+
+
+def test_code_fences_and_numbered_step_markers():
+    reply = "```\n1. **Step 1:** Ada was born in Tollbridge.\n2. **Step 2:** The Mirren flows there.\n```\nAnswer: Mirren"
+    r = parse_reply(reply, Q)
+    assert r.steps == ["Ada was born in Tollbridge.", "The Mirren flows there."]
+    assert (r.answer, r.form, r.status, r.reason) == ("Mirren", "steps", "ok", None)
+
+
+def test_numbered_lines_are_not_steps_when_step_markers_exist():
+    r = parse_reply("1. a preamble line\n[Step 1]: Ada was born in Tollbridge.\n[Answer]: Mirren", Q)
+    assert r.steps == ["Ada was born in Tollbridge."]
+    assert r.form == "steps"
+
+
+def test_answer_marker_at_the_end_of_a_step_line():
+    r = parse_reply("[Step 1]: Ada was born in Tollbridge.\n[Step 2]: The Mirren flows there. [Answer]: Mirren\nMore.",
+                    Q)
+    assert r.steps == ["Ada was born in Tollbridge.", "The Mirren flows there."]
+    assert (r.answer, r.status, r.reason) == ("Mirren", "ok", None)
+
+
+def test_answer_clause_inside_the_last_step():
+    r = parse_reply("[Step 1]: Ada was born in Tollbridge.\n[Step 2]: So the answer is the Mirren.", Q)
+    assert r.answer == "the Mirren"
+    assert r.steps[-1] == "So the answer is the Mirren."  # the step keeps its text
+    assert r.status == "ok" and "'the answer is' clause" in r.reason
+
+
+def test_unclosed_reply_drops_its_cut_off_step():
+    reply = "[Step 1]: Ada was born in Tollbridge.\n[Step 2]: The Mirren flows through Toll"
+    r = parse_reply(reply, Q, finished=False)
+    assert r.steps == ["Ada was born in Tollbridge."]
+    assert r.answer == "Ada was born in Tollbridge."
+    assert (r.status, r.code, r.usable) == ("fallback", "unclosed", True)
+    assert "token limit" in r.reason
+    # the same text, finished by itself: both steps, no fallback
+    done = parse_reply(reply, Q, finished=True)
+    assert len(done.steps) == 2 and done.status == "ok"
+
+
+def test_unclosed_reply_with_an_answer_line_is_not_a_fallback():
+    r = parse_reply("[Step 1]: Ada was born in Tollbridge.\n[Answer]: Mirren", Q, finished=False)
+    assert (r.status, r.code) == ("ok", None)
+
+
+def test_unclosed_single_step_is_kept():
+    r = parse_reply("[Step 1]: Ada was born in Toll", Q, finished=False)
+    assert r.steps == ["Ada was born in Toll"]
+    assert r.code == "unclosed"
+
+
+def test_reply_in_another_language_falls_back_to_the_question():
+    reply = "[Step 1]: 艾达·布里尔出生在托尔布里奇。\n[Step 2]: 米伦河流经托尔布里奇。\n[Answer]: 米伦河"
+    r = parse_reply(reply, Q)
+    assert r.steps == [Q]
+    assert (r.answer, r.status, r.code, r.form, r.usable) == ("", "fallback", "language", "question", False)
+    assert "another language" in r.reason
+
+
+def test_a_foreign_name_in_an_english_step_is_not_another_language():
+    r = parse_reply("[Step 1]: The Mirren (米伦河) flows through Tollbridge, where Ada was born.\n[Answer]: Mirren", Q)
+    assert (r.status, r.code) == ("ok", None)
+
+
+def test_a_question_in_another_script_accepts_replies_in_it():
+    q = "艾达·布里尔出生的城镇有哪条河流经？"
+    r = parse_reply("[Step 1]: 艾达·布里尔出生在托尔布里奇。\n[Answer]: 米伦河", q)
+    assert (r.status, r.code) == ("ok", None)
+
+
+@pytest.mark.parametrize(("reply", "code"), [("", "empty"), ("  *** \n", "empty"), ("[Step 1]:\n[Answer]:", "empty"),
+                                             ("[Answer]: Paris", "no_steps"), ("The sky is blue.", "no_steps")])
+def test_each_fallback_has_its_code(reply, code):
+    r = parse_reply(reply, Q, finished=True)
+    assert (r.status, r.code, r.usable) == ("fallback", code, False)
 
 
 # ---------------------------------------------------------------------------- properties

@@ -6,12 +6,15 @@ import itertools
 
 import pytest
 
+from purecover.models.generation import Generated
 from purecover.records import CandidateDoc
 from purecover.teacher.prompts import (
+    ReasoningPrompt,
     build_reasoning_prompt,
     build_teacher_sequence,
     canonical_reply,
     char_span_to_tokens,
+    reasoning_replies,
     template_key,
 )
 
@@ -81,3 +84,47 @@ def test_char_span_to_tokens_edges():
     assert char_span_to_tokens(offsets, (9, 9)) == (3, 3)  # empty span: empty token range
     with pytest.raises(ValueError, match="covers no token"):
         char_span_to_tokens(offsets, (12, 15))
+
+
+def test_format_example_is_added_after_the_prompt_and_recorded(tok):
+    """teacher.format_example: our worked example closes the user message (after the question), the document
+    spans stay where they were, and the recorded wording (file name, hash) says it was used."""
+    from types import SimpleNamespace
+
+    plain = ReasoningPrompt.from_config(SimpleNamespace(format_example=False))
+    example = ReasoningPrompt.from_config(SimpleNamespace(format_example=True))
+    p0, s0 = build_reasoning_prompt(tok, "Q?", DOCS, plain)
+    p1, s1 = build_reasoning_prompt(tok, "Q?", DOCS, example)
+    assert s1 == s0 and p1[: s1[-1][1]] == p0[: s0[-1][1]]
+    user = p1[p1.index("Question: Q?"):]
+    assert "[Step 1]: The Silent Harbour was written by Mara Olen." in user and "[Answer]: Norland" in user
+    assert "Silent Harbour" not in p0
+    assert example.record().file == "reasoning.txt + reasoning_example.txt" and plain.record().file == "reasoning.txt"
+    assert example.sha256 != plain.sha256
+
+
+class _Recording:
+    """A backend that replies with fixed texts and keeps the stop predicate it was given."""
+
+    def __init__(self, texts):
+        self.texts, self.stop_when = texts, None
+
+    def generate_detailed(self, prompts, max_new_tokens, stop_when=None):
+        self.stop_when = stop_when
+        return [Generated(t, False) for t in self.texts[: len(prompts)]]
+
+
+def test_reasoning_replies_keep_the_prefix_and_stop_at_a_closed_answer(tok):
+    from types import SimpleNamespace
+
+    backend = _Recording([" Ada was born in Tollbridge.\n[Answer]: Mirren\n"])
+    record = SimpleNamespace(question="Which river?", docs=DOCS)
+    (reply,) = reasoning_replies(backend, tok, [record], ReasoningPrompt.default(), "[Step 1]:", 64)
+    assert reply == Generated("[Step 1]: Ada was born in Tollbridge.\n[Answer]: Mirren\n", False)
+    stop = backend.stop_when  # judged on prefix + text: the prefix's step marker counts
+    assert stop(" Ada was born in Tollbridge.\n[Answer]: Mirren\n")
+    assert not stop(" Ada was born in Tollbridge.\n[Answer]: Mir")  # the answer line is still growing
+    assert not stop(" Ada was born in Tollbridge.\n[Answer]:\n")  # the answer comes on the next line
+    assert stop(" Ada was born in Tollbridge.\n[Answer]:\nMirren\n")
+    assert stop(" Ada was born in Tollbridge. [Answer]: Mirren\n")
+    assert not stop(" Answer the question step by step.\n")

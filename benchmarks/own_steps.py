@@ -1,0 +1,271 @@
+"""Labels without gold: a Qwen2.5-Coder teacher writes its own reasoning steps (issue 54). (JSON)
+
+    python benchmarks/own_steps.py [--dataset hotpotqa] [--teacher qwen2.5-coder-0.5b-instruct]
+                                   [--parts parse,labels] [--dev 16] [--questions 24] [--draws 0,1,2]
+                                   [--layers full_attention] [--variant NAME] [--lancer-draws 0]
+                                   [--work build/own_steps] [--out benchmarks/results/own_steps.json]
+    python benchmarks/own_steps.py --rows-only --out benchmarks/results/own_steps.json
+
+The questions: the real sample files of `FILES` (as answers.py), split by the real_models benchmark's split
+(`splits_of`, seed 0: about 60 % train, 20 % calibration, 20 % test). Development questions are the first
+``--dev`` calibration questions (by qid); the reported questions are test questions, drawn at random
+(``--questions`` of them per draw, `draw_questions`). Every run is the label stage of the dataset's real_cpu recipe
+(`label_run`: data, calibrate, label, through purecover's own functions) with the teacher (``teacher.model``),
+``teacher.estimator: attention`` and ``--layers`` (the teacher's layers chosen on calibration questions by
+benchmarks/teacher_layers.py; `full_attention`: all of them).
+
+Parts
+  parse   Each reply format of `VARIANTS` (the prompt's worked example, the reply prefix, the token limit) on the
+          development questions: the share of replies whose steps are usable (`ParsedReply.usable`: the reply's own
+          step lines or numbered list), the fallbacks by code (empty, language, no_steps, unclosed), the seconds a
+          question (reply + attention capture, 2 cores). The variant with the most usable replies (then the fastest)
+          is chosen for the labels part (``--variant`` names one instead).
+  labels  On the union of the draws' test questions, labelled once per source (a label depends on its question
+          only; the position bias is the fixed procedure's, measured once per run): ``own_steps`` (the chosen
+          variant), ``oracle_steps`` (the dataset's gold decomposition drives the same teacher's attention) and,
+          on the questions of ``--lancer-draws``, ``own_steps_lancer`` (own steps fused with the same teacher's
+          LANCER sub-question ratings). Per draw: label precision / recall / F1 against the gold passages and mean
+          |S| of each source, retrieval top-2 and top-|S| on the same questions, own steps' usable-reply rate and
+          fallbacks by code; per source, seconds a question.
+
+Targets (issue 54): own steps' usable replies >= 90 % on the test questions; own-step label F1 above retrieval top-2
+at each draw (rows per draw, mean and worst).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchlib import harness
+from benchlib.harness import log, seed_rows
+from benchlib.readout_runs import FILES
+from benchlib.real_runs import ROOT, mean, read_jsonl, set_figures, splits_of
+from benchlib.rows import Rows, above, at_least, machine_info, now
+
+TEACHER = "qwen2.5-coder-0.5b-instruct"
+# Reply formats tried on development questions (issue 54, item 1): our reasoning prompt as it is, with the reply
+# started on a step marker, with our worked example of the format, and both; 160 new tokens (5 brief steps and an
+# answer fit in about 120) and 256 for the last.
+VARIANTS: dict[str, list[str]] = {
+    "plain": ["teacher.max_new_tokens=160"],
+    "prefix": ["teacher.reply_prefix='[Step 1]:'", "teacher.max_new_tokens=160"],
+    "example": ["teacher.format_example=true", "teacher.max_new_tokens=160"],
+    "example_prefix": ["teacher.format_example=true", "teacher.reply_prefix='[Step 1]:'",
+                       "teacher.max_new_tokens=160"],
+    "example_prefix_256": ["teacher.format_example=true", "teacher.reply_prefix='[Step 1]:'",
+                           "teacher.max_new_tokens=256"],
+}
+USABLE_TARGET = at_least(0.9)
+LANCER = ["teacher.lancer.enabled=true"]
+
+
+def recipe(dataset: str, run: Path, extra: Sequence[str]) -> Any:
+    """The dataset's real_cpu recipe on every real sample question of `FILES` (a ``data.path`` list), the split's
+    settings of real_models, and `extra`."""
+    from purecover.config import load_recipe
+    from purecover.data.samples import sample_data_dir
+
+    samples = sample_data_dir()
+    if samples is None:
+        raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
+    paths = "[" + ",".join(str(samples / f) for f in FILES[dataset]) + "]"
+    return load_recipe(ROOT / "configs" / "recipes" / "real_cpu" / f"{dataset}.yaml",
+                       [f"run_dir={run}", f"data.path={paths}", "data.sample=null", "student.eval_fraction=0.4",
+                        "student.calibration_share=0.5", *extra])
+
+
+def question_pool(dataset: str, work: Path) -> tuple[dict[str, dict], dict[str, str]]:
+    """The dataset's candidates (qid -> candidate record) and their split (`splits_of`), from one data stage."""
+    from purecover.data.data_stage import run_data_stage
+
+    probe = recipe(dataset, work / dataset / "pool", [])
+    run_data_stage(probe, show_progress=False)
+    cands = {c["qid"]: c for c in read_jsonl(probe.run_path / "candidates.jsonl")}
+    return cands, splits_of(list(cands))
+
+
+def draw_questions(test: Sequence[str], n: int, draw: int) -> list[str]:
+    """`n` of the test qids `test` (sorted first), drawn with `random.Random(draw)`; all of them when fewer."""
+    pool = sorted(test)
+    return sorted(random.Random(draw).sample(pool, min(n, len(pool))))
+
+
+def label_run(dataset: str, run: Path, extra: Sequence[str], qids: Sequence[str]) -> dict[str, Any]:
+    """Data, calibrate and label stages for the questions `qids` in `run` (resumed when done already): the labels
+    (qid -> record) and the stage's seconds a question."""
+    from purecover.data.data_stage import run_data_stage
+    from purecover.teacher.calibrate_stage import run_calibrate_stage
+    from purecover.teacher.label_stage import run_label_stage
+    from purecover.utils.io import write_jsonl_atomic
+
+    r = recipe(dataset, run, extra)
+    run_data_stage(r, show_progress=False)
+    cands = read_jsonl(run / "candidates.jsonl")
+    keep = set(qids)
+    if {c["qid"] for c in cands} != keep:
+        write_jsonl_atomic(run / "candidates.jsonl", [c for c in cands if c["qid"] in keep])
+        (run / "data.run.json").unlink(missing_ok=True)  # not the data stage's output any more
+    if r.teacher.calibrate:
+        run_calibrate_stage(r, show_progress=False)
+    run_label_stage(r, show_progress=False)
+    manifest = json.loads((run / "label.run.json").read_text())
+    labels = {x["qid"]: x for x in read_jsonl(run / "labels.jsonl")}
+    # the stage's own start and end (a resumed stage: its last, resumed part only)
+    seconds = (dt.datetime.fromisoformat(manifest["finished"]) - dt.datetime.fromisoformat(manifest["started"])
+               ).total_seconds()
+    return {"labels": labels, "seconds_per_question": round(float(seconds) / max(len(labels), 1), 2),
+            "layers": (manifest.get("summary") or {}).get("layers")}
+
+
+def reply_figures(labels: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
+    """Usable-reply rate and fallbacks by code (``reply_issue``) over `qids`."""
+    issues = Counter(labels[q].get("reply_issue") or "none" for q in qids)
+    usable = sum(labels[q].get("reply_issue") in (None, "unclosed") for q in qids)
+    return {"replies": len(qids), "usable_rate": round(usable / len(qids), 4) if qids else None,
+            "issues": dict(sorted(issues.items()))}
+
+
+def label_figures(labels: dict[str, dict], cands: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
+    """`set_figures` of the labels' selected sets over `qids` (retrieval top-2 and top-|S| beside them)."""
+    chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in labels[q].get("selected") or []] for q in qids}
+    fig = set_figures(chosen, cands, qids)
+    fig["fallback_rate"] = mean([float(labels[q].get("status") == "fallback") for q in qids])
+    return fig
+
+
+def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int) -> dict[str, Any]:
+    cands, split = question_pool(dataset, work)
+    qids = sorted(q for q, s in split.items() if s == "calib" and cands[q]["gold_doc_ids"])[:dev]
+    out: dict[str, Any] = {"dev_questions": qids, "variants": {}}
+    for name, overrides in VARIANTS.items():
+        extra = [f"teacher.model={teacher}", "teacher.steps=model", f"teacher.layers={layers}", *overrides]
+        got = label_run(dataset, work / dataset / teacher / f"dev-{name}", extra, qids)
+        fig = reply_figures(got["labels"], qids)
+        fig.update(seconds_per_question=got["seconds_per_question"], overrides=overrides,
+                   label_f1=label_figures(got["labels"], cands, qids)["f1"])
+        out["variants"][name] = fig
+        log(f"{dataset} {teacher} {name}: usable {fig['usable_rate']} {fig['issues']}, "
+            f"{fig['seconds_per_question']} s a question")
+    out["chosen"] = max(out["variants"], key=lambda n: (out["variants"][n]["usable_rate"] or 0.0,
+                                                       -out["variants"][n]["seconds_per_question"]))
+    return out
+
+
+def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, n: int, draws: Sequence[int],
+                lancer_draws: Sequence[int]) -> dict[str, Any]:
+    cands, split = question_pool(dataset, work)
+    test = [q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"]]
+    drawn = {d: draw_questions(test, n, d) for d in draws}
+    union = sorted({q for qs in drawn.values() for q in qs})
+    base = [f"teacher.model={teacher}", f"teacher.layers={layers}"]
+    sources = {"own_steps": ([*base, "teacher.steps=model", *VARIANTS[variant]], union),
+               "oracle_steps": ([*base, "teacher.steps=oracle"], union)}
+    lancer_qids = sorted({q for d in lancer_draws if d in drawn for q in drawn[d]})
+    if lancer_qids:
+        sources["own_steps_lancer"] = ([*base, "teacher.steps=model", *VARIANTS[variant], *LANCER], lancer_qids)
+    out: dict[str, Any] = {"variant": variant, "questions_per_draw": n, "draws": {}, "sources": {}}
+    runs = {}
+    for source, (extra, qids) in sources.items():
+        runs[source] = label_run(dataset, work / dataset / teacher / source, extra, qids)
+        out["sources"][source] = {"overrides": extra, "questions": len(qids),
+                                  "seconds_per_question": runs[source]["seconds_per_question"],
+                                  "layers": runs[source]["layers"]}
+    for d, qids in drawn.items():
+        per: dict[str, Any] = {"questions": qids}
+        for source, got in runs.items():
+            if set(qids) <= set(got["labels"]):
+                per[source] = label_figures(got["labels"], cands, qids)
+        per["own_steps_replies"] = reply_figures(runs["own_steps"]["labels"], qids)
+        out["draws"][str(d)] = per
+        log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']} (usable "
+            f"{per['own_steps_replies']['usable_rate']}), oracle {per['oracle_steps']['f1']}, retrieval top-2 "
+            f"{per['own_steps']['retrieval_top2_f1']}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    table = Rows(result)
+    for key, part in sorted(result.get("parse", {}).items()):
+        for name, fig in part["variants"].items():
+            chosen = " (chosen)" if name == part["chosen"] else ""
+            table.add(f"own_steps.{key}.dev_usable_rate", fig["usable_rate"], "share", variant=name + chosen,
+                      note=f"{fig['replies']} development (calibration) questions; fallbacks {fig['issues']}; "
+                           f"{fig['seconds_per_question']} s a question on 2 cores")
+    for key, part in sorted(result.get("labels", {}).items()):
+        draws = {int(d): r for d, r in part["draws"].items()}
+        name = f"own_steps.{key}"
+        seed_rows(table, f"{name}.usable_rate", {d: r["own_steps_replies"]["usable_rate"] for d, r in draws.items()},
+                  "share", USABLE_TARGET, variant=part["variant"],
+                  note="test questions of each draw whose reply gives usable steps")
+        seed_rows(table, f"{name}.own_minus_retrieval_top2_f1",
+                  {d: round(r["own_steps"]["f1"] - r["own_steps"]["retrieval_top2_f1"], 4) for d, r in draws.items()},
+                  "F1", above(0.0), note="own-step label F1 minus retrieval top-2's on the same test questions")
+        for source in ("own_steps", "oracle_steps", "own_steps_lancer"):
+            values = {d: (r.get(source) or {}).get("f1") for d, r in draws.items()}
+            if any(v is not None for v in values.values()):
+                seed_rows(table, f"{name}.label_f1", {d: v for d, v in values.items() if v is not None}, "F1",
+                          variant=source)
+        seed_rows(table, f"{name}.label_f1", {d: r["own_steps"]["retrieval_top2_f1"] for d, r in draws.items()},
+                  "F1", variant="retrieval_top2")
+        for source, fig in part["sources"].items():
+            table.add(f"{name}.seconds_per_question", fig["seconds_per_question"], "s", variant=source,
+                      note=f"{fig['seconds_per_question']} s/question: the label stage over {fig['questions']} "
+                           "questions on 2 cores")
+    return table.rows
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "own_steps.json")
+    parser.add_argument("--dataset", default="hotpotqa", choices=sorted(FILES))
+    parser.add_argument("--teacher", default=TEACHER)
+    parser.add_argument("--parts", default="parse,labels",
+                        type=lambda t: harness.name_list(t, ("parse", "labels"), "parts"))
+    parser.add_argument("--dev", type=int, default=16, help="development questions of the parse part")
+    parser.add_argument("--questions", type=int, default=24, help="test questions per draw")
+    parser.add_argument("--draws", type=harness.seed_list, default=[0, 1, 2])
+    parser.add_argument("--lancer-draws", type=harness.seed_list, default=[0])
+    parser.add_argument("--layers", default="full_attention", help="teacher.layers (default: %(default)s)")
+    parser.add_argument("--variant", default=None, choices=sorted(VARIANTS),
+                        help="the reply format of the labels part (default: the parse part's choice)")
+    parser.add_argument("--work", default=str(ROOT / "build" / "own_steps"))
+    args = harness.parse(parser, argv)
+    if (status := harness.stored(args, rows)) is not None:
+        return status
+    from purecover.utils.provenance import package_versions
+
+    work = Path(args.work)
+    key = f"{args.dataset}.{args.teacher}"
+    previous = harness.load(args.out) or {}
+    result: dict[str, Any] = {"date": now(), "machine": machine_info(),
+                              "parse": dict(previous.get("parse") or {}), "labels": dict(previous.get("labels") or {}),
+                              "commands": [*(previous.get("commands") or []), " ".join(sys.argv)]}
+    if "parse" in args.parts:
+        result["parse"][key] = {**parse_part(args.dataset, args.teacher, args.layers, work, args.dev),
+                                "layers": args.layers}
+        harness.write(args.out, {**result, "versions": package_versions()}, rows)
+    if "labels" in args.parts:
+        variant = args.variant or (result["parse"].get(key) or {}).get("chosen")
+        if variant is None:
+            raise SystemExit(f"no reply format chosen for {key}: run the parse part first, or name --variant")
+        result["labels"][key] = {**labels_part(args.dataset, args.teacher, args.layers, variant, work,
+                                               args.questions, args.draws, args.lancer_draws), "layers": args.layers}
+        harness.write(args.out, {**result, "versions": package_versions()}, rows)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""benchmarks/own_steps.py's own logic, without a teacher: the draws of test questions, the reply and label figures
+from label records, the chosen reply format, and the rows with their targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_benchmarks_summary import _load
+
+bench = _load("own_steps")
+
+
+def test_draws_are_seeded_subsets_of_the_test_questions():
+    test = [f"q{i}" for i in range(40)]
+    a, b = bench.draw_questions(test, 10, 0), bench.draw_questions(list(reversed(test)), 10, 0)
+    assert a == b and len(a) == 10 and set(a) <= set(test)  # the order given does not matter
+    assert bench.draw_questions(test, 10, 1) != a
+    assert bench.draw_questions(test[:5], 10, 0) == sorted(test[:5])  # fewer than asked: all of them
+
+
+def _cands():
+    docs = [{"doc_id": f"d{k}"} for k in range(5)]
+    return {"q1": {"docs": docs, "gold_doc_ids": ["d1", "d3"]}, "q2": {"docs": docs, "gold_doc_ids": ["d0", "d1"]}}
+
+
+def test_reply_and_label_figures_from_records():
+    labels = {"q1": {"selected": [1, 3], "status": "ok"},
+              "q2": {"selected": [0], "status": "fallback", "reply_issue": "no_steps"},
+              "q3": {"selected": [2], "status": "fallback", "reply_issue": "unclosed"}}
+    fig = bench.reply_figures(labels, ["q1", "q2", "q3"])
+    assert fig["usable_rate"] == pytest.approx(2 / 3, abs=1e-4)  # unclosed replies keep their own steps
+    assert fig["issues"] == {"no_steps": 1, "none": 1, "unclosed": 1}
+    lab = bench.label_figures(labels, _cands(), ["q1", "q2"])
+    assert lab["f1"] == pytest.approx((1.0 + 2 / 3) / 2, abs=1e-4)  # q1 exact; q2 P 1, R 1/2
+    assert lab["retrieval_top2_f1"] == pytest.approx((0.5 + 1.0) / 2)
+    assert lab["fallback_rate"] == 0.5
+
+
+def _draw(own: float, top2: float, usable: float) -> dict:
+    fig = {"f1": own, "retrieval_top2_f1": top2}
+    return {"own_steps": fig, "oracle_steps": {"f1": own + 0.1, "retrieval_top2_f1": top2},
+            "own_steps_replies": {"usable_rate": usable, "issues": {}}}
+
+
+def test_rows_carry_the_targets_per_draw_and_over_draws():
+    result = {"machine": {"cpus": 2},
+              "parse": {"hotpotqa.qwen": {"chosen": "example", "variants": {
+                  "plain": {"usable_rate": 0.5, "replies": 16, "issues": {"no_steps": 8}, "seconds_per_question": 9},
+                  "example": {"usable_rate": 1.0, "replies": 16, "issues": {}, "seconds_per_question": 8}}}},
+              "labels": {"hotpotqa.qwen": {"variant": "example", "draws": {"0": _draw(0.7, 0.6, 0.95),
+                                                                          "1": _draw(0.55, 0.6, 0.85)},
+                                           "sources": {"own_steps": {"seconds_per_question": 9.5, "questions": 40}}}}}
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    assert rows[("own_steps.hotpotqa.qwen.dev_usable_rate", "example (chosen)", None)]["value"] == 1.0
+    usable = rows[("own_steps.hotpotqa.qwen.usable_rate", "example", 0)]
+    assert usable["target"] == ">= 0.9" and usable["met"] is True
+    assert rows[("own_steps.hotpotqa.qwen.usable_rate_worst", "example", None)]["met"] is False  # 0.85
+    gap = rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1", None, 0)]
+    assert gap["value"] == pytest.approx(0.1) and gap["met"] is True
+    assert rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1_worst", None, None)]["met"] is False
+    assert rows[("own_steps.hotpotqa.qwen.label_f1", "oracle_steps", 1)]["value"] == pytest.approx(0.65)
+    assert rows[("own_steps.hotpotqa.qwen.label_f1", "retrieval_top2", 0)]["value"] == 0.6
+    assert rows[("own_steps.hotpotqa.qwen.seconds_per_question", "own_steps", None)]["value"] == 9.5
+
+
+def test_every_variant_is_a_valid_recipe_override():
+    """Each reply format loads as --set overrides of the real_cpu recipe (no sample data needed to check keys)."""
+    from purecover.config import load_recipe
+
+    for name, overrides in bench.VARIANTS.items():
+        recipe = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml",
+                             ["teacher.steps=model", *overrides])
+        assert recipe.teacher.max_new_tokens in (160, 256), name
+        assert recipe.teacher.format_example == ("example" in name), name
+        assert recipe.teacher.reply_prefix == ("[Step 1]:" if "prefix" in name else ""), name
