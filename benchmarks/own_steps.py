@@ -1,7 +1,8 @@
 """Labels without gold: a Qwen2.5-Coder teacher writes its own reasoning steps (issue 54). (JSON)
 
     python benchmarks/own_steps.py [--dataset hotpotqa] [--teacher qwen2.5-coder-0.5b-instruct]
-                                   [--parts parse,labels] [--dev 16] [--questions 24] [--draws 0,1,2]
+                                   [--parts parse,labels] [--variants plain,prefix,...] [--dev 16]
+                                   [--questions 24] [--draws 0,1,2]
                                    [--layers full_attention] [--variant NAME] [--lancer-draws 0]
                                    [--work build/own_steps] [--out benchmarks/results/own_steps.json]
     python benchmarks/own_steps.py --rows-only --out benchmarks/results/own_steps.json
@@ -140,11 +141,13 @@ def label_figures(labels: dict[str, dict], cands: dict[str, dict], qids: Sequenc
     return fig
 
 
-def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int) -> dict[str, Any]:
+def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
+               variants: Sequence[str] = tuple(VARIANTS)) -> dict[str, Any]:
     cands, split = question_pool(dataset, work)
     qids = sorted(q for q, s in split.items() if s == "calib" and cands[q]["gold_doc_ids"])[:dev]
     out: dict[str, Any] = {"dev_questions": qids, "variants": {}}
-    for name, overrides in VARIANTS.items():
+    for name in variants:
+        overrides = VARIANTS[name]
         extra = [f"teacher.model={teacher}", "teacher.steps=model", f"teacher.layers={layers}", *overrides]
         got = label_run(dataset, work / dataset / teacher / f"dev-{name}", extra, qids)
         fig = reply_figures(got["labels"], qids)
@@ -238,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=harness.seed_list, default=[0, 1, 2])
     parser.add_argument("--lancer-draws", type=harness.seed_list, default=[0])
     parser.add_argument("--layers", default="full_attention", help="teacher.layers (default: %(default)s)")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        type=lambda t: harness.name_list(t, tuple(VARIANTS), "variants"),
+                        help="the reply formats the parse part tries (default: %(default)s)")
     parser.add_argument("--variant", default=None, choices=sorted(VARIANTS),
                         help="the reply format of the labels part (default: the parse part's choice)")
     parser.add_argument("--work", default=str(ROOT / "build" / "own_steps"))
@@ -253,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "parse": dict(previous.get("parse") or {}), "labels": dict(previous.get("labels") or {}),
                               "commands": [*(previous.get("commands") or []), " ".join(sys.argv)]}
     if "parse" in args.parts:
-        result["parse"][key] = {**parse_part(args.dataset, args.teacher, args.layers, work, args.dev),
+        result["parse"][key] = {**parse_part(args.dataset, args.teacher, args.layers, work, args.dev, args.variants),
                                 "layers": args.layers}
         harness.write(args.out, {**result, "versions": package_versions()}, rows)
     if "labels" in args.parts:

@@ -47,7 +47,7 @@ _TRAILING_ANSWER = re.compile(r"\[\s*(?:final\s+)?answer\s*\]\s*[:\-–—]?", r
 _NUMBERED = re.compile(r"^\**\s*(\d{1,2})\s*[.)]\**\s+(\S.*)$")
 # "the answer is X" inside the last step (no answer line)
 _ANSWER_CLAUSE = re.compile(r"\b(?:the\s+)?(?:final\s+)?answer\s+(?:is|was|would\s+be)\s*:?\s*(.+)$", re.IGNORECASE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+|\n+")  # an initial ("W. McElroy") ends no sentence
 FOREIGN_SHARE = 0.5  # a reply whose letters are more than this share in another script is in another language
 MIN_LETTERS = 12  # fewer letters than this: too little text to judge the language
 

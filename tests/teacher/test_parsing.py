@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -131,6 +133,11 @@ def test_words_starting_like_markers_are_not_markers():
 
 
 # ---------------------------------------------------------------------------- fallbacks
+
+
+def test_an_initial_does_not_end_a_sentence():
+    r = parse_reply("Robert W. McElroy writes for America. It is a weekly.", Q)
+    assert r.steps == ["Robert W. McElroy writes for America.", "It is a weekly."]
 
 
 def test_no_step_markers_uses_sentences():
@@ -371,3 +378,46 @@ def test_canonical_round_trip(steps, answer, max_steps):
     assert r.answer == " ".join(answer.split())
     assert r.status == "ok"
     assert (r.reason is None) == (len(steps) <= max_steps)
+
+
+# ---------------------------------------------------------------------------- real replies (saved)
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "teacher_replies_qwen.jsonl"
+# Replies of Qwen2.5-Coder-0.5B-Instruct to HotpotQA development questions (benchmarks/own_steps.py's parse part:
+# `plain` is our prompt as it is, `prefix` the reply started on "[Step 1]:"; 160 new tokens), and what parsing them
+# gives: (code, form, number of steps, answer or None when not checked, first step or None).
+EXPECTED = {
+    # one sentence without a marker ("Robert W. McElroy": an initial does not end a sentence)
+    ("plain", "5a76b56d554299373536017b"): ("no_steps", "sentences", 1, None, None),
+    ("plain", "5a7625e8554299109176e66a"): ("no_steps", "sentences", 1, None, None),  # the question echoed
+    # the prompt's instructions echoed as steps: the form parses (a limit of parsing: content is the labels' job)
+    ("plain", "5a72cee45542991f9a20c5a2"): (None, "steps", 5, None, "Read the first document"),
+    ("prefix", "5a7625e8554299109176e66a"): (None, "steps", 3, "1865",
+                                             "The King who made the 1925 Birthday Honours was George V."),
+    ("prefix", "5a7574e25542996c70cfaf01"): (None, "steps", 5, "Ibn Arabi was born first.", None),
+    ("prefix", "5a7605f85542994ccc91868d"): ("unclosed", "steps", 5, None, "Battle of Hürtgen Forest"),  # a loop
+    ("prefix", "5a73a7c755429978a71e9068"): ("unclosed", "steps", 2, None, None),  # its cut-off step 3 dropped
+}
+
+
+def _saved_replies() -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
+
+
+def test_saved_real_replies_are_the_expected_ones():
+    assert {(r["variant"], r["qid"]) for r in _saved_replies()} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("saved", _saved_replies(), ids=lambda r: f"{r['variant']}-{r['qid'][:8]}")
+def test_real_reply_shapes(saved):
+    code, form, n_steps, answer, first = EXPECTED[(saved["variant"], saved["qid"])]
+    r = parse_reply(saved["reply"], saved["question"], 5, finished=saved["finished"])
+    assert (r.code, r.form, len(r.steps)) == (code, form, n_steps)
+    assert r.usable == (form in ("steps", "numbered"))
+    assert (r.status == "ok") == (code is None)
+    if answer is not None:
+        assert r.answer == answer
+    if first is not None:
+        assert r.steps[0] == first
