@@ -38,7 +38,7 @@ from ..config import Recipe
 from ..contract import StageRun
 from ..data.data_stage import read_candidate_records
 from ..data.gold_check import oracle_steps_error
-from ..models.generation import Generated
+from ..models.generated import Generated
 from ..records import (
     CandidateRecord,
     LabelRecord,

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..data.passage import passage_text
 from ..models.chat import bos_prefix, render_chat
-from ..models.generation import Generated, generate_detailed
+from ..models.generated import Generated, generate_detailed
 from ..models.prompt_tokens import PromptText, encode_prompt, extend_prompt
 from ..prompts import PROMPTS, check_template_text, load_prompt
 from ..records import CandidateDoc, PromptWording
