@@ -125,6 +125,23 @@ def label_run(dataset: str, run: Path, extra: Sequence[str], qids: Sequence[str]
             "layers": (manifest.get("summary") or {}).get("layers")}
 
 
+def reparsed(run: Path, cands: dict[str, dict], overrides: Sequence[str], max_steps: int = 5) -> dict[str, dict]:
+    """qid -> {"reply_issue": ...} of the run's stored replies (label_shards/replies.*.jsonl, with ``finished``)
+    parsed again by today's parser with the prompt's worked example when the run showed one: the figures follow the
+    parser, not the one the labels were made with (the labels' own ``reply_issue`` is what they were made from)."""
+    from purecover.prompts import load_prompt
+    from purecover.teacher.parsing import parse_reply
+
+    example = load_prompt("reasoning_example").text if "teacher.format_example=true" in overrides else None
+    out = {}
+    for path in sorted((run / "label_shards").glob("replies.*.jsonl")):
+        for r in read_jsonl(path):
+            parsed = parse_reply(r["reply"], cands[r["qid"]]["question"], max_steps, finished=r.get("finished"),
+                                 example=example)
+            out[r["qid"]] = {"reply_issue": parsed.code}
+    return out
+
+
 def reply_figures(labels: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
     """Usable-reply rate and fallbacks by code (``reply_issue``) over `qids`."""
     issues = Counter(labels[q].get("reply_issue") or "none" for q in qids)
@@ -149,8 +166,9 @@ def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
     for name in variants:
         overrides = VARIANTS[name]
         extra = [f"teacher.model={teacher}", "teacher.steps=model", f"teacher.layers={layers}", *overrides]
-        got = label_run(dataset, work / dataset / teacher / f"dev-{name}", extra, qids)
-        fig = reply_figures(got["labels"], qids)
+        run = work / dataset / teacher / f"dev-{name}"
+        got = label_run(dataset, run, extra, qids)
+        fig = reply_figures(reparsed(run, cands, overrides), qids)
         fig.update(seconds_per_question=got["seconds_per_question"], overrides=overrides,
                    label_f1=label_figures(got["labels"], cands, qids)["f1"])
         out["variants"][name] = fig
@@ -185,7 +203,8 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
         for source, got in runs.items():
             if set(qids) <= set(got["labels"]):
                 per[source] = label_figures(got["labels"], cands, qids)
-        per["own_steps_replies"] = reply_figures(runs["own_steps"]["labels"], qids)
+        per["own_steps_replies"] = reply_figures(
+            reparsed(work / dataset / teacher / "own_steps", cands, VARIANTS[variant]), qids)
         out["draws"][str(d)] = per
         log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']} (usable "
             f"{per['own_steps_replies']['usable_rate']}), oracle {per['oracle_steps']['f1']}, retrieval top-2 "

@@ -179,10 +179,10 @@ class LabelRecord(_Written):
     similarity: StoredSimilarity | None = Field(default=None, description="The cosine similarities (embedding "
                                                                           "estimator), at stored precision.")
     reply: str | None = Field(default=None, description="The teacher's reply (teacher.steps: model).")
-    reply_issue: Literal["empty", "language", "no_steps", "unclosed"] | None = Field(
+    reply_issue: Literal["empty", "language", "copied", "no_steps", "unclosed"] | None = Field(
         default=None, description="Why the reply's parse fell back (teacher.steps: model; written only then): empty, "
-        "language (another script than the question's), no_steps (no step lines), unclosed (the token limit came "
-        "before an answer line; its steps are kept).")
+        "language (another script than the question's), copied (the prompt's worked example copied), no_steps (no "
+        "step lines), unclosed (the token limit came before an answer line; its steps are kept).")
     ratings: list[list[int | float]] | None = Field(default=None, description="LANCER ratings 0-5, one row per "
                                                                               "candidate, one column per "
                                                                               "sub-question.")

@@ -124,7 +124,7 @@ def _model_steps(cfg: Any, generator: Any, tokenizer: Any, prompt: ReasoningProm
     prefix, max_new_tokens and reply parser."""
     def steps_of(records: Sequence[CandidateRecord]) -> list[ParsedReply]:
         replies = reasoning_replies(generator, tokenizer, records, prompt, cfg.reply_prefix, cfg.max_new_tokens)
-        return [parse_reply(reply.text, r.question, cfg.max_steps, finished=reply.finished)
+        return [parse_reply(reply.text, r.question, cfg.max_steps, finished=reply.finished, example=prompt.example)
                 for r, reply in zip(records, replies)]
 
     return steps_of

@@ -200,7 +200,8 @@ class _Labeler:
                                    "no oracle steps for this question: used the question as the only step")
             return ParsedReply(steps, answer)
         reply = replies.get(rec.qid, Generated("", None))
-        return parse_reply(reply.text, rec.question, self.cfg.max_steps, finished=reply.finished)
+        return parse_reply(reply.text, rec.question, self.cfg.max_steps, finished=reply.finished,
+                           example=self.prompt.example)
 
     def capture_attention(self, batch: Sequence[CandidateRecord], parsed: Sequence[ParsedReply]
                           ) -> list[SegmentAttention]:

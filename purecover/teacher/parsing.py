@@ -19,6 +19,8 @@ by code, `REPLY_ISSUES`):
 * ``empty``: nothing but blanks and punctuation → the question is the only step, the answer empty;
 * ``language``: the reply's letters are mostly in another script than the question's (e.g. a reply in Chinese to
   an English question) → the question is the only step;
+* ``copied``: most steps are sentences of the prompt's worked example (``example``; small models copy it) → the
+  question is the only step;
 * ``no_steps``: no step lines → the reply's sentences (up to `max_steps`) become the steps (form ``sentences``),
   or, when only an answer was given, the question is the only step (form ``question``);
 * ``unclosed``: the reply reached the token limit (``finished=False``) before an answer line → its complete steps
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 
 __all__ = ["REPLY_ISSUES", "ParsedReply", "answer_closed", "foreign_share", "parse_reply"]
 
-REPLY_ISSUES = ("empty", "language", "no_steps", "unclosed")
+REPLY_ISSUES = ("empty", "language", "copied", "no_steps", "unclosed")
 
 _STEP = re.compile(r"^[\W_]*(?:\d{1,2}[.)][\W_]*)?step\s*(\d+)\s*[\]\)\*]*\s*(?:[:.\-–—]+\s*)?\**\s*(.*)$",
                    re.IGNORECASE)
@@ -144,9 +146,19 @@ def _scan(lines: list[str], marker: re.Pattern[str]) -> tuple[list[str], str | N
     return [s for s in steps if s], answer, before, seen
 
 
-def parse_reply(reply: str, question: str, max_steps: int = 5, finished: bool | None = None) -> ParsedReply:
+def _copied(steps: list[str], example: str | None) -> bool:
+    """Whether most of `steps` are found, word for word (case and spacing aside), in the worked `example`."""
+    if not example:
+        return False
+    text = _clean(example).casefold()
+    return 2 * sum(_clean(s).casefold() in text for s in steps) > len(steps)
+
+
+def parse_reply(reply: str, question: str, max_steps: int = 5, finished: bool | None = None,
+                example: str | None = None) -> ParsedReply:
     """Steps and answer of one reply (the rules: the module docstring). `finished`: whether the reply ended by
-    itself (end of sequence or a stop) rather than at the token limit; None: not known (taken as finished)."""
+    itself (end of sequence or a stop) rather than at the token limit; None: not known (taken as finished).
+    `example`: the worked example of the format the prompt showed (``teacher.format_example``), None: none."""
     question_step = [_clean(question)]
     if not re.sub(r"[\W_]+", "", reply):
         return ParsedReply(question_step, "", "fallback", "empty reply: used the question as the only step",
@@ -175,6 +187,9 @@ def parse_reply(reply: str, question: str, max_steps: int = 5, finished: bool | 
         return ParsedReply(question_step, "", "fallback",
                            f"reply in another language ({share:.0%} of its letters in another script than the "
                            "question's): used the question as the only step", "language", "question")
+    if form in ("steps", "numbered") and _copied(steps, example):
+        return ParsedReply(question_step, "", "fallback", "the reply copies the prompt's worked example: used the "
+                           "question as the only step", "copied", "question")
     if form == "numbered":
         notes.append("steps from a numbered list (no [Step N] markers)")
     if answer is None and finished is False and not seen:

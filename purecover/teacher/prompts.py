@@ -96,6 +96,7 @@ class ReasoningPrompt:
     source: str = DEFAULT_TEMPLATE_FILE
     max_steps: int = 5
     attention_layout: str = "chat"
+    example: str | None = None  # the worked example of the format appended to `template` (format_example), if any
 
     def __post_init__(self) -> None:
         check_reasoning_template(self.template, self.source)
@@ -115,13 +116,15 @@ class ReasoningPrompt:
         path = getattr(cfg, "prompt_file", None)
         template = load_reasoning_template(path) if path else _default_template()
         source = str(path) if path else DEFAULT_TEMPLATE_FILE
+        example = None
         if getattr(cfg, "format_example", False):  # our worked example of the format, after the user's message
-            template = template + "\n\n" + load_prompt("reasoning_example").text.replace("{", "{{").replace("}", "}}")
+            example = load_prompt("reasoning_example").text
+            template = template + "\n\n" + example.replace("{", "{{").replace("}", "}}")
             source += " + " + PROMPTS["reasoning_example"].file
         system = getattr(cfg, "system_prompt", None)
         system = SYSTEM_PROMPT if system is None else (system or None)
         return cls(template, system, source, int(getattr(cfg, "max_steps", 5)),
-                   str(getattr(cfg, "attention_layout", "chat")))
+                   str(getattr(cfg, "attention_layout", "chat")), example)
 
     @property
     def sha256(self) -> str:

@@ -295,6 +295,18 @@ def test_unclosed_single_step_is_kept():
     assert r.code == "unclosed"
 
 
+def test_a_copied_worked_example_falls_back_to_the_question():
+    example = "An example:\n[Step 1]: The Silent Harbour was written by Mara Olen.\n[Answer]: Norland"
+    copied = "[Step 1]: The Silent Harbour was written by  Mara Olen.\n[Step 2]: Ada was born in Tollbridge.\n" \
+             "[Step 3]: the silent harbour was written by mara olen.\n[Answer]: Norland"
+    r = parse_reply(copied, Q, example=example)
+    assert (r.steps, r.answer, r.code, r.usable) == ([Q], "", "copied", False)
+    own = "[Step 1]: Ada was born in Tollbridge.\n[Step 2]: The Mirren flows there.\n[Step 3]: Mara Olen was not.\n" \
+          "[Answer]: Mirren"
+    assert parse_reply(own, Q, example=example).code is None  # a minority of copied words is not a copy
+    assert parse_reply(copied, Q).code is None  # without the example, nothing to compare with
+
+
 def test_reply_in_another_language_falls_back_to_the_question():
     reply = "[Step 1]: 艾达·布里尔出生在托尔布里奇。\n[Step 2]: 米伦河流经托尔布里奇。\n[Answer]: 米伦河"
     r = parse_reply(reply, Q)
@@ -384,7 +396,8 @@ def test_canonical_round_trip(steps, answer, max_steps):
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "teacher_replies_qwen.jsonl"
 # Replies of Qwen2.5-Coder-0.5B-Instruct to HotpotQA development questions (benchmarks/own_steps.py's parse part:
-# `plain` is our prompt as it is, `prefix` the reply started on "[Step 1]:"; 160 new tokens), and what parsing them
+# `plain` is our prompt as it is, `prefix` the reply started on "[Step 1]:", `example` with our worked example of the
+# format after the question; 160 new tokens), and what parsing them
 # gives: (code, form, number of steps, answer or None when not checked, first step or None).
 EXPECTED = {
     # one sentence without a marker ("Robert W. McElroy": an initial does not end a sentence)
@@ -397,6 +410,8 @@ EXPECTED = {
     ("prefix", "5a7574e25542996c70cfaf01"): (None, "steps", 5, "Ibn Arabi was born first.", None),
     ("prefix", "5a7605f85542994ccc91868d"): ("unclosed", "steps", 5, None, "Battle of Hürtgen Forest"),  # a loop
     ("prefix", "5a73a7c755429978a71e9068"): ("unclosed", "steps", 2, None, None),  # its cut-off step 3 dropped
+    # `example` (teacher.format_example): the worked example copied word for word, as every one of the 12 was
+    ("example", "5a714dea5542994082a3e7a9"): ("copied", "question", 1, "", None),
 }
 
 
@@ -413,7 +428,10 @@ def test_saved_real_replies_are_the_expected_ones():
 @pytest.mark.parametrize("saved", _saved_replies(), ids=lambda r: f"{r['variant']}-{r['qid'][:8]}")
 def test_real_reply_shapes(saved):
     code, form, n_steps, answer, first = EXPECTED[(saved["variant"], saved["qid"])]
-    r = parse_reply(saved["reply"], saved["question"], 5, finished=saved["finished"])
+    from purecover.prompts import load_prompt
+
+    example = load_prompt("reasoning_example").text if saved["variant"].startswith("example") else None
+    r = parse_reply(saved["reply"], saved["question"], 5, finished=saved["finished"], example=example)
     assert (r.code, r.form, len(r.steps)) == (code, form, n_steps)
     assert r.usable == (form in ("steps", "numbered"))
     assert (r.status == "ok") == (code is None)
