@@ -19,7 +19,7 @@ by code, `REPLY_ISSUES`):
 * ``empty``: nothing but blanks and punctuation → the question is the only step, the answer empty;
 * ``language``: the reply's letters are mostly in another script than the question's (e.g. a reply in Chinese to
   an English question) → the question is the only step;
-* ``copied``: most steps are sentences of the prompt's worked example (``example``; small models copy it) → the
+* ``copied``: half of the steps or more are sentences of the prompt's worked example (``example``; small models copy it) → the
   question is the only step;
 * ``no_steps``: no step lines → the reply's sentences (up to `max_steps`) become the steps (form ``sentences``),
   or, when only an answer was given, the question is the only step (form ``question``);
@@ -147,11 +147,11 @@ def _scan(lines: list[str], marker: re.Pattern[str]) -> tuple[list[str], str | N
 
 
 def _copied(steps: list[str], example: str | None) -> bool:
-    """Whether most of `steps` are found, word for word (case and spacing aside), in the worked `example`."""
+    """Whether half of `steps` or more are found, word for word (case and spacing aside), in the worked `example`."""
     if not example:
         return False
     text = _clean(example).casefold()
-    return 2 * sum(_clean(s).casefold() in text for s in steps) > len(steps)
+    return 2 * sum(_clean(s).casefold() in text for s in steps) >= len(steps)
 
 
 def parse_reply(reply: str, question: str, max_steps: int = 5, finished: bool | None = None,
