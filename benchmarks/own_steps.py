@@ -46,7 +46,7 @@ from typing import Any
 
 from benchlib import harness
 from benchlib.harness import log, seed_rows
-from benchlib.readout_runs import FILES
+from benchlib.readout_runs import FILES, load
 from benchlib.real_runs import ROOT, mean, read_jsonl, set_figures, splits_of
 from benchlib.rows import Rows, above, at_least, machine_info, now
 
@@ -68,18 +68,9 @@ LANCER = ["teacher.lancer.enabled=true"]
 
 
 def recipe(dataset: str, run: Path, extra: Sequence[str]) -> Any:
-    """The dataset's real_cpu recipe on every real sample question of `FILES` (a ``data.path`` list), the split's
-    settings of real_models, and `extra`."""
-    from purecover.config import load_recipe
-    from purecover.data.samples import sample_data_dir
-
-    samples = sample_data_dir()
-    if samples is None:
-        raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
-    paths = "[" + ",".join(str(samples / f) for f in FILES[dataset]) + "]"
-    return load_recipe(ROOT / "configs" / "recipes" / "real_cpu" / f"{dataset}.yaml",
-                       [f"run_dir={run}", f"data.path={paths}", "data.sample=null", "student.eval_fraction=0.4",
-                        "student.calibration_share=0.5", *extra])
+    """The dataset's real_cpu recipe on every real sample question of `FILES` (readout_runs' `load`: one
+    ``data.path`` list), the teacher's attention read (not the oracle proxy's embedding), then `extra`."""
+    return load(dataset, run, ["teacher.estimator=attention", *extra])
 
 
 def question_pool(dataset: str, work: Path) -> tuple[dict[str, dict], dict[str, str]]:
@@ -122,22 +113,23 @@ def label_run(dataset: str, run: Path, extra: Sequence[str], qids: Sequence[str]
     seconds = (dt.datetime.fromisoformat(manifest["finished"]) - dt.datetime.fromisoformat(manifest["started"])
                ).total_seconds()
     return {"labels": labels, "seconds_per_question": round(float(seconds) / max(len(labels), 1), 2),
-            "layers": (manifest.get("summary") or {}).get("layers")}
+            "layers": (manifest.get("summary") or {}).get("layers"), "recipe": r}
 
 
-def reparsed(run: Path, cands: dict[str, dict], overrides: Sequence[str], max_steps: int = 5) -> dict[str, dict]:
-    """qid -> {"reply_issue": ...} of the run's stored replies (label_shards/replies.*.jsonl, with ``finished``)
-    parsed again by today's parser with the prompt's worked example when the run showed one: the figures follow the
-    parser, not the one the labels were made with (the labels' own ``reply_issue`` is what they were made from)."""
+def reparsed(run: Any, cands: dict[str, dict]) -> dict[str, dict]:
+    """qid -> {"reply_issue": ...} of the stored replies (label_shards/replies.*.jsonl, with ``finished``) of the
+    label run whose recipe is `run`, parsed again by today's parser with the run's ``teacher.max_steps`` and its
+    worked example when it showed one: the figures follow the parser, not the one the labels were made with (the
+    labels' own ``reply_issue`` is what they were made from)."""
     from purecover.prompts import load_prompt
     from purecover.teacher.parsing import parse_reply
 
-    example = load_prompt("reasoning_example").text if "teacher.format_example=true" in overrides else None
+    example = load_prompt("reasoning_example").text if run.teacher.format_example else None
     out = {}
-    for path in sorted((run / "label_shards").glob("replies.*.jsonl")):
+    for path in sorted((run.run_path / "label_shards").glob("replies.*.jsonl")):
         for r in read_jsonl(path):
-            parsed = parse_reply(r["reply"], cands[r["qid"]]["question"], max_steps, finished=r.get("finished"),
-                                 example=example)
+            parsed = parse_reply(r["reply"], cands[r["qid"]]["question"], run.teacher.max_steps,
+                                 finished=r.get("finished"), example=example)
             out[r["qid"]] = {"reply_issue": parsed.code}
     return out
 
@@ -168,7 +160,7 @@ def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
         extra = [f"teacher.model={teacher}", "teacher.steps=model", f"teacher.layers={layers}", *overrides]
         run = work / dataset / teacher / f"dev-{name}"
         got = label_run(dataset, run, extra, qids)
-        fig = reply_figures(reparsed(run, cands, overrides), qids)
+        fig = reply_figures(reparsed(got["recipe"], cands), qids)
         fig.update(seconds_per_question=got["seconds_per_question"], overrides=overrides,
                    label_f1=label_figures(got["labels"], cands, qids)["f1"])
         out["variants"][name] = fig
@@ -204,7 +196,7 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
             if set(qids) <= set(got["labels"]):
                 per[source] = label_figures(got["labels"], cands, qids)
         per["own_steps_replies"] = reply_figures(
-            reparsed(work / dataset / teacher / "own_steps", cands, VARIANTS[variant]), qids)
+            reparsed(runs["own_steps"]["recipe"], cands), qids)
         out["draws"][str(d)] = per
         log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']} (usable "
             f"{per['own_steps_replies']['usable_rate']}), oracle {per['oracle_steps']['f1']}, retrieval top-2 "

@@ -73,3 +73,27 @@ def test_every_variant_is_a_valid_recipe_override():
         assert recipe.teacher.max_new_tokens in (160, 256), name
         assert recipe.teacher.format_example == ("example" in name), name
         assert recipe.teacher.reply_prefix == ("[Step 1]:" if "prefix" in name else ""), name
+
+
+def test_stored_replies_are_parsed_again_with_the_runs_settings(tmp_path):
+    """`reparsed` reads the label run's reply shards and judges them by that run's recipe: a reply that copies the
+    worked example is `copied` only in a run that showed the example; an unfinished reply is `unclosed`."""
+    import json
+
+    from purecover.config import load_recipe
+
+    copy = ("[Step 1]: The Silent Harbour was written by Mara Olen.\n"
+            "[Step 2]: Mara Olen was born in Valdis, a city in Norland.\n[Answer]: Norland")
+    cut = "[Step 1]: Paris is in France.\n[Step 2]: The river there"
+    cands = {"q1": {"question": "Where was the author born?"}, "q2": {"question": "Which river flows there?"}}
+    for example, expected in ((True, "copied"), (False, None)):
+        run = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml",
+                          [f"run_dir={tmp_path / str(example)}", "teacher.steps=model",
+                           f"teacher.format_example={str(example).lower()}"])
+        shards = run.run_path / "label_shards"
+        shards.mkdir(parents=True)
+        (shards / "replies.00000.jsonl").write_text(
+            json.dumps({"qid": "q1", "reply": copy, "finished": True}) + "\n"
+            + json.dumps({"qid": "q2", "reply": cut, "finished": False}) + "\n")
+        got = bench.reparsed(run, cands)
+        assert got == {"q1": {"reply_issue": expected}, "q2": {"reply_issue": "unclosed"}}, example
