@@ -200,8 +200,10 @@ def estimate_stages(recipe: Recipe, stages: list[str]) -> list[StageEstimate]:
         size = "" if model is None else f" (measured with {model})" if own in REFERENCE else \
             f" x {millions:,.{0 if millions >= 10 else 2}f}M/135M parameters"
         noun = "examples" if stage == "train" else "questions"
+        upper = " (at most: questions with oracle steps take less, teacher.steps auto)" \
+            if stage == "label" and recipe.teacher.steps == "auto" and recipe.teacher.estimator != "embedding" else ""
         out.append(StageEstimate(stage, seconds, f"{questions:,.0f} {noun} x {per_q:.3g} s{size}"
-                                                 f"{f' x K1 {recipe.data.k1}/10' if k1 != 1 else ''}"))
+                                                 f"{f' x K1 {recipe.data.k1}/10' if k1 != 1 else ''}{upper}"))
     return out
 
 
@@ -237,7 +239,8 @@ def _reference_of(recipe: Recipe, stage: str) -> tuple[str | None, str | None]:
     if stage == "label":
         if t.estimator == "embedding":
             return "label:embedding", None
-        return ("label:model" if t.steps == "model" else "label:attention"), t.model
+        # auto: at most the teacher's own steps for every question (those with oracle steps are faster)
+        return ("label:model" if t.steps in ("model", "auto") else "label:attention"), t.model
     if stage == "train":
         return "train", recipe.student.model
     if stage == "select":

@@ -225,7 +225,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
         runner="purecover.teacher.label_stage:write_labels",
         help="teacher labels: CoT, attention coverage, greedy subset -> run_dir/labels.jsonl",
         description="Read run_dir/candidates.jsonl; get reasoning steps (teacher.steps: model = the teacher's "
-                    "reply, oracle = the dataset's decomposition), estimate step weights e and coverage W "
+                    "reply, oracle = the dataset's decomposition, auto = oracle where a question has it, else the "
+                    "reply), estimate step weights e and coverage W "
                     "(teacher.estimator: attention or embedding), optionally fuse LANCER ratings, and select a "
                     "subset with the coverage-minus-noise greedy. Resumable. For several processes/GPUs use "
                     "`accelerate launch -m purecover.teacher RECIPE [--set ...]` (each rank labels its shard, "

@@ -118,3 +118,15 @@ def test_absurd_sizes_are_unknown_never_an_overflow_or_a_negative_count(tmp_path
                  "--set", f"student.model={huge_tag}"])
     out = capsys.readouterr().out
     assert code == 0 and "unknown: the size of" in out and not re.search(r"\d{12,}h", out)
+
+
+def test_auto_steps_are_estimated_as_the_teachers_own_steps_and_say_it_is_an_upper_bound():
+    over = ["data.sample=100", "data.limit=null"]
+    own = estimate_stages(load_recipe("configs/recipes/real_cpu/hotpotqa.yaml", [*over, "teacher.steps=model"]),
+                          ["label"])[0]
+    auto = estimate_stages(load_recipe("configs/recipes/real_cpu/hotpotqa.yaml", [*over, "teacher.steps=auto"]),
+                           ["label"])[0]
+    oracle = estimate_stages(load_recipe("configs/recipes/real_cpu/hotpotqa.yaml", [*over, "teacher.steps=oracle"]),
+                             ["label"])[0]
+    assert auto.seconds == pytest.approx(own.seconds) and auto.seconds > oracle.seconds
+    assert "at most" in auto.how and "at most" not in own.how

@@ -138,9 +138,10 @@ class TeacherConfig:
 
     model: StrictStr = Field("Qwen/Qwen2.5-32B-Instruct", description="The teacher LLM (Hub id or local directory).")
     backend: Literal["hf", "vllm"] = Field("hf", description="Generation backend of the reasoning replies.")
-    steps: Literal["model", "oracle"] = Field(
-        "model", description="Reasoning steps written by the teacher (model) or taken from the dataset's oracle "
-        "steps (oracle).")
+    steps: Literal["model", "oracle", "auto"] = Field(
+        "model", description="Reasoning steps written by the teacher (model), taken from the dataset's oracle "
+        "steps (oracle), or per question: its oracle steps where it has them, the teacher's own reasoning where it "
+        "has none (auto).")
     estimator: Literal["attention", "embedding", "no_attention"] = Field(
         "attention", description="Source of e and W: attention (both from the teacher's attention), embedding (both "
         "from sentence-embedding cosines, a CPU proxy) or no_attention (the paper's 'w/o attention' ablation: W "

@@ -45,9 +45,8 @@ def gold_problems(recipe: Recipe, questions: int, with_gold: int, with_steps: in
         if with_steps == 0:
             out.append(
                 f"teacher.steps is oracle but none of {where}{questions} questions has oracle steps: every label "
-                "would fall back (no_oracle_steps). Set teacher.steps: model (the teacher writes its own "
-                "reasoning; SmolLM2 on a laptop also needs the reply_prefix and max_new_tokens in the comments of "
-                f"configs/recipes/real_cpu/own_data.yaml), see {GUIDE}.")
+                "would fall back (no_oracle_steps). Set teacher.steps: auto or model (the teacher writes its own "
+                "reasoning, as configs/recipes/real_cpu/own_data.yaml does), see {GUIDE}.")
         else:
             out.append(f"teacher.steps is oracle but {missing} of {where}{questions} questions have no oracle steps: "
                        "their labels fall back (no_oracle_steps)")
@@ -59,8 +58,8 @@ def oracle_steps_error(recipe: Recipe, questions: int, with_steps: int, candidat
     if recipe.teacher.steps != "oracle" or questions == 0 or with_steps > 0:
         return None
     return (f"teacher.steps is oracle but none of the {questions} questions in {candidates} has oracle steps, so "
-            "every label would fall back (no_oracle_steps). Set teacher.steps: model (the teacher writes its own "
-            f"reasoning), or give the questions oracle steps (supporting sentences, 2Wiki evidences, a "
+            "every label would fall back (no_oracle_steps). Set teacher.steps: auto or model (the teacher writes its "
+            f"own reasoning), or give the questions oracle steps (supporting sentences, 2Wiki evidences, a "
             f"decomposition); see {GUIDE}.")
 
 

@@ -26,9 +26,11 @@ from .in_context_calibration import (
     StepsOf,
     calibration_questions,
     in_context_bias,
+    mixed_steps,
     oracle_steps,
     procedure_key,
     row_key,
+    writes_own_steps,
 )
 from .label_record import stored
 from .layers import load_layer_plan, reach_report, sequence_distance
@@ -95,8 +97,10 @@ def write_bias(run: StageRun) -> CalibrateSummary:
             text, spans = build_attention_prompt(tokenizer, record.question, record.docs, prompt)
             return build_teacher_sequence(tokenizer, text, spans, reply.steps, reply.answer)
 
-        generator = None if cfg.steps == "oracle" else teacher_generator(cfg, recipe.seed, tokenizer, lambda: model)
-        steps_of = oracle_steps(cfg.max_steps) if generator is None else _model_steps(cfg, generator, tokenizer, prompt)
+        own = any(writes_own_steps(cfg.steps, r) for r in records)
+        generator = teacher_generator(cfg, recipe.seed, tokenizer, lambda: model) if own else None
+        steps_of = mixed_steps(cfg.steps, oracle_steps(cfg.max_steps),
+                               None if generator is None else _model_steps(cfg, generator, tokenizer, prompt))
         try:
             measured = in_context_bias(model, tokenizer, records, recipe.data.k1, lengths.target, steps_of, build,
                                        list(plan.read), rd.path_of("bias_rows"), row_key(key_string(keys)),

@@ -238,7 +238,8 @@ def fallback_warning(diag: LabelDiagnostics, threshold: float) -> str | None:
                 "(or teacher.steps=oracle where the dataset has decompositions)")
     if reason == "no_oracle_steps":
         return (f"{head} {limit}, most because the dataset has no oracle steps for them (no_oracle_steps): "
-                "use teacher.steps=model, or a dataset with decompositions")
+                "use teacher.steps=auto (the teacher writes the steps of the questions without them) or model, "
+                "or a dataset with decompositions")
     to = " to min_select" if reason == "min_select" else ""
     # A flatter W (higher temperature) lowers every coverage gain and raises the noise term: sharpen it.
     return (f"{head}{to} {limit}: lower teacher.lam or teacher.tau_stop, lower the W temperature for a sharper W "

@@ -33,7 +33,8 @@ from .calibration import dummy_document, read_length_records
 from .parsing import ParsedReply
 
 __all__ = ["GENERIC_PARAGRAPH", "ROWS_FILE", "InContextBias", "StepsOf", "calibration_questions", "in_context_bias",
-           "oracle_steps", "procedure_for", "procedure_key", "row_key", "with_generic_document"]
+           "mixed_steps", "oracle_steps", "procedure_for", "procedure_key", "row_key", "with_generic_document",
+           "writes_own_steps"]
 
 ROWS_FILE = "bias_in_context.jsonl"
 # Our wording of a paragraph that answers no question: plain, true, unconnected statements (the released code
@@ -84,6 +85,24 @@ def with_generic_document(record: CandidateRecord, k: int, tokenizer: Any, n_tok
     docs = list(record.docs)
     docs[k] = generic.model_copy(update={"doc_id": f"generic-{k}"})
     return record.model_copy(update={"docs": docs})
+
+
+def writes_own_steps(steps: str, record: CandidateRecord) -> bool:
+    """Whether the teacher writes `record`'s reasoning steps under ``teacher.steps`` = `steps`: always for model,
+    never for oracle, and for auto when the question has no (non-blank) oracle step."""
+    return steps == "model" or (steps == "auto" and not any(s.strip() for s in record.oracle_steps))
+
+
+def mixed_steps(steps: str, oracle: StepsOf, model: StepsOf | None) -> StepsOf:
+    """`oracle`'s steps for the records whose steps are not the teacher's (`writes_own_steps`), `model`'s for the
+    others (one call each per batch, order kept); `model` None: every record's from `oracle`."""
+    def steps_of(records: Sequence[CandidateRecord]) -> list[ParsedReply]:
+        own = [model is not None and writes_own_steps(steps, r) for r in records]
+        from_model = iter(model([r for r, o in zip(records, own) if o]) if model is not None and any(own) else [])
+        from_oracle = iter(oracle([r for r, o in zip(records, own) if not o]) if not all(own) else [])
+        return [next(from_model) if o else next(from_oracle) for o in own]
+
+    return steps_of
 
 
 def oracle_steps(max_steps: int) -> StepsOf:

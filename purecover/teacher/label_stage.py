@@ -59,7 +59,7 @@ from .capture import SegmentSpec, capture_token_lists
 from .defaults import resolve_params
 from .diagnostics import fallback_warning, label_diagnostics
 from .estimation import SegmentAttention, SimilarityScores, estimate
-from .in_context_calibration import procedure_for
+from .in_context_calibration import procedure_for, writes_own_steps
 from .label_record import lancer_templates, stored, stored_array, teacher_meta
 from .layers import (
     LayerPlan,
@@ -135,7 +135,7 @@ class _Labeler:
 
     # ---- pass 1: generation
     def generate(self, shard: list[CandidateRecord]) -> tuple[dict[str, str], dict[str, LancerShardRecord]]:
-        need_replies = self.cfg.steps == "model"
+        need_replies = any(writes_own_steps(self.cfg.steps, r) for r in shard)
         need_lancer = self.cfg.lancer.enabled
         replies: dict[str, Generated] = {}
         lancer: dict[str, LancerShardRecord] = {}
@@ -143,17 +143,18 @@ class _Labeler:
             return replies, lancer
         generator = None
         with ResumableJsonl(self.shard_file("replies")) as rfile, ResumableJsonl(self.shard_file("lancer")) as lfile:
-            todo_r = [r for r in shard if need_replies and r.qid not in rfile.done]
+            todo_r = [r for r in shard if writes_own_steps(self.cfg.steps, r) and r.qid not in rfile.done]
             todo_l = [r for r in shard if need_lancer and r.qid not in lfile.done]
             if todo_r or todo_l:
                 generator = self._generator()
             bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
-                if need_replies and any(r.qid not in rfile.done for r in batch):
+                own = [r for r in batch if writes_own_steps(self.cfg.steps, r) and r.qid not in rfile.done]
+                if own:
                     # the reply is made to start with teacher.reply_prefix: part of the reply
-                    outs = reasoning_replies(generator, self.tokenizer(), batch, self.prompt, self.cfg.reply_prefix,
+                    outs = reasoning_replies(generator, self.tokenizer(), own, self.prompt, self.cfg.reply_prefix,
                                              self.cfg.max_new_tokens)
-                    for r, out in zip(batch, outs):
+                    for r, out in zip(own, outs):
                         if r.qid not in rfile.done:
                             rfile.write(ReplyShardRecord(qid=r.qid, reply=out.text,
                                                          finished=out.finished).to_json_dict())
@@ -192,7 +193,7 @@ class _Labeler:
 
     # ---- pass 2: estimation and selection
     def steps_for(self, rec: CandidateRecord, replies: dict[str, Generated]) -> ParsedReply:
-        if self.cfg.steps == "oracle":
+        if not writes_own_steps(self.cfg.steps, rec):
             steps = [s for s in rec.oracle_steps if s.strip()][: self.cfg.max_steps]
             answer = (rec.answers or [""])[0]
             if not steps:
@@ -270,7 +271,7 @@ class _Labeler:
             reasons = [x for x in [p.reason, *est.notes] if x]
             codes = []
             if p.status == "fallback":
-                codes.append("no_oracle_steps" if self.cfg.steps == "oracle" else "reply_parse")
+                codes.append("reply_parse" if writes_own_steps(self.cfg.steps, rec) else "no_oracle_steps")
             if bool(result.fallback[i]):
                 codes.append("min_select")
                 reasons.append("no document had a positive gain: kept the best one (min_select)")
@@ -281,7 +282,7 @@ class _Labeler:
                 optional["attention"] = attns[i].to_record()
             if sims[i] is not None:
                 optional["similarity"] = sims[i].to_record()
-            if self.cfg.steps == "model":
+            if writes_own_steps(self.cfg.steps, rec):  # the teacher's own steps: its reply is kept
                 optional["reply"] = replies.get(rec.qid, Generated("", None)).text
                 if p.code is not None:
                     optional["reply_issue"] = p.code

@@ -113,3 +113,30 @@ def test_model_steps_write_a_new_reply_per_replaced_set(tmp_path, demo_candidate
     assert all(p.count(icc.GENERIC_PARAGRAPH[:40]) == 1 for p in seen)
     assert summary.in_context.sequences == 10 and 0 <= summary.in_context.fallback <= 10
     assert json.loads((run / "bias.json").read_text())["keys"]["procedure"].startswith("in_context:steps=model:")
+
+
+def _with_steps(qid: str, steps: list[str]):
+    from purecover.records import CandidateRecord
+
+    return CandidateRecord.model_validate({"qid": qid, "question": f"question {qid}?", "answers": ["a"], "docs": [],
+                                           "gold_doc_ids": [], "oracle_steps": steps})
+
+
+def test_auto_steps_take_oracle_steps_where_a_question_has_them_and_ask_the_teacher_elsewhere():
+    from purecover.teacher.parsing import ParsedReply
+
+    records = [_with_steps("a", ["step one"]), _with_steps("b", []), _with_steps("c", ["  "]),
+               _with_steps("d", ["x", "y"])]
+    assert [icc.writes_own_steps("auto", r) for r in records] == [False, True, True, False]  # blank steps: none
+    assert all(icc.writes_own_steps("model", r) for r in records)
+    assert not any(icc.writes_own_steps("oracle", r) for r in records)
+    asked: list[list[str]] = []
+
+    def model(rs):
+        asked.append([r.qid for r in rs])
+        return [ParsedReply([f"own {r.qid}"], "z") for r in rs]
+
+    got = icc.mixed_steps("auto", icc.oracle_steps(5), model)(records)
+    assert asked == [["b", "c"]]  # one call, only the questions without oracle steps
+    assert [p.steps for p in got] == [["step one"], ["own b"], ["own c"], ["x", "y"]]  # in the records' order
+    assert [p.steps for p in icc.mixed_steps("auto", icc.oracle_steps(5), None)(records[:1])] == [["step one"]]

@@ -291,3 +291,29 @@ def test_reply_prefix_starts_every_reply(tmp_path, demo_candidates, tiny_teacher
     diag = json.loads((run / "label.run.json").read_text())["summary"]
     assert diag["replies"] == 6
     assert sum(diag["reply_issues"].values()) == sum("reply_issue" in rec for rec in labels(run))
+
+
+def test_auto_steps_mix_oracle_steps_and_the_teachers_own(tmp_path, demo_candidates, tiny_teacher_dir,
+                                                          generation_prompts):
+    """teacher.steps: auto labels a question with oracle steps by them (no reply, no generation) and one without by
+    the teacher's own reply (kept, its parse counted): no question falls back for want of oracle steps."""
+    seen = generation_prompts
+    run = fresh_run(tmp_path, demo_candidates)
+    lines = (run / "candidates.jsonl").read_text().splitlines()
+    cands = [json.loads(line) for line in lines]
+    for c in cands[::2]:
+        c["oracle_steps"] = []  # questions 0, 2, 4 have none
+    (run / "candidates.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cands))
+    recipe = make_recipe(run, tiny_teacher_dir, "teacher.steps=auto", "teacher.calibrate=false")
+    summary = run_label_stage(recipe, show_progress=False)
+    assert len(seen) == 3 and all(cands[k]["question"] in p for k, p in zip((0, 2, 4), seen))  # only those asked
+    got = {r["qid"]: r for r in labels(run)}
+    for k, c in enumerate(cands):
+        rec = got[c["qid"]]
+        assert "no_oracle_steps" not in rec["fallback_reasons"]
+        if k % 2:
+            assert "reply" not in rec and rec["steps"] == c["oracle_steps"][:5]
+        else:
+            assert isinstance(rec["reply"], str) and rec["steps"] != c["oracle_steps"]
+        assert rec["teacher"]["steps"] == "auto"
+    assert summary.replies == 3
