@@ -1,8 +1,8 @@
 """Labels without gold: a Qwen2.5-Coder teacher writes its own reasoning steps (issue 54). (JSON)
 
     python benchmarks/own_steps.py [--dataset hotpotqa] [--teacher qwen2.5-coder-0.5b-instruct]
-                                   [--parts parse,labels] [--variants plain,prefix,...] [--dev 16]
-                                   [--questions 24] [--draws 0,1,2]
+                                   [--parts parse,labels,student] [--variants plain,prefix,...] [--dev 16]
+                                   [--questions 24] [--draws 0,1,2] [--seeds 0,1,2]
                                    [--layers full_attention] [--variant NAME] [--lancer-draws 0]
                                    [--work build/own_steps] [--out benchmarks/results/own_steps.json]
     python benchmarks/own_steps.py --rows-only --out benchmarks/results/own_steps.json
@@ -29,8 +29,17 @@ Parts
           |S| of each source, retrieval top-2 and top-|S| on the same questions, own steps' usable-reply rate and
           fallbacks by code; per source, seconds a question.
 
+  student Own-step labels of every question of the pool (the chosen variant; resumable, ``all_own_steps``), then the
+          passage-readout student of benchmarks/student_readout.py (its `STUDENT` settings, its questions and its
+          split at each seed) trained on them at each of ``--seeds`` (the real ``purecover train`` and ``export``
+          commands) and scored on its seed's test questions: support F1, |S| and AUC in retrieval order, beside
+          retrieval top-2 on the same questions and the student trained on oracle-step labels, quoted from
+          benchmarks/results/student_readout.json (the oracle proxy: the dataset's oracle steps + all-MiniLM-L6-v2
+          cosines) only where that row's test questions are these (the same qid digest).
+
 Targets (issue 54): own steps' usable replies >= 90 % on the test questions; own-step label F1 above retrieval top-2
-at each draw (rows per draw, mean and worst).
+at each draw (rows per draw, mean and worst); the student trained on own-step labels above retrieval top-2 at each
+seed.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from typing import Any
 
 from benchlib import harness
 from benchlib.harness import log, seed_rows
-from benchlib.readout_runs import FILES, load
+from benchlib.readout_runs import FILES, load, split_of
 from benchlib.real_runs import ROOT, mean, read_jsonl, set_figures, splits_of
 from benchlib.rows import Rows, above, at_least, machine_info, now
 
@@ -207,6 +216,43 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
     return out
 
 
+def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, seeds: Sequence[int],
+                 reference: dict[str, Any] | None) -> dict[str, Any]:
+    """Own-step labels of the whole pool, then a passage-readout student on them at each seed (module docstring).
+    `reference`: student_readout.json's result (the oracle-step students), or None."""
+    from student_readout import settings
+    from student_readout_parts import student
+
+    cands, _ = question_pool(dataset, work)
+    teacher_set = [f"teacher.model={teacher}", f"teacher.layers={layers}", "teacher.steps=model", *VARIANTS[variant]]
+    source = work / dataset / teacher / "all_own_steps"
+    got = label_run(dataset, source, teacher_set, sorted(cands))
+    out: dict[str, Any] = {"variant": variant, "labels": {
+        "questions": len(got["labels"]), "seconds_per_question": got["seconds_per_question"],
+        "replies": reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
+        "label_f1": label_figures(got["labels"], cands,
+                                  sorted(q for q in got["labels"] if cands[q]["gold_doc_ids"]))["f1"]},
+        "seeds": {}}
+    ref = ((reference or {}).get("datasets") or {}).get(dataset) or {}
+    for seed in seeds:
+        settings_ = [*teacher_set, *settings("passage")]
+        trained = student(dataset, "passage", seed, work / "students", source, settings_, tag="_own_steps")
+        run = work / "students" / dataset / f"passage_own_steps-seed{seed}"
+        split = split_of(run, seed, load(dataset, run, [f"seed={seed}", *settings_]))
+        test = sorted(q for q, part in split.items() if part == "test" and cands[q]["gold_doc_ids"])
+        fig = trained["orders"]["retrieval"]
+        oracle = ((ref.get("students") or {}).get("passage") or {}).get(str(seed)) or {}
+        same = oracle.get("test_qids_sha") == trained["test_qids_sha"]
+        per = {"f1": fig["f1"], "mean_size": fig["mean_size"], "auc": fig["auc"], "questions": trained["questions"],
+               "test_qids_sha": trained["test_qids_sha"], "train_seconds": trained["train"]["seconds"],
+               "retrieval_top2_f1": set_figures({q: [] for q in test}, cands, test)["retrieval_top2_f1"],
+               "oracle_steps_f1": ((oracle.get("orders") or {}).get("retrieval") or {}).get("f1") if same else None}
+        out["seeds"][str(seed)] = per
+        log(f"{dataset} student on own-step labels, seed {seed}: F1 {per['f1']} (|S| {per['mean_size']}); the "
+            f"oracle-step student {per['oracle_steps_f1']}, retrieval top-2 {per['retrieval_top2_f1']}")
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ rows
 
 
@@ -238,6 +284,24 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             table.add(f"{name}.seconds_per_question", fig["seconds_per_question"], "s", variant=source,
                       note=f"{fig['seconds_per_question']} s/question: the label stage over {fig['questions']} "
                            "questions on 2 cores")
+    for key, part in sorted(result.get("student", {}).items()):
+        name, seeds = f"own_steps.{key}", {int(d): r for d, r in part["seeds"].items()}
+        lab = part["labels"]
+        table.add(f"{name}.pool_label_f1", lab["label_f1"], "F1", variant=part["variant"],
+                  note=f"own-step labels of all {lab['questions']} questions the students train on, against the gold "
+                       f"passages; usable replies {lab['replies']['usable_rate']}, "
+                       f"{lab['seconds_per_question']} s/question on 2 cores")
+        seed_rows(table, f"{name}.student_minus_retrieval_top2_f1",
+                  {d: round(r["f1"] - r["retrieval_top2_f1"], 4) for d, r in seeds.items()}, "F1", above(0.0),
+                  note="held-out support F1 of the passage-readout student trained on own-step labels minus "
+                       "retrieval top-2's on the same test questions")
+        for variant, field in (("own_steps", "f1"), ("oracle_steps", "oracle_steps_f1"),
+                               ("retrieval_top2", "retrieval_top2_f1")):
+            values = {d: r.get(field) for d, r in seeds.items() if r.get(field) is not None}
+            if values:
+                seed_rows(table, f"{name}.student_f1", values, "F1", variant=variant,
+                          note=None if variant != "oracle_steps" else "student_readout.json's passage student "
+                          "(oracle-proxy labels) on the same test questions")
     return table.rows
 
 
@@ -249,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", default="hotpotqa", choices=sorted(FILES))
     parser.add_argument("--teacher", default=TEACHER)
     parser.add_argument("--parts", default="parse,labels",
-                        type=lambda t: harness.name_list(t, ("parse", "labels"), "parts"))
+                        type=lambda t: harness.name_list(t, ("parse", "labels", "student"), "parts"))
+    parser.add_argument("--seeds", type=harness.seed_list, default=[0, 1, 2], help="the student part's seeds")
     parser.add_argument("--dev", type=int, default=16, help="development questions of the parse part")
     parser.add_argument("--questions", type=int, default=24, help="test questions per draw")
     parser.add_argument("--draws", type=harness.seed_list, default=[0, 1, 2])
@@ -271,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = harness.load(args.out) or {}
     result: dict[str, Any] = {"date": now(), "machine": machine_info(),
                               "parse": dict(previous.get("parse") or {}), "labels": dict(previous.get("labels") or {}),
+                              "student": dict(previous.get("student") or {}),
                               "commands": [*(previous.get("commands") or []), " ".join(sys.argv)]}
     if "parse" in args.parts:
         result["parse"][key] = {**parse_part(args.dataset, args.teacher, args.layers, work, args.dev, args.variants),
@@ -282,6 +348,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"no reply format chosen for {key}: run the parse part first, or name --variant")
         result["labels"][key] = {**labels_part(args.dataset, args.teacher, args.layers, variant, work,
                                                args.questions, args.draws, args.lancer_draws), "layers": args.layers}
+        harness.write(args.out, {**result, "versions": package_versions()}, rows)
+    if "student" in args.parts:
+        variant = args.variant or (result["parse"].get(key) or {}).get("chosen")
+        if variant is None:
+            raise SystemExit(f"no reply format chosen for {key}: run the parse part first, or name --variant")
+        previous_seeds = ((result["student"].get(key) or {}).get("seeds") or {})
+        got = student_part(args.dataset, args.teacher, args.layers, variant, work, args.seeds,
+                           harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"))
+        got["seeds"] = {**previous_seeds, **got["seeds"]}  # seeds of earlier sessions kept
+        result["student"][key] = {**got, "layers": args.layers}
         harness.write(args.out, {**result, "versions": package_versions()}, rows)
     print(f"wrote {args.out}")
     return 0

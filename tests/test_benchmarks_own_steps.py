@@ -97,3 +97,19 @@ def test_stored_replies_are_parsed_again_with_the_runs_settings(tmp_path):
             + json.dumps({"qid": "q2", "reply": cut, "finished": False}) + "\n")
         got = bench.reparsed(run, cands)
         assert got == {"q1": {"reply_issue": expected}, "q2": {"reply_issue": "unclosed"}}, example
+
+
+def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_student():
+    seeds = {"0": {"f1": 0.70, "retrieval_top2_f1": 0.65, "oracle_steps_f1": 0.75, "mean_size": 2.1},
+             "1": {"f1": 0.60, "retrieval_top2_f1": 0.64, "oracle_steps_f1": None, "mean_size": 2.3}}
+    result = {"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": {
+        "variant": "prefix", "seeds": seeds,
+        "labels": {"questions": 635, "label_f1": 0.5, "seconds_per_question": 20.0,
+                   "replies": {"usable_rate": 0.97}}}}}
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    gap = rows[("own_steps.hotpotqa.qwen.student_minus_retrieval_top2_f1", None, 0)]
+    assert gap["value"] == pytest.approx(0.05) and gap["met"] is True and gap["target"] == "> 0"
+    assert rows[("own_steps.hotpotqa.qwen.student_minus_retrieval_top2_f1_worst", None, None)]["met"] is False
+    assert rows[("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 0)]["value"] == 0.75
+    assert ("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 1) not in rows  # another test split: not quoted
+    assert "20.0 s/question" in rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix", None)]["note"]
