@@ -220,8 +220,7 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
                  reference: dict[str, Any] | None) -> dict[str, Any]:
     """Own-step labels of the whole pool, then a passage-readout student on them at each seed (module docstring).
     `reference`: student_readout.json's result (the oracle-step students), or None."""
-    from student_readout import settings
-    from student_readout_parts import student
+    from benchlib.students import settings, student
 
     cands, _ = question_pool(dataset, work)
     teacher_set = [f"teacher.model={teacher}", f"teacher.layers={layers}", "teacher.steps=model", *VARIANTS[variant]]

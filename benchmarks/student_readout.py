@@ -70,27 +70,14 @@ from benchlib.readout_runs import FILES, LABELS, ROOT, labelled, load, split_of
 from benchlib.readout_runs import check_disjoint as check_disjoint
 from benchlib.real_runs import split_for_seed as split_for_seed
 from benchlib.rows import Rows, above, at_most, machine_info, now
-from student_readout_parts import ORDERS, baselines, overfit, student, timing
-from student_readout_parts import score_orders as score_orders
+from benchlib.students import ORDERS, READOUTS, STUDENT, settings, student
+from benchlib.students import score_orders as score_orders
+from student_readout_parts import baselines, overfit, timing
 
 DATASETS = ("hotpotqa", "2wiki")
-# Training settings shared by both readouts: one pass over the training questions, each shown once in a seeded
-# random order, one question a step; the same loss for both readouts (L_CL + per-passage BCE, no L_LM), so the
-# comparison is of where the scores are read.
-STUDENT = ["student.training.max_steps=-1", "student.training.num_train_epochs=1",
-           "student.training.per_device_train_batch_size=1", "student.training.learning_rate=5e-4",
-           "student.training.warmup_steps=10", "student.training.save_steps=100", "student.lm_weight=0.0",
-           "student.bce_weight=1.0", "student.candidate_shuffles=1"]
-READOUTS = {"passage": ["student.readout=passage"], "identifier": ["student.readout=identifier"],
-            # the passage readout scored by a trained linear head instead of the ' yes' logit (student.passage_score)
-            "passage_head": ["student.readout=passage", "student.passage_score=head"]}
 CURVE_SIZES = (70, 140, 280)  # training questions (and "all": the students part at seed 0)
 CURVE_DATASETS = ("hotpotqa",)
 
-
-def settings(readout: str) -> list[str]:
-    """The recipe overrides of a `readout` student: `STUDENT`, then the readout's own (`READOUTS`)."""
-    return [*STUDENT, *READOUTS[readout]]
 
 
 # ------------------------------------------------------------------------------------------------ rows
