@@ -51,7 +51,7 @@ from benchlib.readout_runs import (
     run_command,
     split_of,
 )
-from benchlib.real_runs import mean, read_jsonl
+from benchlib.real_runs import mean, read_jsonl, support_of
 from benchlib.rows import Rows, at_least, at_most, machine_info, now
 
 from purecover.metrics import prf, ranking_auc
@@ -70,14 +70,6 @@ GROUPS = {"complete": "every gold passage", "partial": "some but not all gold pa
 
 
 # ------------------------------------------------------------------------------------------------ one run
-
-
-def _support(run: Path, method: str, k: str, cands: dict[str, dict]) -> dict[str, Any]:
-    """Support P/R/F1 and mean |S| of a method's sets at budget `k` (its predictions file) against the gold."""
-    rows = read_jsonl(run / "eval" / "predictions" / f"{method}@{k}.jsonl")
-    figs = [(*prf(r["doc_ids"], set(cands[r["qid"]]["gold_doc_ids"])), len(r["doc_ids"])) for r in rows]
-    return {"precision": mean([f[0] for f in figs]), "recall": mean([f[1] for f in figs]),
-            "f1": mean([f[2] for f in figs]), "mean_size": mean([f[3] for f in figs])}
 
 
 def _aucs(run: Path, cands: dict[str, dict], test: Sequence[str]) -> dict[str, float | None]:
@@ -169,7 +161,7 @@ def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, 
     results = {f"{m}@{k}": {key: r.get(key) for key in ("em", "f1", "acc", "mean_k", "prompt_tokens", "select_ms")}
                | {"vs_reference_em": (r.get("vs_reference") or {}).get("em")}
                for m, per_k in metrics["results"].items() for k, r in per_k.items()}
-    support = {m: _support(run, m, k, cands) for m, k in (("retrieval", "2"), ("retrieval", "5"),
+    support = {m: support_of(run, m, k, cands) for m, k in (("retrieval", "2"), ("retrieval", "5"),
                                                           ("student", OWN_SET_K), ("cross_encoder_ft", OWN_SET_K),
                                                           ("teacher", OWN_SET_K), ("icr", "2"))
                if m in metrics["results"]}

@@ -118,6 +118,15 @@ def mean(xs: Sequence[float]) -> float | None:
     return round(float(np.mean(xs)), 4) if len(xs) else None
 
 
+def support_of(run: Path, method: str, k: str | int, cands: dict[str, dict]) -> dict[str, Any]:
+    """Support P/R/F1 against the gold passages and mean |S| of an evaluation's sets of `method` at budget `k`
+    (its ``eval/predictions/<method>@<k>.jsonl`` in run directory `run`), over every question it holds."""
+    rows = read_jsonl(run / "eval" / "predictions" / f"{method}@{k}.jsonl")
+    figs = [(*prf(r["doc_ids"], set(cands[r["qid"]]["gold_doc_ids"])), len(r["doc_ids"])) for r in rows]
+    return {"precision": mean([f[0] for f in figs]), "recall": mean([f[1] for f in figs]),
+            "f1": mean([f[2] for f in figs]), "mean_size": mean([f[3] for f in figs])}
+
+
 def set_figures(chosen: dict[str, list[str]], cands: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
     """Support P/R/F1 against the gold passages and mean size of the sets `chosen` (doc ids) over `qids`, and
     retrieval top-|S| (the same size per question), top-2 and top-5 on the same questions."""

@@ -57,6 +57,10 @@ def above(bound: float) -> str:
     return f"> {bound:g}"
 
 
+def below(bound: float) -> str:
+    return f"< {bound:g}"
+
+
 def parse_target(target: str) -> tuple[str, float]:
     """``">= 0.98"`` -> (">=", 0.98); ValueError for anything else."""
     op, _, number = str(target).strip().partition(" ")
