@@ -225,7 +225,9 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
     from benchlib.students import settings, student
 
     cands, _ = question_pool(dataset, work)
-    teacher_set = [f"teacher.model={teacher}", f"teacher.layers={layers}", "teacher.steps=model", *VARIANTS[variant]]
+    # the labels' teacher, also written into the student runs' recipes (readout_runs' load names the oracle proxy)
+    teacher_set = [f"teacher.model={teacher}", f"teacher.layers={layers}", "teacher.steps=model",
+                   "teacher.estimator=attention", *VARIANTS[variant]]
     source = work / dataset / teacher / "all_own_steps"
     got = label_run(dataset, source, teacher_set, sorted(cands))
     out: dict[str, Any] = {"variant": variant, "labels": {

@@ -109,7 +109,7 @@ class TeacherSettings(_Written):
 
     model: str | None = Field(default=None, description="teacher.model.")
     backend: str | None = Field(default=None, description="teacher.backend: hf or vllm.")
-    steps: str | None = Field(default=None, description="teacher.steps: model or oracle.")
+    steps: str | None = Field(default=None, description="teacher.steps: model, oracle or auto.")
     estimator: str | None = Field(default=None, description="teacher.estimator: attention, embedding or "
                                                             "no_attention.")
     embedding_model: str | None = Field(default=None, description="teacher.embedding_model when W comes from "
@@ -178,9 +178,10 @@ class LabelRecord(_Written):
                                                                         "estimator), at stored precision.")
     similarity: StoredSimilarity | None = Field(default=None, description="The cosine similarities (embedding "
                                                                           "estimator), at stored precision.")
-    reply: str | None = Field(default=None, description="The teacher's reply (teacher.steps: model).")
+    reply: str | None = Field(default=None, description="The teacher's reply, when it wrote the steps (teacher.steps: "
+                                                         "model, or auto for a question without oracle steps).")
     reply_issue: Literal["empty", "language", "copied", "no_steps", "unclosed"] | None = Field(
-        default=None, description="Why the reply's parse fell back (teacher.steps: model; written only then): empty, "
+        default=None, description="Why the reply's parse fell back (a record with a reply; written only then): empty, "
         "language (another script than the question's), copied (the prompt's worked example copied), no_steps (no "
         "step lines), unclosed (the token limit came before an answer line; its steps are kept).")
     ratings: list[list[int | float]] | None = Field(default=None, description="LANCER ratings 0-5, one row per "

@@ -57,7 +57,8 @@ class LabelDiagnostics(_Written):
     max_e: float | None = Field(description="Mean of the largest normalised step weight.")
     max_W: float | None = Field(description="Mean over questions of the mean over steps of max over documents "
                                             "of W.")
-    replies: NonNegativeInt = Field(0, description="Records holding a teacher reply (teacher.steps: model).")
+    replies: NonNegativeInt = Field(0, description="Records holding a teacher reply (teacher.steps: model, or "
+                                                           "auto for questions without oracle steps).")
     reply_usable_rate: float | None = Field(None, description="Share of those whose steps are the reply's own step "
                                             "lines (no reply_issue, or unclosed); None without replies.")
     reply_issues: dict[str, int] = Field(default_factory=dict, description="reply_issue -> records with it.")
