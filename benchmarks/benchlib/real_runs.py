@@ -72,7 +72,10 @@ def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
                         f"student.eval_fraction={EVAL_FRACTION}", f"student.calibration_share={CALIBRATION_SHARE}",
                         # the layers every source was measured with (the recipes now read SmolLM2's layers 18 and
                         # 23); a source that reads others says so in its own overrides
-                        "teacher.layers=full_attention", *extra])
+                        "teacher.layers=full_attention",
+                        # training and answering in float32, as the stored figures were measured (the HotpotQA
+                        # recipe's bfloat16 is for its headline run's time)
+                        "student.training.bf16=false", "eval.dtype=float32", *extra])
 
 
 def read_jsonl(path: Path) -> list[dict]:
