@@ -36,6 +36,11 @@ COUNT_LIMIT_BYTES = 64 << 20  # larger data files are not read by a dry run to c
 # stage variant -> (seconds per question on 2 CPU cores, the benchmark row it comes from)
 REFERENCE: dict[str, tuple[float, str]] = {
     "label:model": (42.84, "real_models.json real_models.label_f1.smollm2_own_steps (hotpotqa): 42.84 s/question"),
+    # the real_cpu own-steps recipes' teacher, as they set it (reply started on "[Step 1]:", 160 new tokens, all 24
+    # layers, 8 replies at a time): measured with this model, so not scaled by size
+    "label:model@qwen2.5-coder-0.5b-instruct": (
+        37.33, "own_steps.json own_steps.hotpotqa.qwen2.5-coder-0.5b-instruct.dev_usable_rate (variant prefix_batch8): "
+               "37.33 s a question, 12 development questions"),
     "label:attention": (869 / 252, "real_models.json real_models.headline_minutes (hotpotqa): label 869 s for 252 "
                                    "questions (the real_cpu recipe: layers 18 and 23, oracle steps)"),
     "label:embedding": (1.27, "real_models.json real_models.label_f1.oracle_proxy (hotpotqa): 1.27 s/question"),

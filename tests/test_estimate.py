@@ -31,7 +31,8 @@ def _row(file: str, figure: str, variant_hint: str | None = None) -> dict:
 def test_each_reference_is_the_benchmark_row_it_names(key):
     seconds, source = REFERENCE[key]
     file, figure = source.split()[0], source.split()[1].rstrip(":")
-    row = _row(file, figure, "hotpotqa" if "real_models" in file else None)
+    variant = re.match(r"\S+ \S+ \(variant ([^)]+)\):", source)  # a row of several variants names its own
+    row = _row(file, figure, variant.group(1) if variant else "hotpotqa" if "real_models" in file else None)
     if figure.endswith("headline_minutes"):  # a stage of the headline run: "<stage> <seconds>" in the row's note
         stage_seconds, questions = re.search(r"(\w+) (\d+) s for (\d+) questions", source).group(2, 3)
         assert seconds == pytest.approx(int(stage_seconds) / int(questions))
@@ -40,7 +41,7 @@ def test_each_reference_is_the_benchmark_row_it_names(key):
         steps = int(re.search(r"for (\d+) questions", source).group(1))
         assert seconds == pytest.approx(row["value"] / steps) and str(steps) in row["note"]
     else:
-        quoted = float(re.search(r"([\d.]+) s(?:/question| vs)", row["note"]).group(1))
+        quoted = float(re.search(r"([\d.]+) s(?:/question| vs| a question)", row["note"]).group(1))
         assert seconds == pytest.approx(quoted)
 
 
@@ -130,3 +131,16 @@ def test_auto_steps_are_estimated_as_the_teachers_own_steps_and_say_it_is_an_upp
                              ["label"])[0]
     assert auto.seconds == pytest.approx(own.seconds) and auto.seconds > oracle.seconds
     assert "at most" in auto.how and "at most" not in own.how
+
+
+@pytest.mark.parametrize("recipe", ["hotpotqa_own_steps.yaml", "own_data.yaml"])
+def test_the_own_steps_recipes_are_estimated_with_their_teachers_measured_figure(recipe):
+    """Qwen2.5-Coder-0.5B writing its own steps has its own row (no scaling of SmolLM2's figure by size)."""
+    loaded = load_recipe(f"configs/recipes/real_cpu/{recipe}", ["data.path=unused.jsonl", "data.sample=100",
+                                                                "data.limit=null"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("purecover.estimate.question_count", lambda _recipe: 100)
+        [label] = estimate_stages(loaded, ["label"])
+    per_q = REFERENCE["label:model@qwen2.5-coder-0.5b-instruct"][0]
+    assert label.seconds == pytest.approx(100 * per_q) and "measured with qwen2.5-coder-0.5b-instruct" in label.how
+    assert ("at most" in label.how) == (recipe == "own_data.yaml")

@@ -186,6 +186,10 @@ def load_causal_lm(name: str, dtype: str = "auto", device: str = "auto", device_
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     torch_dtype = resolve_dtype(dtype, device)
+    if torch_dtype == torch.bfloat16 and not device_map and str(device).startswith("cpu"):
+        from ..utils.cpu_features import warn_unless_cpu_bf16
+
+        warn_unless_cpu_bf16(f"loading {name} in bfloat16")
     with _no_loading_bars(local=Path(name).is_dir()):
         model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype, use_safetensors=True,
                                                      trust_remote_code=trust_remote_code,

@@ -117,6 +117,10 @@ def build_training_arguments(recipe: Recipe, has_eval: bool, dry_run: bool = Fal
     kwargs.update(training_tracking(recipe, user))  # tracking.report_to unless student.training.report_to
     if not torch.cuda.is_available():
         kwargs.setdefault("use_cpu", True)
+        if kwargs.get("bf16"):
+            from ..utils.cpu_features import warn_unless_cpu_bf16
+
+            warn_unless_cpu_bf16("student.training.bf16: true (bfloat16 autocast)")
     return SelectorTrainingArguments(**kwargs)
 
 
