@@ -1,7 +1,9 @@
 """What each readout renders, records and exports, against what purecover produced before the readouts became a
 registry (issue 56: no behaviour change). The fixture tests/fixtures/readouts_before.json was written at commit
 49ce1f6, before the registry, by ``python -m tests.models.test_readouts_unchanged SAMPLES_DIR``; a change to it is
-a change of behaviour (a new prompt layout, a selector_config.json field, a recipe hash) and needs saying so.
+a change of behaviour (a new prompt layout, a selector_config.json field, a recipe hash) and needs saying so. Said:
+the ``hashes/*`` entries were rewritten when the HotpotQA real_cpu recipe took bfloat16 training and answering and
+budgets 2 and 5 (issue 53's headline run); the readouts' own entries are as written at 49ce1f6.
 
 Compared: each readout's prompt template and rendered selector prompt (text, token ids, marker positions) on the
 real Qwen2 tokenizer; the selector_config.json a selector of each readout writes and the model card it renders
