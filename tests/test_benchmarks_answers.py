@@ -103,3 +103,14 @@ def test_em_is_grouped_by_how_much_gold_the_students_set_holds(tmp_path):
     rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
     assert rows[("answers.hotpotqa.em_where_student_complete", "retrieval@2", 0)]["value"] == 0.0
     assert rows[("answers.hotpotqa.em_where_student_partial", "retrieval@2", 0)]["value"] == 1.0
+
+
+def test_benchmark_runs_train_and_answer_in_float32_whatever_the_recipe_says(sample_dir, tmp_path):
+    """The HotpotQA recipe trains and answers in bfloat16 (its headline run's time); the benchmarks' runs pin float32,
+    as their stored seeds were measured."""
+    recipe = bench.load("hotpotqa", tmp_path / "run", [])
+    assert recipe.student.training.get("bf16") is False and recipe.eval.dtype == "float32"
+    from purecover.config import load_recipe
+
+    as_written = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", [f"run_dir={tmp_path}"])
+    assert as_written.student.training.get("bf16") is True and as_written.eval.dtype == "bfloat16"

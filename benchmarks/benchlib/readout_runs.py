@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .harness import log
-from .real_runs import read_jsonl, split_for_seed
+from .real_runs import FLOAT32, read_jsonl, split_for_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 # every real sample question of the dataset, as one data.path list
@@ -34,11 +34,6 @@ def samples() -> Path:
     if found is None:
         raise SystemExit("real sample data not found: set PURECOVER_SAMPLE_DATA or put ../shared/data beside the repo")
     return found
-
-
-# Training and answering in float32, as every stored figure was measured: the HotpotQA recipe now trains under
-# bfloat16 autocast and answers in bfloat16 for its headline run's time (CPU-dependent, docs/guides/real-models.md)
-FLOAT32 = ["student.training.bf16=false", "eval.dtype=float32"]
 
 
 def overrides(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> list[str]:

@@ -60,6 +60,11 @@ SOURCES: dict[str, dict[str, Any]] = {
 }
 
 
+# Training and answering in float32, as every stored figure was measured: the HotpotQA recipe trains under bfloat16
+# autocast and answers in bfloat16 for its headline run's time (CPU-dependent, docs/guides/real-models.md)
+FLOAT32 = ["student.training.bf16=false", "eval.dtype=float32"]
+
+
 def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
     from purecover.config import load_recipe
     from purecover.data.samples import SAMPLE_FILES, sample_data_dir
@@ -72,10 +77,7 @@ def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
                         f"student.eval_fraction={EVAL_FRACTION}", f"student.calibration_share={CALIBRATION_SHARE}",
                         # the layers every source was measured with (the recipes now read SmolLM2's layers 18 and
                         # 23); a source that reads others says so in its own overrides
-                        "teacher.layers=full_attention",
-                        # training and answering in float32, as the stored figures were measured (the HotpotQA
-                        # recipe's bfloat16 is for its headline run's time)
-                        "student.training.bf16=false", "eval.dtype=float32", *extra])
+                        "teacher.layers=full_attention", *FLOAT32, *extra])
 
 
 def read_jsonl(path: Path) -> list[dict]:
