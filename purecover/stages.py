@@ -162,6 +162,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "eval.cross_encoder_ft_base",
     "eval.cross_encoder_ft_epochs",
     "eval.cross_encoder_ft_learning_rate",
+    "eval.cross_encoder_ft_bf16",
     "eval.report_note",
     "student.prompt_file",
     "teacher.reply_prefix",

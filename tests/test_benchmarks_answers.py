@@ -106,11 +106,13 @@ def test_em_is_grouped_by_how_much_gold_the_students_set_holds(tmp_path):
 
 
 def test_benchmark_runs_train_and_answer_in_float32_whatever_the_recipe_says(sample_dir, tmp_path):
-    """The HotpotQA recipe trains and answers in bfloat16 (its headline run's time); the benchmarks' runs pin float32,
-    as their stored seeds were measured."""
+    """The HotpotQA recipe labels, trains, fine-tunes the cross-encoder and answers in bfloat16 (its headline run's
+    time); the benchmarks' runs pin float32, as their stored seeds were measured."""
     recipe = bench.load("hotpotqa", tmp_path / "run", [])
     assert recipe.student.training.get("bf16") is False and recipe.eval.dtype == "float32"
+    assert recipe.teacher.dtype == "float32" and recipe.eval.cross_encoder_ft_bf16 is False
     from purecover.config import load_recipe
 
     as_written = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", [f"run_dir={tmp_path}"])
     assert as_written.student.training.get("bf16") is True and as_written.eval.dtype == "bfloat16"
+    assert as_written.teacher.dtype == "bfloat16" and as_written.eval.cross_encoder_ft_bf16 is True

@@ -99,7 +99,7 @@ def test_real_recipes_pass_the_dry_run_and_say_how_to_fetch(tmp_path: Path) -> N
 
 def test_the_own_steps_recipe_is_the_hotpotqa_recipe_with_a_teacher_that_writes_its_steps(tmp_path: Path) -> None:
     """hotpotqa_own_steps.yaml changes the HotpotQA recipe's teacher only (model, steps, reply format, layers, replies
-    generated 8 at a time), and
+    generated 8 at a time, float32 as its parse rate was measured), and
     its dry run names the command that fetches that teacher."""
     from purecover.config import recipe_to_dict
 
@@ -108,9 +108,10 @@ def test_the_own_steps_recipe_is_the_hotpotqa_recipe_with_a_teacher_that_writes_
     a, b = recipe_to_dict(own), recipe_to_dict(base)
     assert {k for k in a if a[k] != b[k]} == {"teacher"}
     assert {k for k in a["teacher"] if a["teacher"][k] != b["teacher"][k]} == {
-        "model", "steps", "reply_prefix", "max_new_tokens", "layers", "batch_size"}
+        "model", "steps", "reply_prefix", "max_new_tokens", "layers", "batch_size", "dtype"}
     assert (own.teacher.model, own.teacher.steps, own.teacher.reply_prefix, own.teacher.layers,
-            own.teacher.batch_size) == ("qwen2.5-coder-0.5b-instruct", "model", "[Step 1]:", "full_attention", 8)
+            own.teacher.batch_size, own.teacher.dtype) == (
+        "qwen2.5-coder-0.5b-instruct", "model", "[Step 1]:", "full_attention", 8, "float32")
     found = {r.key: r for r in resolve_resources(own)}
     assert "run `purecover models fetch qwen2.5-coder-0.5b-instruct`" in found["teacher.model"].note
 

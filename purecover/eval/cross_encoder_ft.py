@@ -10,7 +10,8 @@ the label's subset, else 0.
 **Model.** A sentence-transformers ``CrossEncoder`` (one score per pair) started from ``eval.cross_encoder_ft_base``
 (default: all-MiniLM-L6-v2, bundled, its classifier head new), trained with ``CrossEncoderTrainer`` and binary
 cross-entropy weighted by negatives / positives, ``eval.cross_encoder_ft_epochs`` epochs at
-``eval.cross_encoder_ft_learning_rate``, batches of `BATCH_SIZE` pairs of at most `MAX_LENGTH` tokens, seeded.
+``eval.cross_encoder_ft_learning_rate``, batches of `BATCH_SIZE` pairs of at most `MAX_LENGTH` tokens, seeded; under
+bfloat16 autocast when ``eval.cross_encoder_ft_bf16`` is true.
 
 **Threshold.** Chosen on the student's calibration questions by the rule of the student's τ3
 (`purecover.models.selection.calibrate_threshold`: best mean subset F1 against the labels, at least one passage,
@@ -106,7 +107,8 @@ def _settings(recipe: Recipe) -> dict[str, Any]:
     e, st = recipe.eval, recipe.student
     return {"base": e.cross_encoder_ft_base, "epochs": e.cross_encoder_ft_epochs,
             "learning_rate": e.cross_encoder_ft_learning_rate, "batch_size": BATCH_SIZE, "max_length": MAX_LENGTH,
-            "seed": recipe.seed, "eval_fraction": st.eval_fraction, "calibration_share": st.calibration_share}
+            "seed": recipe.seed, "eval_fraction": st.eval_fraction, "calibration_share": st.calibration_share,
+            **({"bf16": True} if e.cross_encoder_ft_bf16 else {})}  # in the key only when on: float32 keys unchanged
 
 
 def _training_key(settings: dict[str, Any], base_source: dict[str, Any], train: LabelledSplit,
@@ -160,6 +162,10 @@ def _train(recipe: Recipe, out: Path, train: LabelledSplit, calib: LabelledSplit
     torch.manual_seed(recipe.seed)
     model = CrossEncoder(resolve_embedding_model(settings["base"]), num_labels=1, max_length=MAX_LENGTH,
                          device=device)
+    if settings.get("bf16") and device in (None, "cpu") and not torch.cuda.is_available():
+        from ..utils.cpu_features import warn_unless_cpu_bf16
+
+        warn_unless_cpu_bf16("eval.cross_encoder_ft_bf16: true (bfloat16 autocast)")
     queries, passages, labels = _pairs(train)
     positives = sum(labels)
     pos_weight = (len(labels) - positives) / max(positives, 1.0)
@@ -168,7 +174,8 @@ def _train(recipe: Recipe, out: Path, train: LabelledSplit, calib: LabelledSplit
         output_dir=str(out / "trainer"), num_train_epochs=settings["epochs"],
         per_device_train_batch_size=BATCH_SIZE, learning_rate=settings["learning_rate"], warmup_steps=0.1,
         seed=recipe.seed, data_seed=recipe.seed, save_strategy="no", report_to="none", logging_steps=25,
-        disable_tqdm=not show_progress, dataloader_num_workers=0, use_cpu=(device == "cpu"))
+        disable_tqdm=not show_progress, dataloader_num_workers=0, use_cpu=(device == "cpu"),
+        bf16=bool(settings.get("bf16")))
     loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight))
     log.info("cross_encoder_ft: fine-tuning %s on %d pairs of %d training questions (%d positive), %s epoch(s)",
              settings["base"], len(labels), len(train.questions), int(positives), settings["epochs"])
@@ -183,7 +190,8 @@ def _train(recipe: Recipe, out: Path, train: LabelledSplit, calib: LabelledSplit
         calib_subset_f1=round(float(calib_f1), 6), train_questions=len(train.questions),
         calib_questions=len(calib.questions), train_pairs=len(labels), positive_pairs=int(positives),
         epochs=settings["epochs"], learning_rate=settings["learning_rate"], batch_size=BATCH_SIZE,
-        max_length=MAX_LENGTH, seed=recipe.seed, train_seconds=round(train_seconds, 1),
+        max_length=MAX_LENGTH, bf16=bool(settings.get("bf16")), seed=recipe.seed,
+        train_seconds=round(train_seconds, 1),
         train_qids_sha256=hashlib.sha256("\n".join(sorted(train.qids)).encode()).hexdigest(),
         versions=package_versions())
     atomic_write_json(out / RECORD_FILE, record.to_json_dict())

@@ -268,6 +268,7 @@ class CrossEncoderTraining(_Written):
     learning_rate: Finite = Field(description="Peak learning rate (linear warm-up over 10% of the steps, then decay).")
     batch_size: PositiveInt = Field(description="Pairs per step.")
     max_length: PositiveInt = Field(description="Tokens of question + passage kept per pair.")
+    bf16: bool = Field(False, description="Fine-tuned under bfloat16 autocast (eval.cross_encoder_ft_bf16).")
     seed: int = Field(description="The recipe's seed (split, shuffling, head initialisation).")
     train_seconds: Finite = Field(description="Wall seconds of the fine-tuning (loading included).")
     train_qids_sha256: str = Field(description="sha256 of the sorted training qids, one per line: which questions "

@@ -146,3 +146,32 @@ def test_select_for_methods_trains_then_selects_and_times_it(run: Path) -> None:
     assert chosen[("cross_encoder_ft", 3)] == [selector.select(q, k=3) for q in test]
     assert all(len(rows) == 1 for rows in chosen[("cross_encoder_ft", 1)])
     assert select_ms["retrieval"] == 0.0 and select_ms["cross_encoder_ft"] > 0 and fallbacks["cross_encoder_ft"] == 0
+
+
+def test_bf16_fine_tuning_is_keyed_recorded_and_warned_on_a_cpu_without_it(run: Path, monkeypatch, caplog) -> None:
+    """``eval.cross_encoder_ft_bf16: true`` trains under bfloat16 autocast: a new key (the float32 key is as it was,
+    so stored float32 models stay valid), recorded in the model's record, still learning the labels; a CPU without
+    native bfloat16 gets a warning naming the setting."""
+    from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+    from purecover.utils import cpu_features
+
+    off, on = _recipe(run), _recipe(run, "eval.cross_encoder_ft_bf16=true")
+    assert "bf16" not in cross_encoder_ft._settings(off) and cross_encoder_ft._settings(on)["bf16"] is True
+    seen: list[bool] = []
+
+    class Spy(CrossEncoderTrainingArguments):
+        def __post_init__(self) -> None:
+            seen.append(bool(self.bf16))
+            super().__post_init__()
+
+    monkeypatch.setattr("sentence_transformers.cross_encoder.CrossEncoderTrainingArguments", Spy)
+    monkeypatch.setattr(cpu_features, "cpu_bf16_native", lambda cpuinfo=None: False)
+    labels = _labels(on)
+    with caplog.at_level(logging.WARNING):
+        _, record = ensure_fine_tuned(on, labels, _test_qids(on), show_progress=False)
+    assert seen == [True] and record.bf16 is True and record.calib_subset_f1 >= 0.8
+    assert "eval.cross_encoder_ft_bf16: true" in caplog.text and "emulated" in caplog.text
+    train, calib = labelled_splits(off, labels)
+    base = dict(cross_encoder_ft.embedding_model_source(off.eval.cross_encoder_ft_base))
+    assert record.key != cross_encoder_ft._training_key(cross_encoder_ft._settings(off), base, train, calib)

@@ -3,7 +3,8 @@ registry (issue 56: no behaviour change). The fixture tests/fixtures/readouts_be
 49ce1f6, before the registry, by ``python -m tests.models.test_readouts_unchanged SAMPLES_DIR``; a change to it is
 a change of behaviour (a new prompt layout, a selector_config.json field, a recipe hash) and needs saying so. Said:
 the ``hashes/*`` entries were rewritten when the HotpotQA real_cpu recipe took bfloat16 training and answering and
-budgets 2 and 5 (issue 53's headline run); the readouts' own entries are as written at 49ce1f6.
+budgets 2 and 5 (issue 53's headline run), and again when it took the teacher's bfloat16 and batch of 1 and the
+cross-encoder baseline's bfloat16 fine-tuning; the readouts' own entries are as written at 49ce1f6.
 
 Compared: each readout's prompt template and rendered selector prompt (text, token ids, marker positions) on the
 real Qwen2 tokenizer; the selector_config.json a selector of each readout writes and the model card it renders
