@@ -105,6 +105,10 @@ bench: setup
 	# baselines (retrieval, bi-encoder, ICR), the overfit-then-reverse check, selection time and the HotpotQA
 	# learning curve (~10 h on 2 quiet cores: run seeds in separate sessions and --merge them)
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/student_readout.py --datasets hotpotqa,2wiki --seeds 0,1,2 --parts students,baselines,overfit,overfit_reshuffled,timing,curve --out benchmarks/results/student_readout.json
+	# the HotpotQA recipe's CPU speed settings (bfloat16, the teacher's batch of one) against float32 and a batch of
+	# 2, with what they change (~16 min)
+	$(BIN)/purecover models fetch qwen2.5-coder-0.5b-instruct
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/cpu_precision.py --busy 0 --out benchmarks/results/cpu_precision.json
 	# the paper text's labelling rule against the released code's, switch by switch, on those label runs (~1 min)
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/released_code.py --out benchmarks/results/released_code.json
 	$(BIN)/python benchmarks/summarize.py

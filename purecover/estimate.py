@@ -41,7 +41,9 @@ REFERENCE: dict[str, tuple[float, str]] = {
     "label:model@qwen2.5-coder-0.5b-instruct": (
         37.33, "own_steps.json own_steps.hotpotqa.qwen2.5-coder-0.5b-instruct.dev_usable_rate (variant prefix_batch8): "
                "37.33 s a question, 12 development questions"),
-    "label:attention": (3037 / 635, "real_models.json real_models.headline_minutes (hotpotqa): label 3037 s for 635 "
+    # the HotpotQA real_cpu recipe's teacher (bfloat16, one question a forward); the float32 recipes (2Wiki, MuSiQue)
+    # take about 1.5 times as long (benchmarks/cpu_precision.py)
+    "label:attention": (1258 / 635, "real_models.json real_models.headline_minutes (hotpotqa): label 1258 s for 635 "
                                     "questions (the real_cpu recipe: layers 18 and 23, oracle steps)"),
     "label:embedding": (1.27, "real_models.json real_models.label_f1.oracle_proxy (hotpotqa): 1.27 s/question"),
     "train": (2444.8 / 378, "student_readout.json student_readout.hotpotqa.passage.train_seconds (seed 0): "
