@@ -30,17 +30,17 @@ answering at least 1.5x faster than float32, with at least 90 % of the answers i
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from benchlib import harness
+from benchlib.harness import busy
 from benchlib.readout_runs import samples
 from benchlib.real_runs import ROOT, prf, read_jsonl
 from benchlib.rows import Rows, at_least, at_most, machine_info, now
@@ -56,18 +56,6 @@ SPEED_TARGET = at_least(1.5)
 SAME_LABELS_TARGET = at_least(0.95)
 F1_LOSS_TARGET = at_most(0.01)
 SAME_ANSWERS_TARGET = at_least(0.9)
-
-
-@contextlib.contextmanager
-def busy(n: int) -> Iterator[None]:
-    """`n` processes spinning on the CPU for the duration."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        yield
-    finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
 
 
 def cli(stage: str, run_dir: Path, questions: int, overrides: Sequence[str], log: Path) -> None:

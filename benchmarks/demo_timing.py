@@ -41,11 +41,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from benchlib import harness
+from benchlib.harness import busy
 from benchlib.rows import Rows, at_most, machine_info, now
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,18 +65,6 @@ DEMOS: dict[str, dict[str, Any]] = {
 TARGETS = {"demo": (60.0, 5.0), "real": (600.0, 10.0), "coverage": (30.0, 5.0)}
 TARGET_FRESH_S, TARGET_RERUN_S = TARGETS["demo"]
 AUTO_TARGET = at_most(1.10)  # threads: auto within 10% of the better fixed setting, idle and busy (issue 53)
-
-
-@contextmanager
-def busy(n: int):
-    """`n` processes spinning on the CPU for the duration."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        yield
-    finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> float:

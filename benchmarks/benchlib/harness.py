@@ -41,7 +41,7 @@ from typing import Any
 
 from .rows import ROWS_ONLY_HELP, Rows, parse_target, read_results, rewrite, with_rows
 
-__all__ = ["add_history", "load", "malformed", "merge_files", "merged", "name_list", "over_seeds", "parse", "parser",
+__all__ = ["add_history", "busy", "load", "malformed", "merge_files", "merged", "name_list", "over_seeds", "parse", "parser",
            "positive_seconds", "read_results", "seed_list", "seed_rows", "stored", "worst", "write"]
 
 RowsFn = Callable[[dict[str, Any]], list[dict[str, Any]]]
@@ -249,6 +249,21 @@ def over_seeds(table: Rows, per_seed: Sequence[dict[str, Any]], digits: int = 4)
                   group[0]["unit"], variant=variant, note=f"seeds {seeds}")
         table.add(f"{figure}_worst", bad["value"], group[0]["unit"], target, variant=variant,
                   note=f"seed {bad['seed']} of {seeds}")
+
+
+@contextlib.contextmanager
+def busy(n: int) -> Iterator[None]:
+    """`n` processes spinning on the CPU for the duration (the load of ``make test`` beside a run is about 2)."""
+    import subprocess
+    import sys
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
 
 
 def log(msg: str) -> None:
