@@ -111,6 +111,7 @@ def test_benchmark_runs_train_and_answer_in_float32_whatever_the_recipe_says(sam
     recipe = bench.load("hotpotqa", tmp_path / "run", [])
     assert recipe.student.training.get("bf16") is False and recipe.eval.dtype == "float32"
     assert recipe.teacher.dtype == "float32" and recipe.eval.cross_encoder_ft_bf16 is False
+    assert recipe.teacher.batch_size == 2  # as the stored label runs were made: their hash holds it
     from purecover.config import load_recipe
 
     as_written = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", [f"run_dir={tmp_path}"])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .harness import log
-from .real_runs import FLOAT32, read_jsonl, split_for_seed
+from .real_runs import AS_MEASURED, read_jsonl, split_for_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 # every real sample question of the dataset, as one data.path list
@@ -39,7 +39,7 @@ def samples() -> Path:
 def overrides(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> list[str]:
     """The ``--set`` list of a run: the dataset's files as one list, the run directory, then `extra`."""
     paths = ", ".join(str(samples() / f) for f in FILES[dataset])
-    return [f"run_dir={run_dir}", f"data.path=[{paths}]", "data.sample=null", *LABELS, *FLOAT32, *extra]
+    return [f"run_dir={run_dir}", f"data.path=[{paths}]", "data.sample=null", *LABELS, *AS_MEASURED, *extra]
 
 
 def recipe_path(dataset: str) -> Path:

@@ -62,9 +62,10 @@ SOURCES: dict[str, dict[str, Any]] = {
 
 # Labelling, training and answering in float32, as every stored figure was measured: the HotpotQA recipe labels,
 # trains, fine-tunes the cross-encoder and answers in bfloat16 for its headline run's time (CPU-dependent,
-# docs/guides/real-models.md)
-FLOAT32 = ["teacher.dtype=float32", "student.training.bf16=false", "eval.dtype=float32",
-           "eval.cross_encoder_ft_bf16=false"]
+# docs/guides/real-models.md); and the teacher's batch of 2, as the stored label runs were made (the label stage's
+# hash holds it, so a run made before the recipes' batch of 1 resumes)
+AS_MEASURED = ["teacher.dtype=float32", "teacher.batch_size=2", "student.training.bf16=false", "eval.dtype=float32",
+               "eval.cross_encoder_ft_bf16=false"]
 
 
 def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
@@ -79,7 +80,7 @@ def recipe_for(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
                         f"student.eval_fraction={EVAL_FRACTION}", f"student.calibration_share={CALIBRATION_SHARE}",
                         # the layers every source was measured with (the recipes now read SmolLM2's layers 18 and
                         # 23); a source that reads others says so in its own overrides
-                        "teacher.layers=full_attention", *FLOAT32, *extra])
+                        "teacher.layers=full_attention", *AS_MEASURED, *extra])
 
 
 def read_jsonl(path: Path) -> list[dict]:
