@@ -30,7 +30,6 @@ answering at least 1.5x faster than float32, with at least 90 % of the answers i
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -42,7 +41,7 @@ from typing import Any
 from benchlib import harness
 from benchlib.harness import busy
 from benchlib.readout_runs import samples
-from benchlib.real_runs import ROOT, prf, read_jsonl
+from benchlib.real_runs import ROOT, prf, read_jsonl, stage_seconds
 from benchlib.rows import Rows, at_least, at_most, machine_info, now
 
 RECIPE = ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml"
@@ -67,15 +66,6 @@ def cli(stage: str, run_dir: Path, questions: int, overrides: Sequence[str], log
     with open(log, "ab") as out:
         subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT,
                        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
-
-
-def stage_seconds(run_dir: Path, stage: str) -> float:
-    """Start to end of a complete stage, from its manifest."""
-    manifest = json.loads((run_dir / f"{stage}.run.json").read_text())
-    if manifest["summary"]["status"] != "complete":
-        raise RuntimeError(f"{run_dir}: stage {stage} is not complete")
-    start, end = (dt.datetime.fromisoformat(manifest[k]) for k in ("started", "finished"))
-    return round((end - start).total_seconds(), 1)
 
 
 def label_subsets(run_dir: Path) -> dict[str, list[int]]:
@@ -104,9 +94,9 @@ def label_part(work: Path, questions: int, n_busy: int) -> dict[str, Any]:
             sets = [f"teacher.dtype={dtype}", f"teacher.batch_size={batch}"]
             for stage in ("data", "calibrate", "label"):
                 cli(stage, run, questions, sets, work / "cpu_precision.log")
-            seconds = stage_seconds(run, "label")
+            seconds = round(stage_seconds(run, "label"), 1)
             n = len(label_subsets(run))
-            out[f"{dtype}/b{batch}"] = {"dtype": dtype, "batch_size": batch, "questions": n, "seconds": seconds,
+            out[key((dtype, batch))] = {"dtype": dtype, "batch_size": batch, "questions": n, "seconds": seconds,
                                         "seconds_per_question": round(seconds / n, 3), "label_f1": label_f1(run),
                                         "run": str(run)}
             harness.log(f"label {dtype} batch {batch}, {n_busy} busy: {seconds} s, label F1 {out[key((dtype, batch))]['label_f1']}")
@@ -141,7 +131,7 @@ def answer_part(work: Path, questions: int, n_busy: int) -> dict[str, Any]:
                     f"eval.table_budget={ANSWER_K}", "eval.questions=all"]
             cli("data", run, questions, sets, work / "cpu_precision.log")
             cli("evaluate", run, questions, sets, work / "cpu_precision.log")
-            seconds = stage_seconds(run, "evaluate")
+            seconds = round(stage_seconds(run, "evaluate"), 1)
             summary = json.loads((run / "evaluate.run.json").read_text())["summary"]
             metrics = json.loads((run / "eval" / "metrics.json").read_text())["results"]
             out[dtype] = {"dtype": dtype, "questions": summary.get("questions"), "prompts": summary.get("prompts"),

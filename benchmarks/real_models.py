@@ -85,6 +85,7 @@ from benchlib.real_runs import (
     baselines_part,
     label_source,
     qa_part,
+    stage_seconds,
     student_part,
     support_of,
     teacher_part,
@@ -148,15 +149,7 @@ def headline_claims(run_dir: Path) -> dict[str, Any] | None:
 
 def headline_figures(run_dir: Path) -> dict[str, Any]:
     """Seconds of each stage (its manifest's start and end) and their sum, from a finished headline run."""
-    import datetime as dt
-
-    seconds = {}
-    for stage in HEADLINE_STAGES:
-        manifest = json.loads((run_dir / f"{stage}.run.json").read_text())
-        if manifest["summary"]["status"] != "complete":
-            raise RuntimeError(f"{run_dir}: stage {stage} is not complete")
-        start, end = (dt.datetime.fromisoformat(manifest[k]) for k in ("started", "finished"))
-        seconds[stage] = (end - start).total_seconds()
+    seconds = {stage: stage_seconds(run_dir, stage) for stage in HEADLINE_STAGES}
     label = json.loads((run_dir / "label.run.json").read_text())["summary"]
     train = json.loads((run_dir / "train.run.json").read_text())["summary"]
     return {"stage_seconds": seconds, "total_seconds": sum(seconds.values()), "questions": label.get("questions"),

@@ -153,6 +153,17 @@ def set_figures(chosen: dict[str, list[str]], cands: dict[str, dict], qids: Sequ
             "retrieval_top5_f1": mean(top5)}
 
 
+def stage_seconds(run_dir: Path, stage: str) -> float:
+    """Start to end of a complete stage of `run_dir`, from its manifest (``<stage>.run.json``), in seconds."""
+    import datetime as dt
+
+    manifest = json.loads((run_dir / f"{stage}.run.json").read_text())
+    if manifest["summary"]["status"] != "complete":
+        raise RuntimeError(f"{run_dir}: stage {stage} is not complete")
+    start, end = (dt.datetime.fromisoformat(manifest[k]) for k in ("started", "finished"))
+    return (end - start).total_seconds()
+
+
 _ENCODER: list[Any] = []
 
 
