@@ -64,7 +64,7 @@ TEACHER = "qwen2.5-coder-0.5b-instruct"
 # started on a step marker, with our worked example of the format, and both; 160 new tokens (5 brief steps and an
 # answer fit in about 120) and 256 for the last. The prefix_batch variants are the prefix with 4 or 8 questions
 # generated (and captured) together instead of the recipe's 2, prefix_bf16 the prefix with the teacher in bfloat16
-# (a CPU with AVX512-BF16 or AMX multiplies it faster): the speed of the chosen format.
+# (a CPU with AVX512-BF16 or AMX multiplies it faster) and prefix_batch8_bf16 both: the speed of the chosen format.
 VARIANTS: dict[str, list[str]] = {
     "plain": ["teacher.max_new_tokens=160"],
     "prefix": ["teacher.reply_prefix='[Step 1]:'", "teacher.max_new_tokens=160"],
@@ -76,6 +76,8 @@ VARIANTS: dict[str, list[str]] = {
     "prefix_batch4": ["teacher.reply_prefix='[Step 1]:'", "teacher.max_new_tokens=160", "teacher.batch_size=4"],
     "prefix_batch8": ["teacher.reply_prefix='[Step 1]:'", "teacher.max_new_tokens=160", "teacher.batch_size=8"],
     "prefix_bf16": ["teacher.reply_prefix='[Step 1]:'", "teacher.max_new_tokens=160", "teacher.dtype=bfloat16"],
+    "prefix_batch8_bf16": ["teacher.reply_prefix='[Step 1]:'", "teacher.max_new_tokens=160", "teacher.batch_size=8",
+                           "teacher.dtype=bfloat16"],
 }
 USABLE_TARGET = at_least(0.9)
 LANCER = ["teacher.lancer.enabled=true"]
