@@ -232,6 +232,13 @@ def fallback_warning(diag: LabelDiagnostics, threshold: float) -> str | None:
     head = f"label: {100 * rate:.0f}% of questions fell back"
     limit = f"(threshold {100 * threshold:g}%)"
     reason = _dominant_reason(diag)
+    unclosed = diag.reply_issues.get("unclosed", 0)
+    if reason == "reply_parse" and 2 * unclosed > diag.fallback:
+        # the steps were the reply's own: only the answer line is missing
+        return (f"{head} {limit}, most because the teacher's reply reached teacher.max_new_tokens before an answer "
+                f"line (reply_issue unclosed, {unclosed} replies): their complete steps were labelled and the answer "
+                "taken from the last step; raise teacher.max_new_tokens for whole replies, or accept it "
+                "(benchmarks/own_steps.py counts these replies as usable)")
     if reason == "reply_parse":
         return (f"{head} {limit}, most because the teacher's reply did not parse (reply_parse): read the "
                 "`reply` fields of labels.jsonl, raise teacher.max_new_tokens, or use a stronger teacher.model "

@@ -142,6 +142,22 @@ def test_warning_points_at_replies_when_reply_parse_dominates():
     assert "teacher.lam" not in line
 
 
+def test_warning_says_steps_were_kept_when_replies_were_only_cut_off():
+    """Replies that reached the token limit (reply_issue unclosed) fell back for their answer only: the warning
+    says their steps were labelled instead of that the reply did not parse."""
+    recs = fallback_records(10, 6, "reply_parse")
+    for r in recs[:6]:
+        r.reply, r.reply_issue = "[Step 1]: Paris is in France. [Step 2]: It", "unclosed"
+    recs[5].reply_issue = "no_steps"  # 5 of 6 fallbacks were only cut off
+    line = fallback_warning(label_diagnostics(recs), 0.1)
+    assert line is not None and "\n" not in line
+    assert "60%" in line and "unclosed, 5 replies" in line and "steps were labelled" in line
+    assert "did not parse" not in line and "teacher.max_new_tokens" in line
+    for r in recs[:3]:  # 3 of 6: no longer most of them
+        r.reply_issue = "no_steps"
+    assert "did not parse" in fallback_warning(label_diagnostics(recs), 0.1)
+
+
 # --------------------------------------------------------------------------- gold_comparison
 
 
