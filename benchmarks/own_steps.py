@@ -3,7 +3,7 @@
     python benchmarks/own_steps.py [--dataset hotpotqa] [--teacher qwen2.5-coder-0.5b-instruct]
                                    [--parts parse,labels,student] [--variants plain,prefix,...] [--dev 16]
                                    [--questions 24] [--draws 0,1,2] [--seeds 0,1,2]
-                                   [--layers full_attention] [--variant NAME] [--lancer-draws 0]
+                                   [--layers full_attention] [--variant NAME] [--lancer-draws 0|none]
                                    [--work build/own_steps] [--out benchmarks/results/own_steps.json]
     python benchmarks/own_steps.py --rows-only --out benchmarks/results/own_steps.json
 
@@ -323,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dev", type=int, default=16, help="development questions of the parse part")
     parser.add_argument("--questions", type=int, default=24, help="test questions per draw")
     parser.add_argument("--draws", type=harness.seed_list, default=[0, 1, 2])
-    parser.add_argument("--lancer-draws", type=harness.seed_list, default=[0])
+    parser.add_argument("--lancer-draws", type=lambda t: [] if t == "none" else harness.seed_list(t), default=[0],
+                        help="the draws whose questions also get LANCER-fused labels ('none': no LANCER run)")
     parser.add_argument("--layers", default="full_attention", help="teacher.layers (default: %(default)s)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         type=lambda t: harness.name_list(t, tuple(VARIANTS), "variants"),
