@@ -6,6 +6,7 @@
                                    [--layers full_attention] [--variant NAME] [--lancer-draws 0|none]
                                    [--work build/own_steps] [--out benchmarks/results/own_steps.json]
     python benchmarks/own_steps.py --rows-only --out benchmarks/results/own_steps.json
+    python benchmarks/own_steps.py --merge A.json B.json --out benchmarks/results/own_steps.json
 
 The questions: the real sample files of `FILES` (as answers.py), split by the real_models benchmark's split
 (`splits_of`, seed 0: about 60 % train, 20 % calibration, 20 % test). Development questions are the first
@@ -313,8 +314,27 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------ main
 
 
+def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
+    """Results of several runs as one: later files win per part and ``dataset.teacher`` key, the student part's
+    seeds are combined; every run's file and command kept."""
+    def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
+        for part, depth in (("parse", 1), ("labels", 1), ("student", 3)):  # student: key -> "seeds" -> seed
+            out[part] = harness.merged([out.get(part) or {}, data.get(part) or {}], depth=depth)
+
+    out = harness.merge_files(paths, combine, keep=("date", "machine", "versions"))
+    out.pop("datasets")  # merge_files' default section: this benchmark keys its parts instead
+    return out
+
+
+def write_merged(args: Any) -> int:
+    harness.write(args.out, merge(args.merge), rows)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "own_steps.json")
+    parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "own_steps.json",
+                            merge="combine these results files into --out (later files win per part and dataset; "
+                                  "the student part's seeds combined); nothing is measured")
     parser.add_argument("--dataset", default="hotpotqa", choices=sorted(FILES))
     parser.add_argument("--teacher", default=TEACHER)
     parser.add_argument("--parts", default="parse,labels",
@@ -333,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the reply format of the labels part (default: the parse part's choice)")
     parser.add_argument("--work", default=str(ROOT / "build" / "own_steps"))
     args = harness.parse(parser, argv)
-    if (status := harness.stored(args, rows)) is not None:
+    if (status := harness.stored(args, rows, write_merged)) is not None:
         return status
     from purecover.utils.provenance import package_versions
 

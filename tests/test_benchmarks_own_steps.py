@@ -113,3 +113,40 @@ def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_
     assert rows[("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 0)]["value"] == 0.75
     assert ("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 1) not in rows  # another test split: not quoted
     assert "20.0 s/question" in rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix", None)]["note"]
+
+
+def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
+    """`--merge`: a later file replaces a part's dataset key whole (parse, labels), the student part's seeds of
+    different sessions are combined, other datasets and every run's command are kept; the rows are rewritten."""
+    import json
+
+    key, other = "hotpotqa.qwen", "2wiki.qwen"
+
+    def parse(chosen: str) -> dict:
+        return {"chosen": chosen, "variants": {chosen: {"usable_rate": 1.0, "replies": 12, "issues": {},
+                                                         "seconds_per_question": 9}}}
+
+    def student(seed: str, f1: float) -> dict:
+        return {"variant": "prefix", "labels": {"label_f1": 0.5, "questions": 40, "seconds_per_question": 20,
+                                                "replies": {"usable_rate": 1.0}},
+                "seeds": {seed: {"f1": f1, "retrieval_top2_f1": 0.6}}}
+
+    first = {"date": "d1", "commands": ["run 1"], "parse": {key: parse("prefix"), other: parse("plain")},
+             "labels": {key: {"variant": "prefix", "draws": {"0": _draw(0.5, 0.6, 1.0)},
+                              "sources": {"own_steps": {"seconds_per_question": 9, "questions": 24}}}},
+             "student": {key: student("0", 0.5)}}
+    second = {"date": "d2", "commands": ["run 2"], "parse": {key: parse("prefix_bf16")},
+              "student": {key: student("1", 0.7)}}
+    paths = []
+    for i, data in enumerate((first, second)):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(data))
+    out = tmp_path / "merged.json"
+    assert bench.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["parse"][key] == second["parse"][key] and got["parse"][other] == first["parse"][other]
+    assert got["labels"] == first["labels"]
+    assert got["student"][key]["seeds"] == {"0": first["student"][key]["seeds"]["0"],
+                                            "1": second["student"][key]["seeds"]["1"]}
+    assert got["commands"] == ["run 1", "run 2"] and got["date"] == "d2" and "datasets" not in got
+    assert {r["seed"] for r in got["rows"] if r["figure"].endswith("student_minus_retrieval_top2_f1")} == {0, 1}

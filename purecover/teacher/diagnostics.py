@@ -237,8 +237,8 @@ def fallback_warning(diag: LabelDiagnostics, threshold: float) -> str | None:
         # the steps were the reply's own: only the answer line is missing
         return (f"{head} {limit}, most because the teacher's reply reached teacher.max_new_tokens before an answer "
                 f"line (reply_issue unclosed, {unclosed} replies): their complete steps were labelled and the answer "
-                "taken from the last step; raise teacher.max_new_tokens for whole replies, or accept it "
-                "(benchmarks/own_steps.py counts these replies as usable)")
+                "taken from the last step (the summary's reply_usable_rate counts them usable); raise "
+                "teacher.max_new_tokens for whole replies")
     if reason == "reply_parse":
         return (f"{head} {limit}, most because the teacher's reply did not parse (reply_parse): read the "
                 "`reply` fields of labels.jsonl, raise teacher.max_new_tokens, or use a stronger teacher.model "
