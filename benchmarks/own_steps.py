@@ -22,13 +22,14 @@ Parts
           step lines or numbered list), the fallbacks by code (empty, language, no_steps, unclosed), the seconds a
           question (reply + attention capture, 2 cores). The variant with the most usable replies (then the fastest)
           is chosen for the labels part (``--variant`` names one instead).
-  labels  On the union of the draws' test questions, labelled once per source (a label depends on its question
-          only; the position bias is the fixed procedure's, measured once per run): ``own_steps`` (the chosen
-          variant), ``oracle_steps`` (the dataset's gold decomposition drives the same teacher's attention) and,
-          on the questions of ``--lancer-draws``, ``own_steps_lancer`` (own steps fused with the same teacher's
-          LANCER sub-question ratings). Per draw: label precision / recall / F1 against the gold passages and mean
-          |S| of each source, retrieval top-2 and top-|S| on the same questions, own steps' usable-reply rate and
-          fallbacks by code; per source, seconds a question.
+  labels  Each draw's test questions, labelled per source in the draw's own run directories (`label_dirs`:
+          ``own_steps-VARIANT/drawN`` and so on, so another draw or variant never meets a finished run of other
+          questions): ``own_steps`` (the chosen variant), ``oracle_steps`` (the dataset's gold decomposition drives
+          the same teacher's attention) and, at ``--lancer-draws``, ``own_steps_lancer`` (own steps fused with the
+          same teacher's LANCER sub-question ratings). Per draw: label precision / recall / F1 against the gold
+          passages and mean |S| of each source, retrieval top-2 and top-|S| on the same questions, own steps'
+          usable-reply rate and fallbacks by code, each source's seconds a question. Draws of an earlier run in
+          ``--out`` are kept.
 
   student Own-step labels of every question of the pool (the chosen variant; resumable, ``all_own_steps``), then the
           passage-readout student of benchmarks/student_readout.py (its `STUDENT` settings, its questions and its
@@ -188,37 +189,58 @@ def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
     return out
 
 
+def label_dirs(work: Path, dataset: str, teacher: str, variant: str, draw: int) -> dict[str, Path]:
+    """The labels part's run directory of each source at draw `draw`: one per draw (another draw's questions
+    would be another ``candidates.jsonl``, which a finished label stage refuses to mix in), and for the sources the
+    reply format changes, one per variant (another variant is another configuration)."""
+    base = work / dataset / teacher
+    return {"own_steps": base / f"own_steps-{variant}" / f"draw{draw}",
+            "oracle_steps": base / "oracle_steps" / f"draw{draw}",
+            "own_steps_lancer": base / f"own_steps_lancer-{variant}" / f"draw{draw}"}
+
+
 def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, n: int, draws: Sequence[int],
                 lancer_draws: Sequence[int]) -> dict[str, Any]:
+    """Per draw of `draws`: its `n` test questions labelled by each source in the draw's own run directories
+    (`label_dirs`), resumed where a run is there already (module docstring)."""
     cands, split = question_pool(dataset, work)
     test = [q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"]]
-    drawn = {d: draw_questions(test, n, d) for d in draws}
-    union = sorted({q for qs in drawn.values() for q in qs})
     base = [f"teacher.model={teacher}", f"teacher.layers={layers}"]
-    sources = {"own_steps": ([*base, "teacher.steps=model", *VARIANTS[variant]], union),
-               "oracle_steps": ([*base, "teacher.steps=oracle"], union)}
-    lancer_qids = sorted({q for d in lancer_draws if d in drawn for q in drawn[d]})
-    if lancer_qids:
-        sources["own_steps_lancer"] = ([*base, "teacher.steps=model", *VARIANTS[variant], *LANCER], lancer_qids)
-    out: dict[str, Any] = {"variant": variant, "questions_per_draw": n, "draws": {}, "sources": {}}
-    runs = {}
-    for source, (extra, qids) in sources.items():
-        runs[source] = label_run(dataset, work / dataset / teacher / source, extra, qids)
-        out["sources"][source] = {"overrides": extra, "questions": len(qids),
-                                  "seconds_per_question": runs[source]["seconds_per_question"],
-                                  "layers": runs[source]["layers"]}
-    for d, qids in drawn.items():
-        per: dict[str, Any] = {"questions": qids}
-        for source, got in runs.items():
-            if set(qids) <= set(got["labels"]):
-                per[source] = label_figures(got["labels"], cands, qids)
-        per["own_steps_replies"] = reply_figures(
-            reparsed(runs["own_steps"]["recipe"], cands), qids)
+    sources = {"own_steps": [*base, "teacher.steps=model", *VARIANTS[variant]],
+               "oracle_steps": [*base, "teacher.steps=oracle"],
+               "own_steps_lancer": [*base, "teacher.steps=model", *VARIANTS[variant], *LANCER]}
+    out: dict[str, Any] = {"questions_per_draw": n, "draws": {}}
+    for d in draws:
+        qids = draw_questions(test, n, d)
+        per: dict[str, Any] = {"variant": variant, "questions": qids, "sources": {}}
+        dirs = label_dirs(work, dataset, teacher, variant, d)
+        runs = {}
+        for source, extra in sources.items():
+            if source == "own_steps_lancer" and d not in lancer_draws:
+                continue
+            runs[source] = got = label_run(dataset, dirs[source], extra, qids)
+            per["sources"][source] = {"overrides": extra, "questions": len(qids),
+                                      "seconds_per_question": got["seconds_per_question"], "layers": got["layers"]}
+            per[source] = label_figures(got["labels"], cands, qids)
+        per["own_steps_replies"] = reply_figures(reparsed(runs["own_steps"]["recipe"], cands), qids)
         out["draws"][str(d)] = per
         log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']} (usable "
             f"{per['own_steps_replies']['usable_rate']}), oracle {per['oracle_steps']['f1']}, retrieval top-2 "
             f"{per['own_steps']['retrieval_top2_f1']}")
     return out
+
+
+def per_draw(part: dict[str, Any]) -> dict[str, Any]:
+    """A labels part in today's shape: results written before the run directories were per draw kept ``variant``
+    and ``sources`` once for all draws (then one run over the draws' union); they move into each draw."""
+    if "sources" not in part and "variant" not in part:
+        return part
+    def moved(r: dict[str, Any]) -> dict[str, Any]:  # the sources that labelled this draw's questions
+        return {"variant": part.get("variant"),
+                "sources": {s: f for s, f in (part.get("sources") or {}).items() if s in r}, **r}
+
+    return {**{k: v for k, v in part.items() if k not in ("variant", "sources")},
+            "draws": {d: moved(r) for d, r in part["draws"].items()}}
 
 
 def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, seeds: Sequence[int],
@@ -271,10 +293,11 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                       note=f"{fig['replies']} development (calibration) questions; fallbacks {fig['issues']}; "
                            f"{fig['seconds_per_question']} s a question on 2 cores")
     for key, part in sorted(result.get("labels", {}).items()):
-        draws = {int(d): r for d, r in part["draws"].items()}
+        draws = {int(d): r for d, r in per_draw(part)["draws"].items()}
         name = f"own_steps.{key}"
+        variant = ",".join(sorted({r["variant"] for r in draws.values()}))
         seed_rows(table, f"{name}.usable_rate", {d: r["own_steps_replies"]["usable_rate"] for d, r in draws.items()},
-                  "share", USABLE_TARGET, variant=part["variant"],
+                  "share", USABLE_TARGET, variant=variant,
                   note="test questions of each draw whose reply gives usable steps")
         seed_rows(table, f"{name}.own_minus_retrieval_top2_f1",
                   {d: round(r["own_steps"]["f1"] - r["own_steps"]["retrieval_top2_f1"], 4) for d, r in draws.items()},
@@ -286,10 +309,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           variant=source)
         seed_rows(table, f"{name}.label_f1", {d: r["own_steps"]["retrieval_top2_f1"] for d, r in draws.items()},
                   "F1", variant="retrieval_top2")
-        for source, fig in part["sources"].items():
-            table.add(f"{name}.seconds_per_question", fig["seconds_per_question"], "s", variant=source,
-                      note=f"{fig['seconds_per_question']} s/question: the label stage over {fig['questions']} "
-                           "questions on 2 cores")
+        for source in ("own_steps", "oracle_steps", "own_steps_lancer"):
+            values = {d: r["sources"][source]["seconds_per_question"] for d, r in draws.items()
+                      if source in r["sources"]}
+            if values:
+                seed_rows(table, f"{name}.seconds_per_question", values, "s", variant=source,
+                          note="the label stage's seconds a question over the draw's questions, on 2 cores")
     for key, part in sorted(result.get("student", {}).items()):
         name, seeds = f"own_steps.{key}", {int(d): r for d, r in part["seeds"].items()}
         lab = part["labels"]
@@ -318,8 +343,10 @@ def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
     """Results of several runs as one: later files win per part and ``dataset.teacher`` key, the student part's
     seeds are combined; every run's file and command kept."""
     def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
-        for part, depth in (("parse", 1), ("labels", 1), ("student", 3)):  # student: key -> "seeds" -> seed
-            out[part] = harness.merged([out.get(part) or {}, data.get(part) or {}], depth=depth)
+        labels = {k: per_draw(v) for k, v in (data.get("labels") or {}).items()}
+        for part, depth, new in (("parse", 1, data.get("parse")), ("labels", 3, labels),  # key -> "draws" -> draw
+                                 ("student", 3, data.get("student"))):  # key -> "seeds" -> seed
+            out[part] = harness.merged([out.get(part) or {}, new or {}], depth=depth)
 
     out = harness.merge_files(paths, combine, keep=("date", "machine", "versions"))
     out.pop("datasets")  # merge_files' default section: this benchmark keys its parts instead
@@ -334,7 +361,8 @@ def write_merged(args: Any) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = harness.parser(__doc__, out=ROOT / "benchmarks" / "results" / "own_steps.json",
                             merge="combine these results files into --out (later files win per part and dataset; "
-                                  "the student part's seeds combined); nothing is measured")
+                                  "the labels part's draws and the student part's seeds combined); nothing "
+                                  "is measured")
     parser.add_argument("--dataset", default="hotpotqa", choices=sorted(FILES))
     parser.add_argument("--teacher", default=TEACHER)
     parser.add_argument("--parts", default="parse,labels",
@@ -372,8 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         variant = args.variant or (result["parse"].get(key) or {}).get("chosen")
         if variant is None:
             raise SystemExit(f"no reply format chosen for {key}: run the parse part first, or name --variant")
-        result["labels"][key] = {**labels_part(args.dataset, args.teacher, args.layers, variant, work,
-                                               args.questions, args.draws, args.lancer_draws), "layers": args.layers}
+        got = labels_part(args.dataset, args.teacher, args.layers, variant, work, args.questions, args.draws,
+                          args.lancer_draws)
+        earlier = per_draw(result["labels"].get(key) or {"draws": {}})["draws"]
+        got["draws"] = {**earlier, **got["draws"]}  # draws of earlier sessions kept
+        result["labels"][key] = {**got, "layers": args.layers}
         harness.write(args.out, {**result, "versions": package_versions()}, rows)
     if "student" in args.parts:
         variant = args.variant or (result["parse"].get(key) or {}).get("chosen")

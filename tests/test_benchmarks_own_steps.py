@@ -36,10 +36,39 @@ def test_reply_and_label_figures_from_records():
     assert lab["fallback_rate"] == 0.5
 
 
-def _draw(own: float, top2: float, usable: float) -> dict:
+def _draw(own: float, top2: float, usable: float, seconds: float = 9.0, variant: str = "example") -> dict:
     fig = {"f1": own, "retrieval_top2_f1": top2}
-    return {"own_steps": fig, "oracle_steps": {"f1": own + 0.1, "retrieval_top2_f1": top2},
-            "own_steps_replies": {"usable_rate": usable, "issues": {}}}
+    return {"variant": variant, "own_steps": fig, "oracle_steps": {"f1": own + 0.1, "retrieval_top2_f1": top2},
+            "own_steps_replies": {"usable_rate": usable, "issues": {}},
+            "sources": {"own_steps": {"seconds_per_question": seconds, "questions": 24}}}
+
+
+def test_each_draw_and_variant_labels_in_its_own_run_directories(tmp_path):
+    """Draws are labelled apart (a finished label stage refuses other questions in its directory) and own-step
+    sources apart per reply format; oracle steps do not depend on the format."""
+    a = bench.label_dirs(tmp_path, "hotpotqa", "qwen", "prefix", 0)
+    b = bench.label_dirs(tmp_path, "hotpotqa", "qwen", "prefix_bf16", 1)
+    assert set(a) == {"own_steps", "oracle_steps", "own_steps_lancer"}
+    assert len(set(a.values()) | set(b.values())) == 6
+    assert a["oracle_steps"].parent == b["oracle_steps"].parent
+    assert a["own_steps"].parent != b["own_steps"].parent and a["own_steps"].name == "draw0"
+
+
+def test_results_from_one_run_over_the_draws_union_read_per_draw():
+    """Results written before the directories were per draw kept the variant and the sources' times once; rows
+    and merges read them per draw, each draw keeping only the sources that labelled it."""
+    old = {"variant": "prefix", "questions_per_draw": 24, "layers": "full_attention",
+           "sources": {"own_steps": {"seconds_per_question": 22.0}, "own_steps_lancer": {"seconds_per_question": 90}},
+           "draws": {"0": {k: v for k, v in _draw(0.5, 0.7, 1.0).items() if k not in ("variant", "sources")}}}
+    got = bench.per_draw(old)
+    assert "sources" not in got and "variant" not in got and got["layers"] == "full_attention"
+    assert got["draws"]["0"]["variant"] == "prefix"
+    assert got["draws"]["0"]["sources"] == {"own_steps": {"seconds_per_question": 22.0}}  # no LANCER figures
+    assert bench.per_draw(got) == got
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r
+            for r in bench.rows({"machine": {"cpus": 2}, "labels": {"hotpotqa.qwen": old}})}
+    assert rows[("own_steps.hotpotqa.qwen.seconds_per_question", "own_steps", 0)]["value"] == 22.0
+    assert rows[("own_steps.hotpotqa.qwen.usable_rate", "prefix", 0)]["value"] == 1.0
 
 
 def test_rows_carry_the_targets_per_draw_and_over_draws():
@@ -47,9 +76,8 @@ def test_rows_carry_the_targets_per_draw_and_over_draws():
               "parse": {"hotpotqa.qwen": {"chosen": "example", "variants": {
                   "plain": {"usable_rate": 0.5, "replies": 16, "issues": {"no_steps": 8}, "seconds_per_question": 9},
                   "example": {"usable_rate": 1.0, "replies": 16, "issues": {}, "seconds_per_question": 8}}}},
-              "labels": {"hotpotqa.qwen": {"variant": "example", "draws": {"0": _draw(0.7, 0.6, 0.95),
-                                                                          "1": _draw(0.55, 0.6, 0.85)},
-                                           "sources": {"own_steps": {"seconds_per_question": 9.5, "questions": 40}}}}}
+              "labels": {"hotpotqa.qwen": {"draws": {"0": _draw(0.7, 0.6, 0.95, 9.5),
+                                                     "1": _draw(0.55, 0.6, 0.85, 10.5)}}}}
     rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
     assert rows[("own_steps.hotpotqa.qwen.dev_usable_rate", "example (chosen)", None)]["value"] == 1.0
     usable = rows[("own_steps.hotpotqa.qwen.usable_rate", "example", 0)]
@@ -60,7 +88,8 @@ def test_rows_carry_the_targets_per_draw_and_over_draws():
     assert rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1_worst", None, None)]["met"] is False
     assert rows[("own_steps.hotpotqa.qwen.label_f1", "oracle_steps", 1)]["value"] == pytest.approx(0.65)
     assert rows[("own_steps.hotpotqa.qwen.label_f1", "retrieval_top2", 0)]["value"] == 0.6
-    assert rows[("own_steps.hotpotqa.qwen.seconds_per_question", "own_steps", None)]["value"] == 9.5
+    assert rows[("own_steps.hotpotqa.qwen.seconds_per_question", "own_steps", 0)]["value"] == 9.5
+    assert rows[("own_steps.hotpotqa.qwen.seconds_per_question_mean", "own_steps", None)]["value"] == 10.0
 
 
 def test_every_variant_is_a_valid_recipe_override():
@@ -116,8 +145,9 @@ def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_
 
 
 def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
-    """`--merge`: a later file replaces a part's dataset key whole (parse, labels), the student part's seeds of
-    different sessions are combined, other datasets and every run's command are kept; the rows are rewritten."""
+    """`--merge`: a later file replaces a part's dataset key whole (parse), the labels part's draws and the student
+    part's seeds of different sessions are combined, other datasets and every run's command are kept; the rows
+    are rewritten."""
     import json
 
     key, other = "hotpotqa.qwen", "2wiki.qwen"
@@ -132,10 +162,12 @@ def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
                 "seeds": {seed: {"f1": f1, "retrieval_top2_f1": 0.6}}}
 
     first = {"date": "d1", "commands": ["run 1"], "parse": {key: parse("prefix"), other: parse("plain")},
-             "labels": {key: {"variant": "prefix", "draws": {"0": _draw(0.5, 0.6, 1.0)},
-                              "sources": {"own_steps": {"seconds_per_question": 9, "questions": 24}}}},
+             "labels": {key: {"questions_per_draw": 24, "draws": {"0": _draw(0.5, 0.6, 1.0),
+                                                                  "1": _draw(0.4, 0.6, 1.0)}}},
              "student": {key: student("0", 0.5)}}
     second = {"date": "d2", "commands": ["run 2"], "parse": {key: parse("prefix_bf16")},
+              "labels": {key: {"questions_per_draw": 24, "draws": {"1": _draw(0.45, 0.6, 1.0, 11.0),
+                                                                   "2": _draw(0.6, 0.6, 1.0)}}},
               "student": {key: student("1", 0.7)}}
     paths = []
     for i, data in enumerate((first, second)):
@@ -145,7 +177,8 @@ def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
     assert bench.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
     got = json.loads(out.read_text())
     assert got["parse"][key] == second["parse"][key] and got["parse"][other] == first["parse"][other]
-    assert got["labels"] == first["labels"]
+    assert got["labels"][key]["draws"] == {"0": first["labels"][key]["draws"]["0"],
+                                           **second["labels"][key]["draws"]}
     assert got["student"][key]["seeds"] == {"0": first["student"][key]["seeds"]["0"],
                                             "1": second["student"][key]["seeds"]["1"]}
     assert got["commands"] == ["run 1", "run 2"] and got["date"] == "d2" and "datasets" not in got
