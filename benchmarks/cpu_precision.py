@@ -1,7 +1,8 @@
 """bfloat16 against float32 on a CPU, and the teacher's batch: what the HotpotQA real_cpu recipe's speed settings buy
 and what they change, each setting on the same questions, one after another, under the same load. (JSON)
 
-    python benchmarks/cpu_precision.py [--parts label,answer] [--questions 40] [--busy 0,2]
+    python benchmarks/cpu_precision.py [--parts label,answer,select] [--questions 40] [--busy 0,2]
+                                       [--selector build/answers/hotpotqa/seed2/selector]
                                        [--work build/cpu_precision] [--out benchmarks/results/cpu_precision.json]
     python benchmarks/cpu_precision.py --merge A.json B.json --out benchmarks/results/cpu_precision.json
     python benchmarks/cpu_precision.py --rows-only --out benchmarks/results/cpu_precision.json
@@ -20,12 +21,21 @@ Parts
   answer  The evaluate stage with Qwen2.5-Coder-0.5B-Instruct answering each question from its gold passages and
           from retrieval's top 5 (methods gold_support and retrieval, budget 5) at eval.dtype float32 and bfloat16:
           seconds a prompt, EM of each method, the share of answers identical to float32's.
+  select  The exported passage-readout selector of a benchmarks/answers.py run (``--selector``: that run's
+          ``selector`` directory) over the first ``--questions`` (by qid) of that run's own held-out questions
+          (the qids of its ``selections.jsonl``, their candidates from its ``candidates.jsonl``), through
+          ``purecover select --selector DIR --input FILE --out FILE --dtype D`` at float32 and bfloat16
+          (``student.dtype``, which the select stage and the export use): seconds a question (the command's own
+          throughput, ``questions_per_second``, as answers.py's ``select_ms``), the share of selected sets
+          identical to float32's, support F1 against the gold passages.
 ``--busy N``: N processes spin on the CPU meanwhile (``make test`` beside a run is about 2), every setting of that
 load timed under it; each N its own rows.
 
 Targets (the recipe's settings, idle cores): the teacher at bfloat16 and a batch of 1 at least 1.5x faster than
 float32 at 2, with at least 95 % of the label subsets identical and label F1 no more than 0.01 lower; bfloat16
-answering at least 1.5x faster than float32, with at least 90 % of the answers identical. Rows: `rows`.
+answering at least 1.5x faster than float32, with at least 90 % of the answers identical; the selector in bfloat16
+at least 1.5x faster than float32, with at least 95 % of the selected sets identical and support F1 no more than
+0.01 lower. Rows: `rows`.
 """
 
 from __future__ import annotations
@@ -145,6 +155,56 @@ def answer_part(work: Path, questions: int, n_busy: int) -> dict[str, Any]:
     return out
 
 
+SELECT_DTYPES = ("float32", "bfloat16")
+
+
+def select_input(selector: Path, questions: int, path: Path) -> list[str]:
+    """Write to `path` the candidates of the first `questions` (by qid) of the held-out questions the answers.py run
+    owning `selector` selected for; return their qids."""
+    run = selector.parent
+    if not (selector / "selector_config.json").is_file() and not any(selector.glob("*.safetensors")):
+        raise SystemExit(f"no exported selector in {selector}: run benchmarks/answers.py first (its run directory's "
+                         "`selector`), or name one with --selector")
+    qids = sorted({r["qid"] for r in read_jsonl(run / "selections.jsonl")})[:questions]
+    keep = set(qids)
+    with open(path, "w", encoding="utf-8") as out:
+        for c in read_jsonl(run / "candidates.jsonl"):
+            if c["qid"] in keep:
+                out.write(json.dumps({k: c[k] for k in ("qid", "question", "docs")}) + "\n")
+    return qids
+
+
+def select_part(work: Path, selector: Path, questions: int, n_busy: int) -> dict[str, Any]:
+    """The selector at each `SELECT_DTYPES` on the same held-out questions under `n_busy` spinners."""
+    inp = work / f"select-input-{questions}.jsonl"
+    qids = select_input(selector, questions, inp)
+    gold = {c["qid"]: set(c.get("gold_doc_ids") or []) for c in read_jsonl(selector.parent / "candidates.jsonl")}
+    out: dict[str, Any] = {"selector": str(selector), "questions": len(qids)}
+    sets: dict[str, dict[str, list[str]]] = {}
+    with busy(n_busy):
+        for dtype in SELECT_DTYPES:
+            dest = work / f"select-{dtype}-busy{n_busy}.jsonl"
+            for stale in (dest, dest.with_name(dest.name + ".run.json")):
+                stale.unlink(missing_ok=True)  # ours (this part's own output): timed afresh
+            cmd = [sys.executable, "-m", "purecover", "select", "--selector", str(selector), "--input", str(inp),
+                   "--out", str(dest), "--dtype", dtype, "-q"]
+            with open(work / "cpu_precision.log", "ab") as log:
+                subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+            summary = json.loads(dest.with_name(dest.name + ".run.json").read_text())["summary"]
+            sets[dtype] = {r["qid"]: sorted(r["selected_doc_ids"]) for r in read_jsonl(dest)}
+            f1s = [prf(sets[dtype][q], gold[q])[2] for q in qids if gold.get(q)]
+            out[dtype] = {"dtype": dtype, "seconds_per_question": round(1.0 / summary["questions_per_second"], 3),
+                          "mean_selected": summary.get("mean_selected"),
+                          "support_f1": round(sum(f1s) / len(f1s), 4) if f1s else None}
+            harness.log(f"select {dtype}, {n_busy} busy: {out[dtype]['seconds_per_question']} s a question, "
+                        f"support F1 {out[dtype]['support_f1']}")
+    for dtype in SELECT_DTYPES:
+        out[dtype]["same_sets_as_float32"] = round(
+            sum(sets[dtype][q] == sets["float32"][q] for q in qids) / max(len(qids), 1), 4)
+    return out
+
+
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     table = Rows(result)
     for load, parts in sorted(result.get("loads", {}).items(), key=lambda kv: int(kv[0])):
@@ -177,6 +237,21 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             table.add("cpu_precision.answer_same", bf16["same_answers_as_float32"], "share",
                       SAME_ANSWERS_TARGET if idle else None, variant=f"bfloat16, {where}",
                       note=f"EM bfloat16 {bf16['em']} against float32 {f32['em']}, {bf16['questions']} questions")
+        select = parts.get("select")
+        if select:
+            f32, bf16 = select["float32"], select["bfloat16"]
+            where_sel = f"{where}, {select['questions']} held-out questions"
+            table.add("cpu_precision.select_speedup", round(f32["seconds_per_question"] / bf16["seconds_per_question"], 3),
+                      "x", SPEED_TARGET if idle else None, variant=f"bfloat16 over float32, {where_sel}",
+                      note=f"{bf16['seconds_per_question']} against {f32['seconds_per_question']} s a question; "
+                           f"selector {select['selector']}")
+            table.add("cpu_precision.select_same_sets", bf16["same_sets_as_float32"], "share",
+                      SAME_LABELS_TARGET if idle else None, variant=f"bfloat16, {where_sel}",
+                      note=f"|S| {bf16['mean_selected']} against {f32['mean_selected']}")
+            if f32["support_f1"] is not None and bf16["support_f1"] is not None:
+                table.add("cpu_precision.select_f1_loss", round(f32["support_f1"] - bf16["support_f1"], 4), "F1",
+                          F1_LOSS_TARGET if idle else None, variant=f"bfloat16, {where_sel}",
+                          note=f"support F1 {bf16['support_f1']} against {f32['support_f1']}")
     return table.rows
 
 
@@ -200,10 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=40)
     parser.add_argument("--busy", default="0", help="comma-separated numbers of spinning processes")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "cpu_precision")
+    parser.add_argument("--selector", type=Path, default=ROOT / "build" / "answers" / "hotpotqa" / "seed2" / "selector",
+                        help="the select part's exported selector: a benchmarks/answers.py run's (default: %(default)s)")
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows, write_merged)) is not None:
         return status
-    parts = harness.name_list(args.parts, ("label", "answer"), "part")
+    parts = harness.name_list(args.parts, ("label", "answer", "select"), "part")
     args.work.mkdir(parents=True, exist_ok=True)
     from purecover.utils.cpu_features import cpu_bf16_native
     from purecover.utils.provenance import package_versions
@@ -218,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             harness.write(args.out, result, rows)
         if "answer" in parts:
             mine["answer"] = answer_part(args.work, args.questions, n_busy)
+            harness.write(args.out, result, rows)
+        if "select" in parts:
+            mine["select"] = select_part(args.work, args.selector, args.questions, n_busy)
             harness.write(args.out, result, rows)
     print(f"written to {args.out}")
     return 0

@@ -81,3 +81,42 @@ def test_busy_processes_spin_for_the_duration_and_are_gone_after():
         spinners = [c for c in me.children() if "while True" in " ".join(c.cmdline())]
         assert len(spinners) == 2
     assert not [c for c in spinners if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def _select(seconds: float, same: float, f1: float, dtype: str) -> dict:
+    return {"dtype": dtype, "seconds_per_question": seconds, "mean_selected": 2.1, "support_f1": f1,
+            "same_sets_as_float32": same}
+
+
+def test_select_rows_compare_bfloat16_with_float32_on_idle_cores():
+    select = {"selector": "build/answers/hotpotqa/seed2/selector", "questions": 40,
+              "float32": _select(1.6, 1.0, 0.76, "float32"), "bfloat16": _select(0.8, 0.9, 0.74, "bfloat16")}
+    result = {"loads": {"0": {"select": select}, "2": {"select": select}}}
+    by = {(r["figure"], r["variant"]): r for r in bench.rows(result)}
+    where = "0 busy processes, 40 held-out questions"
+    speed = by[("cpu_precision.select_speedup", f"bfloat16 over float32, {where}")]
+    assert speed["value"] == 2.0 and speed["met"] is True
+    assert by[("cpu_precision.select_same_sets", f"bfloat16, {where}")]["met"] is False  # 0.9 < 0.95
+    loss = by[("cpu_precision.select_f1_loss", f"bfloat16, {where}")]
+    assert loss["value"] == 0.02 and loss["met"] is False
+    assert by[("cpu_precision.select_speedup",
+               "bfloat16 over float32, 2 busy processes, 40 held-out questions")]["target"] is None
+
+
+def test_select_input_is_the_answers_runs_held_out_questions(tmp_path: Path):
+    """The select part reads the questions an answers.py run selected for (its test split), first N by qid, with
+    their candidates; a directory without an exported selector is a clear stop."""
+    import pytest
+
+    run = tmp_path / "run"
+    (run / "selector").mkdir(parents=True)
+    docs = [{"doc_id": "d0", "title": "T", "text": "x"}]
+    cands = [{"qid": q, "question": f"Q {q}?", "docs": docs, "gold_doc_ids": ["d0"]} for q in ("q3", "q1", "q2", "q9")]
+    (run / "candidates.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cands))
+    (run / "selections.jsonl").write_text("".join(json.dumps({"qid": q}) + "\n" for q in ("q9", "q3", "q1")))
+    with pytest.raises(SystemExit, match="no exported selector"):
+        bench.select_input(run / "selector", 2, tmp_path / "in.jsonl")
+    (run / "selector" / "selector_config.json").write_text("{}")
+    assert bench.select_input(run / "selector", 2, tmp_path / "in.jsonl") == ["q1", "q3"]
+    written = [json.loads(line) for line in (tmp_path / "in.jsonl").read_text().splitlines()]
+    assert [r["qid"] for r in written] == ["q3", "q1"] and set(written[0]) == {"qid", "question", "docs"}
