@@ -179,7 +179,9 @@ def select_part(work: Path, selector: Path, questions: int, n_busy: int) -> dict
     inp = work / f"select-input-{questions}.jsonl"
     qids = select_input(selector, questions, inp)
     gold = {c["qid"]: set(c.get("gold_doc_ids") or []) for c in read_jsonl(selector.parent / "candidates.jsonl")}
-    out: dict[str, Any] = {"selector": str(selector), "questions": len(qids)}
+    shown = selector.resolve()
+    out: dict[str, Any] = {"selector": str(shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown),
+                           "questions": len(qids)}
     sets: dict[str, dict[str, list[str]]] = {}
     with busy(n_busy):
         for dtype in SELECT_DTYPES:
