@@ -165,12 +165,12 @@ def select_input(selector: Path, questions: int, path: Path) -> list[str]:
     if not (selector / "selector_config.json").is_file() and not any(selector.glob("*.safetensors")):
         raise SystemExit(f"no exported selector in {selector}: run benchmarks/answers.py first (its run directory's "
                          "`selector`), or name one with --selector")
+    from purecover.utils.io import write_jsonl_atomic
+
     qids = sorted({r["qid"] for r in read_jsonl(run / "selections.jsonl")})[:questions]
     keep = set(qids)
-    with open(path, "w", encoding="utf-8") as out:
-        for c in read_jsonl(run / "candidates.jsonl"):
-            if c["qid"] in keep:
-                out.write(json.dumps({k: c[k] for k in ("qid", "question", "docs")}) + "\n")
+    write_jsonl_atomic(path, [{k: c[k] for k in ("qid", "question", "docs")}
+                              for c in read_jsonl(run / "candidates.jsonl") if c["qid"] in keep])
     return qids
 
 
