@@ -3,7 +3,7 @@
     python benchmarks/answers.py [--datasets hotpotqa,2wiki,musique] [--seeds 0]
                                  [--generator qwen2.5-coder-0.5b-instruct] [--timing-questions 24]
                                  [--methods none,retrieval,gold_support,teacher,student,icr,cross_encoder_ft]
-                                 [--work build/answers] [--out benchmarks/results/answers.json]
+                                 [--work build/answers] [--out benchmarks/results/answers.json] [--busy 0,2]
     python benchmarks/answers.py --merge A.json B.json --out benchmarks/results/answers.json
     python benchmarks/answers.py --rows-only --out benchmarks/results/answers.json
 
@@ -16,9 +16,12 @@ method of `METHODS` at each budget of `BUDGETS`, on the seed's held-out test que
 by qid against the train stage's split). ``cross_encoder_ft`` is fine-tuned in that stage on the same training
 questions and labels, its threshold chosen on the same calibration questions.
 
-Then, on the first ``--timing-questions`` test questions: the generator's seconds to answer from the student's set
-and from retrieval's top 5, one prompt at a time, interleaved (the same process and cores for both); with the
-student's selection time (the select stage's throughput), that gives target (c).
+Then, on the first ``--timing-questions`` test questions, one question at a time in one process: the exported
+selector's selection, the generator's answer from the student's set and its answer from retrieval's top 5,
+interleaved (`time_answers`); on idle cores, then beside each ``--busy`` number of spinning processes. Target (c)
+is the generator's two times with the student's selection time from the select stage's throughput (as every stored
+seed was measured); ``select_plus_answer_over_top5_answer_timed`` is the same ratio with the selection timed in
+that loop, one row per load.
 
 Targets (issue 53), per dataset at each seed, from the evaluation's ``metrics.json``:
   (a) EM of the student's set (``student@5``: its own set, at most 5 passages) ≥ the better of retrieval top-2 and top-5, while
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import harness
-from benchlib.harness import log, seed_rows
+from benchlib.harness import busy, log, seed_rows
 from benchlib.readout_runs import (
     FILES,
     LABELS,
@@ -116,33 +119,63 @@ def _em_by_student_support(run: Path, cands: dict[str, dict]) -> dict[str, dict[
     return out
 
 
-def _answer_seconds(run: Path, recipe: Any, cands: dict[str, dict], test: Sequence[str]) -> dict[str, Any]:
-    """The generator's seconds per question from the student's set and from retrieval's top 5, one prompt at a
-    time, interleaved (student, top 5, student, ...) on the same questions."""
+def time_answers(gen: Any, tok: Any, cands: dict[str, dict], chosen: dict[str, dict[str, list[int]]],
+                 test: Sequence[str], dataset: str, max_new_tokens: int, selector: Any = None) -> dict[str, Any]:
+    """Seconds per question, one question at a time and interleaved on the same cores: the `selector`'s selection
+    (when given; an exported `Selector`), then the generator's answer from each method's set in `chosen` (method ->
+    qid -> selected candidate positions). ``same_sets``: the share of questions where the selector's set (its first
+    `OWN_SET_K`) is the student's evaluated set, so the timed selection is the one that was scored."""
     from purecover.eval.rag_prompt import RagPrompt, render_qa_prompt
+    from purecover.records import CandidateRecord
+
+    wording = RagPrompt.default()
+    seconds = {m: 0.0 for m in chosen} | ({"select": 0.0} if selector is not None else {})
+    same = 0
+    for q in test:
+        c = CandidateRecord.model_validate(cands[q])
+        if selector is not None:
+            t0 = time.perf_counter()
+            picked = selector.select(c.question, c.docs).indices
+            seconds["select"] += time.perf_counter() - t0
+            same += sorted(picked[:int(OWN_SET_K)]) == sorted(chosen[f"student@{OWN_SET_K}"][q])
+        for m, sel in chosen.items():
+            text = render_qa_prompt(tok, c.question, [c.docs[i] for i in sel[q]], dataset, wording)
+            t0 = time.perf_counter()
+            gen.generate([text], max_new_tokens)
+            seconds[m] += time.perf_counter() - t0
+    n = max(len(test), 1)
+    out = {"questions": len(test), **{m: round(s / n, 4) for m, s in seconds.items()}}
+    return out | ({"same_sets": round(same / n, 4)} if selector is not None else {})
+
+
+def _answer_seconds(run: Path, recipe: Any, cands: dict[str, dict], test: Sequence[str],
+                    busy_loads: Sequence[int] = ()) -> dict[str, Any]:
+    """The student's selection (its exported selector, in the recipe's dtype) and the generator's answers from its
+    set and from retrieval's top 5, timed by `time_answers` on idle cores; then again beside each of `busy_loads`
+    spinning processes (``busy``: load -> the same figures)."""
     from purecover.models.generation import make_generator
     from purecover.models.loading import load_causal_lm, load_tokenizer
-    from purecover.records import CandidateRecord
+    from purecover.models.selector import Selector
 
     tok = load_tokenizer(recipe.eval.generator)
     gen = make_generator("hf", model=load_causal_lm(recipe.eval.generator, dtype="float32", device="cpu"),
                          tokenizer=tok, batch_size=1)
+    selector = Selector.from_pretrained(run / "selector", device="cpu", dtype=recipe.student.dtype, batch_size=1)
     chosen = {m: {r["qid"]: r["selected"] for r in read_jsonl(run / "eval" / "predictions" / f"{m}.jsonl")}
               for m in (f"student@{OWN_SET_K}", "retrieval@5")}
-    wording = RagPrompt.default()
-    seconds = {m: 0.0 for m in chosen}
-    for q in test:
-        c = CandidateRecord.model_validate(cands[q])
-        for m, sel in chosen.items():
-            text = render_qa_prompt(tok, c.question, [c.docs[i] for i in sel[q]], recipe.data.dataset, wording)
-            t0 = time.perf_counter()
-            gen.generate([text], recipe.eval.max_new_tokens)
-            seconds[m] += time.perf_counter() - t0
-    return {"questions": len(test), **{m: round(s / max(len(test), 1), 4) for m, s in seconds.items()}}
+
+    def timed(n_busy: int) -> dict[str, Any]:
+        with busy(n_busy):
+            out = time_answers(gen, tok, cands, chosen, test, recipe.data.dataset, recipe.eval.max_new_tokens,
+                               selector)
+        log(f"timed {out['questions']} questions beside {n_busy} busy processes: {out}")
+        return out
+
+    return timed(0) | ({"busy": {str(n): timed(n) for n in busy_loads if n}} if any(busy_loads) else {})
 
 
 def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, timing_questions: int,
-             methods: Sequence[str] = METHODS) -> dict[str, Any]:
+             methods: Sequence[str] = METHODS, busy_loads: Sequence[int] = ()) -> dict[str, Any]:
     """Train, export and evaluate at `seed`; the evaluation's figures, support figures, AUCs and answer timing."""
     run = work / dataset / f"seed{seed}"
     copy_labels(source, run)
@@ -171,7 +204,7 @@ def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, 
            "auc": _aucs(run, cands, test), "em_by_student_support": _em_by_student_support(run, cands),
            "cross_encoder_ft": {k: ce[k] for k in (
                "threshold", "calib_subset_f1", "train_questions", "train_pairs", "train_seconds")},
-           "answer_seconds": _answer_seconds(run, recipe, cands, test[:timing_questions]),
+           "answer_seconds": _answer_seconds(run, recipe, cands, test[:timing_questions], busy_loads),
            "generator": generator}
     s = results[f"student@{OWN_SET_K}"]
     log(f"{dataset} seed {seed}: EM student {s['em']} ({s['prompt_tokens']} tokens) retrieval@2 "
@@ -197,7 +230,16 @@ def claim(r: dict[str, Any]) -> dict[str, float | None]:
             "gap_closed": round((student["em"] - best) / gap, 4) if gap > 0 else None,
             "support_f1_minus_cross_encoder": round(r["support"]["student"]["f1"]
                                                     - r["support"]["cross_encoder_ft"]["f1"], 4),
-            "select_plus_answer_over_top5": round((select_s + t[f"student@{OWN_SET_K}"]) / top5, 4) if top5 else None}
+            "select_plus_answer_over_top5": round((select_s + t[f"student@{OWN_SET_K}"]) / top5, 4) if top5 else None,
+            "timed_over_top5": timed_ratios(t)}
+
+
+def timed_ratios(t: dict[str, Any]) -> dict[int, float]:
+    """(selection + answering from the student's set) / answering from top 5, all three timed in the same loop
+    (`time_answers`), per number of busy processes beside it; {} for results timed before the selection was."""
+    loads = {0: t} | {int(n): f for n, f in (t.get("busy") or {}).items()}
+    return {n: round((f["select"] + f[f"student@{OWN_SET_K}"]) / f["retrieval@5"], 4)
+            for n, f in loads.items() if f.get("select") is not None and f.get("retrieval@5")}
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -221,6 +263,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                   {s: f["select_plus_answer_over_top5"] for s, f in figures.items()}, "x", at_most(1.0),
                   note="(student selection + answering) / answering from retrieval@5, seconds a question, "
                        "interleaved on the same cores (target c)")
+        for n_busy in sorted({n for f in figures.values() for n in f["timed_over_top5"]}):
+            seed_rows(table, f"{name}.select_plus_answer_over_top5_answer_timed",
+                      {s: f["timed_over_top5"].get(n_busy) for s, f in figures.items()}, "x", at_most(1.0),
+                      variant=f"{n_busy} busy",
+                      note="target (c) with the selection timed in the same loop, one question at a time, beside "
+                           f"{n_busy} spinning processes")
         for shown in SHOWN:
             seed_rows(table, f"{name}.em", {s: r["results"].get(shown, {}).get("em") for s, r in seeds.items()},
                       "EM", variant=shown)
@@ -281,6 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the evaluated methods (default: %(default)s); student, retrieval, gold_support and "
                              "cross_encoder_ft are needed for the targets")
     parser.add_argument("--work", default=str(ROOT / "build" / "answers"))
+    parser.add_argument("--busy", default="0",
+                        help="comma-separated numbers of spinning processes to time target (c) beside, after the "
+                             "idle timing (0: idle only; `make test` beside a run is about 2)")
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows, write_merged)) is not None:
         return status
@@ -294,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = labelled(dataset, work)
         for seed in args.seeds:
             result["datasets"].setdefault(dataset, {})[str(seed)] = run_seed(
-                dataset, seed, work, source, args.generator, args.timing_questions, args.methods.split(","))
+                dataset, seed, work, source, args.generator, args.timing_questions, args.methods.split(","),
+                [int(n) for n in args.busy.split(",") if n.strip()])
             harness.write(args.out, {**result, "versions": package_versions()}, rows)
     print(f"wrote {args.out}")
     return 0

@@ -117,3 +117,48 @@ def test_benchmark_runs_train_and_answer_in_float32_whatever_the_recipe_says(sam
     as_written = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", [f"run_dir={tmp_path}"])
     assert as_written.student.training.get("bf16") is True and as_written.eval.dtype == "bfloat16"
     assert as_written.teacher.dtype == "bfloat16" and as_written.eval.cross_encoder_ft_bf16 is True
+
+
+def test_the_claim_timed_in_one_loop_at_each_load():
+    """Target (c) with the selection timed beside the answers, a row per number of busy processes; seeds timed
+    before the selection was have no such figure (None), and the stored (c) row keeps its select-stage form."""
+    timed = _seed(0.34, 0)
+    timed["answer_seconds"] |= {"select": 0.3, "busy": {"2": {"questions": 24, "select": 0.9, "student@5": 2.4,
+                                                              "retrieval@5": 3.0}}}
+    result = {"machine": {"cpus": 2}, "datasets": {"hotpotqa": {"0": timed, "1": _seed(0.28, 1)}}}
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    idle = rows[("answers.hotpotqa.select_plus_answer_over_top5_answer_timed", "0 busy", 0)]
+    assert idle["value"] == pytest.approx((0.3 + 1.2) / 2.0) and idle["target"] == "<= 1" and idle["met"] is True
+    loaded = rows[("answers.hotpotqa.select_plus_answer_over_top5_answer_timed", "2 busy", 0)]
+    assert loaded["value"] == pytest.approx((0.9 + 2.4) / 3.0) and loaded["met"] is False
+    assert rows[("answers.hotpotqa.select_plus_answer_over_top5_answer_timed", "0 busy", 1)]["value"] is None
+    assert rows[("answers.hotpotqa.select_plus_answer_over_top5_answer", None, 0)]["value"] == pytest.approx(
+        (0.12 + 1.2) / 2.0)  # the select stage's 120 ms, as before
+
+
+def test_answers_are_timed_with_the_selection_that_was_scored(tmp_path_factory, sample_dir):
+    """`time_answers` with a real exported selector and a real (tiny) generator: every method's seconds, the
+    selection's, and the share of questions where the timed selection is the evaluated set."""
+    from purecover.models.generation import make_generator
+    from purecover.models.loading import load_causal_lm, load_tokenizer
+    from purecover.models.selector import Selector
+    from purecover.utils.io import read_jsonl
+    from tests.models.conftest import exported_run, tiny_model_dir
+
+    recipe = exported_run(tmp_path_factory, sample_dir)
+    selector = Selector.from_pretrained(recipe.run_path / "selector", device="cpu", dtype="float32", batch_size=1)
+    tiny = tiny_model_dir(tmp_path_factory, sample_dir)
+    tok = load_tokenizer(str(tiny))
+    gen = make_generator("hf", model=load_causal_lm(str(tiny), dtype="float32", device="cpu"), tokenizer=tok,
+                         batch_size=1)
+    cands = {rec["qid"]: rec for _, rec in read_jsonl(recipe.run_path / "candidates.jsonl")}
+    q1, q2 = sorted(cands)[:2]
+    own = {q: selector.select(cands[q]["question"], cands[q]["docs"]).indices[:int(bench.OWN_SET_K)] for q in (q1, q2)}
+    other = [i for i in range(len(cands[q2]["docs"])) if i not in own[q2]][:1]
+    chosen = {f"student@{bench.OWN_SET_K}": {q1: own[q1], q2: other},  # q2's evaluated set is not the selector's
+              "retrieval@5": {q: list(range(min(5, len(cands[q]["docs"])))) for q in (q1, q2)}}
+    out = bench.time_answers(gen, tok, cands, chosen, [q1, q2], "hotpotqa", 4, selector)
+    assert out["questions"] == 2 and out["same_sets"] == 0.5
+    assert all(out[k] > 0 for k in ("select", f"student@{bench.OWN_SET_K}", "retrieval@5"))
+    without = bench.time_answers(gen, tok, cands, chosen, [q1], "hotpotqa", 4)
+    assert "select" not in without and "same_sets" not in without and without["retrieval@5"] > 0
