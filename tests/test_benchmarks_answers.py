@@ -162,3 +162,22 @@ def test_answers_are_timed_with_the_selection_that_was_scored(tmp_path_factory, 
     assert all(out[k] > 0 for k in ("select", f"student@{bench.OWN_SET_K}", "retrieval@5"))
     without = bench.time_answers(gen, tok, cands, chosen, [q1], "hotpotqa", 4)
     assert "select" not in without and "same_sets" not in without and without["retrieval@5"] > 0
+
+
+def test_a_stage_that_skipped_itself_reports_the_time_of_the_run_that_made_it(tmp_path):
+    """A rerun (to time again, say) finds its stages complete; their seconds are the spans their run records hold,
+    not the skip's, and a stage that ran in this call (or resumed in it) is timed by the call."""
+    from datetime import datetime, timezone
+
+    from benchlib.readout_runs import reused_span
+
+    record = tmp_path / "train.run.json"
+    record.write_text(json.dumps({"stage": "train", "started": "2026-12-07T01:05:13+00:00",
+                                  "finished": "2026-12-07T01:17:11+00:00"}))
+    later = datetime(2026, 12, 7, 2, 0, tzinfo=timezone.utc).timestamp()
+    assert reused_span(record, later) == 718.0  # 11 min 58 s, as recorded
+    earlier = datetime(2026, 12, 7, 1, 5, 13, 500000, tzinfo=timezone.utc).timestamp()
+    assert reused_span(record, earlier) is None  # it began in this call: the call's own time stands
+    assert reused_span(tmp_path / "export.run.json", later) is None  # no record
+    record.write_text(json.dumps({"stage": "train", "started": "2026-12-07T01:05:13+00:00"}))  # never finished
+    assert reused_span(record, later) is None

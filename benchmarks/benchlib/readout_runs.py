@@ -7,12 +7,14 @@ against its summary (`check_disjoint`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,18 +54,39 @@ def load(dataset: str, run_dir: Path, extra: Sequence[str] = ()) -> Any:
     return load_recipe(recipe_path(dataset), overrides(dataset, run_dir, extra))
 
 
-def run_command(stage: str, dataset: str, run_dir: Path, extra: Sequence[str]) -> dict[str, float]:
-    """``purecover STAGE RECIPE --set ...`` in a subprocess (the real command line); its seconds and peak RSS."""
+def run_command(stage: str, dataset: str, run_dir: Path, extra: Sequence[str]) -> dict[str, Any]:
+    """``purecover STAGE RECIPE --set ...`` in a subprocess (the real command line); its seconds and peak RSS.
+
+    A stage that was already complete (its run record older than this call) skips itself: then
+    ``seconds`` is the span its record holds (`reused_span`), from the run that made it, with ``reused: true``, and the peak RSS is
+    this call's (the skip's)."""
     command = [sys.executable, "-m", "purecover", stage, str(recipe_path(dataset)), "-q"]
     for item in overrides(dataset, run_dir, extra):
         command += ["--set", item]
+    called = time.time()
     t0 = time.perf_counter()
     proc = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}")
-    return {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    out: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    if (span := reused_span(run_dir / f"{stage}.run.json", called)) is not None:
+        out |= {"seconds": span, "reused": True}
+    return out
+
+
+def reused_span(record: Path, called: float) -> float | None:
+    """Seconds from ``started`` to ``finished`` of the stage run record `record` when it started before `called`
+    (a Unix time: the stage was complete and skipped itself), else None."""
+    if not record.is_file():
+        return None
+    rec = json.loads(record.read_text())
+    try:
+        started, finished = (datetime.fromisoformat(rec[k]).timestamp() for k in ("started", "finished"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return round(finished - started, 1) if started < called - 1.0 else None
 
 
 def labelled(dataset: str, work: Path) -> Path:
