@@ -55,7 +55,7 @@ from benchlib.readout_runs import (
     split_of,
 )
 from benchlib.real_runs import mean, read_jsonl, support_of
-from benchlib.rows import Rows, at_least, at_most, machine_info, now
+from benchlib.rows import Rows, at_least, at_most, describe, machine_info, now
 
 from purecover.metrics import prf, ranking_auc
 
@@ -205,7 +205,7 @@ def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, 
            "cross_encoder_ft": {k: ce[k] for k in (
                "threshold", "calib_subset_f1", "train_questions", "train_pairs", "train_seconds")},
            "answer_seconds": _answer_seconds(run, recipe, cands, test[:timing_questions], busy_loads),
-           "generator": generator}
+           "generator": generator, "machine": machine_info(), "date": now()}
     s = results[f"student@{OWN_SET_K}"]
     log(f"{dataset} seed {seed}: EM student {s['em']} ({s['prompt_tokens']} tokens) retrieval@2 "
         f"{results['retrieval@2']['em']} retrieval@5 {results['retrieval@5']['em']} gold "
@@ -243,7 +243,21 @@ def timed_ratios(t: dict[str, Any]) -> dict[int, float]:
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of every dataset and seed; each carries the machine its seed was measured on (runs merged from
+    different sessions may differ), a row over seeds the distinct machines of its seeds."""
     table = Rows(result)
+    machines = {(f"answers.{dataset}.", int(seed)): describe(r.get("machine") or result.get("machine"))
+                for dataset, per_seed in result.get("datasets", {}).items() for seed, r in per_seed.items()}
+    table.rows = _rows(result, table)
+    for row in table.rows:
+        mine = sorted({m for (prefix, seed), m in machines.items() if row["figure"].startswith(prefix)
+                       and row.get("seed") in (None, seed)})
+        if mine:
+            row["machine"] = "; ".join(mine)
+    return table.rows
+
+
+def _rows(result: dict[str, Any], table: Rows) -> list[dict[str, Any]]:
     for dataset, per_seed in result.get("datasets", {}).items():
         seeds = {int(s): r for s, r in per_seed.items()}
         name = f"answers.{dataset}"
@@ -306,9 +320,13 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """Results of several runs as one: later files win per (dataset, seed); every run's file and command kept."""
+    """Results of several runs as one: later files win per (dataset, seed); every run's file and command kept, and
+    each seed keeps the machine and date of the file it came from (a seed that records its own keeps those)."""
     def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
-        out["datasets"] = harness.merged([out["datasets"], data.get("datasets", {})], depth=2)
+        stamped = {dataset: {seed: {"machine": data.get("machine"), "date": data.get("date")} | r
+                             for seed, r in per_seed.items()}
+                   for dataset, per_seed in data.get("datasets", {}).items()}
+        out["datasets"] = harness.merged([out["datasets"], stamped], depth=2)
 
     return harness.merge_files(paths, combine)
 

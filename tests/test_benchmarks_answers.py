@@ -181,3 +181,27 @@ def test_a_stage_that_skipped_itself_reports_the_time_of_the_run_that_made_it(tm
     assert reused_span(tmp_path / "export.run.json", later) is None  # no record
     record.write_text(json.dumps({"stage": "train", "started": "2026-12-07T01:05:13+00:00"}))  # never finished
     assert reused_span(record, later) is None
+
+
+def test_each_seed_keeps_the_machine_it_was_measured_on_when_runs_are_merged(tmp_path):
+    """Seeds run in different sessions may run on different CPUs: the merged file's rows say which, per seed, not
+    the last file's machine for every row."""
+    amd = {"processor": "x86_64", "cpus": 2, "cpu_model": "AMD EPYC"}
+    intel = {"processor": "x86_64", "cpus": 2, "cpu_model": "Intel(R) Xeon(R) Processor"}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"machine": amd, "date": "2026-12-06", "datasets": {"hotpotqa": {"0": _seed(0.3, 0)}}}))
+    b.write_text(json.dumps({"machine": intel, "date": "2026-12-07", "datasets": {"hotpotqa": {"1": _seed(0.2, 1)},
+                                                                                  "musique": {"0": _seed(0.1, 0)}}}))
+    merged = bench.merge([a, b])
+    assert merged["datasets"]["hotpotqa"]["0"]["machine"] == amd and merged["datasets"]["hotpotqa"]["1"]["date"] == \
+        "2026-12-07"
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(merged)}
+    figure = "answers.hotpotqa.student_em_minus_best_retrieval"
+    assert rows[(figure, None, 0)]["machine"] == "2 cores, AMD EPYC"
+    assert rows[(figure, None, 1)]["machine"] == "2 cores, Intel(R) Xeon(R) Processor"
+    assert rows[(figure + "_worst", None, None)]["machine"] == "2 cores, AMD EPYC; 2 cores, Intel(R) Xeon(R) Processor"
+    assert rows[("answers.musique.student_em_minus_best_retrieval", None, 0)]["machine"] == \
+        "2 cores, Intel(R) Xeon(R) Processor"  # musique's seed 0, not hotpotqa's
+    again = tmp_path / "merged.json"
+    again.write_text(json.dumps(merged | {"machine": intel}))
+    assert bench.merge([again])["datasets"]["hotpotqa"]["0"]["machine"] == amd  # a seed's own record wins
