@@ -58,14 +58,17 @@ def run_command(stage: str, dataset: str, run_dir: Path, extra: Sequence[str]) -
     """``purecover STAGE RECIPE --set ...`` in a subprocess (the real command line); its seconds and peak RSS.
 
     A stage that was already complete (its run record older than this call) skips itself: then
-    ``seconds`` is the span its record holds (`reused_span`), from the run that made it, with ``reused: true``, and the peak RSS is
-    this call's (the skip's)."""
+    ``seconds`` is the span its record holds (`reused_span`), from the run that made it, with ``reused: true``,
+    and the peak RSS is this call's (the skip's)."""
     command = [sys.executable, "-m", "purecover", stage, str(recipe_path(dataset)), "-q"]
     for item in overrides(dataset, run_dir, extra):
         command += ["--set", item]
+    from purecover.utils.threads import env_choosing_own_threads
+
     called = time.time()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    # each stage chooses its threads for the load at its own start (not the label stage's choice, made in this process)
+    proc = subprocess.Popen(command, env={**env_choosing_own_threads(), "HF_HUB_OFFLINE": "1"})
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:

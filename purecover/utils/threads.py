@@ -12,6 +12,9 @@ busy processes. `choose_threads` decides, in this order:
    of a few samples over about 0.2 s, this process left out), and at least one.
 
 `apply_threads` makes the choice for a stage (the contract calls it before every stage body it runs) and logs it.
+The ``OMP_NUM_THREADS`` it sets is inherited by the processes this one starts, and they take it as given (1.). A
+program that starts later stages as processes and wants each to choose for the load of its own time passes them
+`env_choosing_own_threads`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ThreadChoice", "apply_threads", "choose_threads", "other_runnable", "usable_cores"]
+__all__ = ["ThreadChoice", "apply_threads", "choose_threads", "env_choosing_own_threads", "other_runnable",
+           "usable_cores"]
 
 LOADAVG = Path("/proc/loadavg")
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
@@ -127,3 +131,13 @@ def apply_threads(setting: int | str = "auto") -> ThreadChoice:
             torch.set_num_threads(choice.threads)
     log.info(choice.describe())
     return choice
+
+
+def env_choosing_own_threads(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of `env` (default: this process's environment) without the ``OMP_NUM_THREADS`` that `apply_threads`
+    set in this process, so that a process started with it chooses its own thread count, for the load at its own
+    start. A user's ``OMP_NUM_THREADS`` (any other value) is kept."""
+    out = dict(os.environ if env is None else env)
+    if out.get("OMP_NUM_THREADS") is not None and out.get("OMP_NUM_THREADS") == _ours.get("OMP_NUM_THREADS"):
+        del out["OMP_NUM_THREADS"]
+    return out

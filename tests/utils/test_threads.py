@@ -93,3 +93,28 @@ def test_every_stage_the_contract_runs_makes_the_choice(tmp_path: Path, monkeypa
     assert seen == [2]
     contract.run_stage("data", recipe, show_progress=False)  # complete: skipped, nothing to choose for
     assert seen == [2]
+
+
+def test_a_started_process_chooses_its_own_threads_unless_the_user_set_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OMP_NUM_THREADS this process set for itself is left out of the environment for the processes it starts
+    (each chooses for the load at its own start: a real child reports `auto`); a user's value is passed on."""
+    import torch
+
+    from purecover.utils.threads import env_choosing_own_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "_ours", {})
+    before = torch.get_num_threads()
+    child = [sys.executable, "-c", "from purecover.utils.threads import choose_threads; print(choose_threads().source)"]
+    try:
+        apply_threads(1)
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+        env = env_choosing_own_threads()
+        assert "OMP_NUM_THREADS" not in env and env["PATH"] == os.environ["PATH"]
+        assert subprocess.run(child, env=env, capture_output=True, text=True, check=True).stdout.strip() == "auto"
+        assert subprocess.run(child, capture_output=True, text=True, check=True).stdout.strip() == "OMP_NUM_THREADS"
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")  # a user's
+        assert env_choosing_own_threads()["OMP_NUM_THREADS"] == "3"
+        assert env_choosing_own_threads({"OMP_NUM_THREADS": "1", "X": "y"}) == {"X": "y"}  # a given env: ours dropped
+    finally:
+        torch.set_num_threads(before)
