@@ -216,8 +216,9 @@ def run_seed(dataset: str, seed: int, work: Path, source: Path, generator: str, 
 # ------------------------------------------------------------------------------------------------ rows
 
 
-def claim(r: dict[str, Any]) -> dict[str, float | None]:
-    """The figures of targets (a)-(c) from one seed's result."""
+def claim(r: dict[str, Any]) -> dict[str, Any]:
+    """The figures of targets (a)-(c) from one seed's result (numbers, None where not measured; ``timed_over_top5``:
+    load -> ratio, `timed_ratios`)."""
     res = r["results"]
     student, gold = res[f"student@{OWN_SET_K}"], res[f"gold_support@{OWN_SET_K}"]
     best = max(res["retrieval@2"]["em"], res["retrieval@5"]["em"])
