@@ -176,10 +176,42 @@ def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
     out = tmp_path / "merged.json"
     assert bench.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
     got = json.loads(out.read_text())
-    assert got["parse"][key] == second["parse"][key] and got["parse"][other] == first["parse"][other]
-    assert got["labels"][key]["draws"] == {"0": first["labels"][key]["draws"]["0"],
-                                           **second["labels"][key]["draws"]}
-    assert got["student"][key]["seeds"] == {"0": first["student"][key]["seeds"]["0"],
-                                            "1": second["student"][key]["seeds"]["1"]}
+
+    def bare(entry: dict) -> dict:  # an entry without the machine and date the merge marks it with
+        return {k: v for k, v in entry.items() if k not in ("machine", "date")}
+
+    assert bare(got["parse"][key]) == second["parse"][key] and bare(got["parse"][other]) == first["parse"][other]
+    assert {d: bare(r) for d, r in got["labels"][key]["draws"].items()} == {
+        "0": first["labels"][key]["draws"]["0"], **second["labels"][key]["draws"]}
+    assert {d: bare(r) for d, r in got["student"][key]["seeds"].items()} == {
+        "0": first["student"][key]["seeds"]["0"], "1": second["student"][key]["seeds"]["1"]}
+    assert got["labels"][key]["draws"]["0"]["date"] == "d1" and got["labels"][key]["draws"]["2"]["date"] == "d2"
     assert got["commands"] == ["run 1", "run 2"] and got["date"] == "d2" and "datasets" not in got
     assert {r["seed"] for r in got["rows"] if r["figure"].endswith("student_minus_retrieval_top2_f1")} == {0, 1}
+
+
+def test_merged_rows_say_the_machine_each_draw_and_seed_ran_on(tmp_path):
+    """Sessions may run on different CPUs: after a merge, each draw's rows name its own machine (not the last
+    file's), a row over draws names every machine it spans, and a parse entry keeps its run's."""
+    import json
+
+    amd = {"processor": "x86_64", "cpus": 2, "cpu_model": "AMD EPYC"}
+    intel = {"processor": "x86_64", "cpus": 2, "cpu_model": "Intel(R) Xeon(R) Processor"}
+    parse = {"chosen": "prefix", "variants": {"prefix": {"usable_rate": 1.0, "replies": 12, "issues": {},
+                                                         "seconds_per_question": 9}}}
+    first = {"machine": amd, "date": "d1", "parse": {"hotpotqa.big": parse},
+             "labels": {"hotpotqa.small": {"draws": {"0": _draw(0.5, 0.6, 1.0)}}}}
+    second = {"machine": intel, "date": "d2",
+              "labels": {"hotpotqa.small": {"draws": {"1": _draw(0.4, 0.6, 1.0)}},
+                         "hotpotqa.big": {"draws": {"0": _draw(0.7, 0.6, 1.0)}}}}
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, data in zip(paths, (first, second)):
+        path.write_text(json.dumps(data))
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(bench.merge(paths))}
+    said = {"amd": "2 cores, AMD EPYC", "intel": "2 cores, Intel(R) Xeon(R) Processor"}
+    assert rows[("own_steps.hotpotqa.small.label_f1", "own_steps", 0)]["machine"] == said["amd"]
+    assert rows[("own_steps.hotpotqa.small.label_f1", "own_steps", 1)]["machine"] == said["intel"]
+    assert rows[("own_steps.hotpotqa.small.label_f1_mean", "own_steps", None)]["machine"] == \
+        f"{said['amd']}; {said['intel']}"
+    assert rows[("own_steps.hotpotqa.big.dev_usable_rate", "prefix (chosen)", None)]["machine"] == said["amd"]
+    assert rows[("own_steps.hotpotqa.big.label_f1", "own_steps", 0)]["machine"] == said["intel"]
