@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import harness
-from benchlib.harness import busy, log, seed_rows
+from benchlib.harness import busy, log, seed_rows, stamp_machines
 from benchlib.readout_runs import (
     FILES,
     LABELS,
@@ -55,7 +55,7 @@ from benchlib.readout_runs import (
     split_of,
 )
 from benchlib.real_runs import mean, read_jsonl, support_of
-from benchlib.rows import Rows, at_least, at_most, describe, machine_info, now
+from benchlib.rows import Rows, at_least, at_most, machine_info, now
 
 from purecover.metrics import prf, ranking_auc
 
@@ -244,22 +244,10 @@ def timed_ratios(t: dict[str, Any]) -> dict[int, float]:
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows of every dataset and seed; each carries the machine its seed was measured on (runs merged from
-    different sessions may differ), a row over seeds the distinct machines of its seeds."""
+    """The rows of every dataset and seed; each carries the machine its seed was measured on (`stamp_machines`)."""
     table = Rows(result)
-    machines = {(f"answers.{dataset}.", int(seed)): describe(r.get("machine") or result.get("machine"))
-                for dataset, per_seed in result.get("datasets", {}).items() for seed, r in per_seed.items()}
-    table.rows = _rows(result, table)
-    for row in table.rows:
-        mine = sorted({m for (prefix, seed), m in machines.items() if row["figure"].startswith(prefix)
-                       and row.get("seed") in (None, seed)})
-        if mine:
-            row["machine"] = "; ".join(mine)
-    return table.rows
-
-
-def _rows(result: dict[str, Any], table: Rows) -> list[dict[str, Any]]:
     for dataset, per_seed in result.get("datasets", {}).items():
+        start = len(table.rows)
         seeds = {int(s): r for s, r in per_seed.items()}
         name = f"answers.{dataset}"
         figures = {s: claim(r) for s, r in seeds.items()}
@@ -314,6 +302,7 @@ def _rows(result: dict[str, Any], table: Rows) -> list[dict[str, Any]]:
             seed_rows(table, f"{name}.select_ms", {s: r["results"][f"{method}@{OWN_SET_K}"]["select_ms"]
                                                    for s, r in seeds.items()}, "ms", variant=method,
                       lower_is_better=True, note="per question, 2 cores")
+        stamp_machines(table, start, {s: r.get("machine") for s, r in seeds.items()}, result)
     return table.rows
 
 

@@ -56,10 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import harness
-from benchlib.harness import log, seed_rows
+from benchlib.harness import log, seed_rows, stamp_machines
 from benchlib.readout_runs import FILES, load, split_of
 from benchlib.real_runs import ROOT, mean, read_jsonl, set_figures, splits_of
-from benchlib.rows import Rows, above, at_least, describe, machine_info, now
+from benchlib.rows import Rows, above, at_least, machine_info, now
 
 TEACHER = "qwen2.5-coder-0.5b-instruct"
 # Reply formats tried on development questions (issue 54, item 1): our reasoning prompt as it is, with the reply
@@ -284,16 +284,6 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
 # ------------------------------------------------------------------------------------------------ rows
 
 
-def _stamp(table: Rows, start: int, machines: dict[int | None, Any], result: dict[str, Any]) -> None:
-    """Give the rows added since `start` the machine their draw or seed was measured on (`machines`: draw or seed ->
-    its ``machine`` dict, None for the part's own); a row over draws or seeds, the distinct machines of them all."""
-    said = {k: describe(m or result.get("machine")) for k, m in machines.items()}
-    for row in table.rows[start:]:
-        over = row["figure"].endswith(("_mean", "_worst")) or row.get("seed") not in said
-        mine = set(said.values()) if over else {said[row.get("seed")]}
-        row["machine"] = "; ".join(sorted(mine))
-
-
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of every part; each carries the machine its entry was measured on (runs merged from different
     sessions may differ)."""
@@ -305,7 +295,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             table.add(f"own_steps.{key}.dev_usable_rate", fig["usable_rate"], "share", variant=name + chosen,
                       note=f"{fig['replies']} development (calibration) questions; fallbacks {fig['issues']}; "
                            f"{fig['seconds_per_question']} s a question on 2 cores")
-        _stamp(table, start, {None: part.get("machine")}, result)
+        stamp_machines(table, start, {None: part.get("machine")}, result)
     for key, part in sorted(result.get("labels", {}).items()):
         start = len(table.rows)
         draws = {int(d): r for d, r in per_draw(part)["draws"].items()}
@@ -330,7 +320,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             if values:
                 seed_rows(table, f"{name}.seconds_per_question", values, "s", variant=source,
                           note="the label stage's seconds a question over the draw's questions, on 2 cores")
-        _stamp(table, start, {d: r.get("machine") for d, r in draws.items()}, result)
+        stamp_machines(table, start, {d: r.get("machine") for d, r in draws.items()}, result)
     for key, part in sorted(result.get("student", {}).items()):
         start = len(table.rows)
         name, seeds = f"own_steps.{key}", {int(d): r for d, r in part["seeds"].items()}
@@ -350,7 +340,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 seed_rows(table, f"{name}.student_f1", values, "F1", variant=variant,
                           note=None if variant != "oracle_steps" else "student_readout.json's passage student "
                           "(oracle-proxy labels) on the same test questions")
-        _stamp(table, start, {None: part.get("machine")} | {d: r.get("machine") for d, r in seeds.items()}, result)
+        stamp_machines(table, start, {None: part.get("machine")} | {d: r.get("machine") for d, r in seeds.items()}, result)
     return table.rows
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .rows import ROWS_ONLY_HELP, Rows, parse_target, read_results, rewrite, with_rows
+from .rows import ROWS_ONLY_HELP, Rows, describe, parse_target, read_results, rewrite, with_rows
 
 __all__ = ["add_history", "busy", "load", "malformed", "merge_files", "merged", "name_list", "over_seeds", "parse", "parser",
            "positive_seconds", "read_results", "seed_list", "seed_rows", "stored", "worst", "write"]
@@ -228,6 +228,17 @@ def seed_rows(table: Rows, figure: str, values: dict[int, float | None], unit: s
         if with_worst:
             table.add(f"{figure}_worst", worst(have, target, lower_is_better), unit, target, variant=variant,
                       note=note)
+
+
+def stamp_machines(table: Rows, start: int, machines: dict[int | None, Any], result: dict[str, Any]) -> None:
+    """Give the rows of `table` added since `start` the machine their seed (or draw) was measured on: `machines`
+    maps a seed to its entry's ``machine`` dict (None: the part's own; a missing dict: `result`'s). A row over
+    seeds (``_mean``, ``_worst``) or without one of them names every distinct machine. Runs merged from sessions
+    on different CPUs keep each entry's machine this way, not the last file's."""
+    said = {k: describe(m or result.get("machine")) for k, m in machines.items()}
+    for row in table.rows[start:]:
+        over = row["figure"].endswith(("_mean", "_worst")) or row.get("seed") not in said
+        row["machine"] = "; ".join(sorted(set(said.values()) if over else {said[row.get("seed")]}))
 
 
 def over_seeds(table: Rows, per_seed: Sequence[dict[str, Any]], digits: int = 4) -> None:
