@@ -29,7 +29,10 @@ Parts
           same teacher's LANCER sub-question ratings). Per draw: label precision / recall / F1 against the gold
           passages and mean |S| of each source, retrieval top-2 and top-|S| on the same questions, own steps'
           usable-reply rate and fallbacks by code, each source's seconds a question. Draws of an earlier run in
-          ``--out`` are kept.
+          ``--out`` are kept. LANCER: the label run stores the teacher's sub-question ratings (beta 0), and the
+          selection is re-solved from the stored scores at each weight of `LANCER_BETAS` (`beta_figures`, as
+          `purecover tune` does); the weight is chosen on the ``--dev`` development questions (their own LANCER run,
+          ``own_steps_lancer-VARIANT/dev``) and the draw reports its F1 at that weight, every weight's beside.
 
   student Own-step labels of every question of the pool (the chosen variant; resumable, ``all_own_steps``), then the
           passage-readout student of benchmarks/student_readout.py (its `STUDENT` settings, its questions and its
@@ -82,7 +85,10 @@ VARIANTS: dict[str, list[str]] = {
                            "teacher.dtype=bfloat16"],
 }
 USABLE_TARGET = at_least(0.9)
+# LANCER ratings stored with the labels (beta 0: the selection ignores them), then fused at each weight of
+# `LANCER_BETAS` by re-solving from the stored scores (`beta_figures`); the weight is chosen on development questions
 LANCER = ["teacher.lancer.enabled=true"]
+LANCER_BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def recipe(dataset: str, run: Path, extra: Sequence[str]) -> Any:
@@ -168,10 +174,56 @@ def label_figures(labels: dict[str, dict], cands: dict[str, dict], qids: Sequenc
     return fig
 
 
+def beta_figures(run: Any, cands: dict[str, dict], qids: Sequence[str],
+                 betas: Sequence[float] = LANCER_BETAS) -> dict[str, dict[str, Any]]:
+    """str(beta) -> `set_figures` over `qids` of the selections re-solved from the LANCER run `run`'s stored
+    attention and ratings with ``teacher.lancer.beta`` = beta (`purecover tune`'s re-solve; the run's own beta
+    reproduces its labels). A question the label stage could not label (an error record) keeps its stored
+    selection."""
+    from purecover.teacher.defaults import resolve_params
+    from purecover.teacher.selection import solve
+    from purecover.teacher.tune import labels_bias, load_questions, setting_estimates
+
+    if not run.teacher.lancer.enabled:
+        raise ValueError(f"{run.run_path}: not a LANCER run (teacher.lancer.enabled is false)")
+    path = run.run_path / "labels.jsonl"
+    stored = {x["qid"]: x for x in read_jsonl(path)}
+    questions = [q for q in load_questions(path, run.run_path / "candidates.jsonl") if q.qid in set(qids)]
+    out = {}
+    for beta in betas:
+        params = resolve_params(run.teacher, beta=float(beta))
+        bias = labels_bias(run, path) if params.calibrate else None
+        result = solve(setting_estimates(questions, params, bias), params)
+        chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in stored[q].get("selected") or []] for q in qids}
+        chosen.update({q.qid: [q.doc_ids[k] for k in result.order(i)] for i, q in enumerate(questions)})
+        out[str(float(beta))] = set_figures(chosen, cands, qids)
+    return out
+
+
+def choose_beta(f1: dict[str, float]) -> float:
+    """The LANCER weight above 0 with the best label F1 of `f1` (str(beta) -> F1; ties: the smaller weight)."""
+    fused = [b for b in f1 if float(b) > 0]
+    if not fused:
+        raise ValueError(f"no LANCER weight above 0 among {sorted(f1)}")
+    return float(max(fused, key=lambda b: (f1[b], -float(b))))
+
+
+def lancer_dev(dataset: str, run: Path, extra: Sequence[str], cands: dict[str, dict],
+               qids: Sequence[str]) -> dict[str, Any]:
+    """The LANCER weight chosen on the development questions `qids` (a LANCER label run in `run`): the beta above
+    0 with the best label F1 there (ties: the smaller), beside every beta's F1 (0: own steps alone)."""
+    got = label_run(dataset, run, extra, qids)
+    figs = beta_figures(got["recipe"], cands, qids)
+    chosen = choose_beta({b: f["f1"] for b, f in figs.items()})
+    return {"questions": list(qids), "seconds_per_question": got["seconds_per_question"], "machine": machine_info(),
+            "f1": {b: f["f1"] for b, f in figs.items()}, "mean_size": {b: f["mean_size"] for b, f in figs.items()},
+            "chosen_beta": float(chosen)}
+
+
 def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
                variants: Sequence[str] = tuple(VARIANTS)) -> dict[str, Any]:
     cands, split = question_pool(dataset, work)
-    qids = sorted(q for q, s in split.items() if s == "calib" and cands[q]["gold_doc_ids"])[:dev]
+    qids = dev_questions(cands, split, dev)
     out: dict[str, Any] = {"dev_questions": qids, "variants": {}}
     for name in variants:
         overrides = VARIANTS[name]
@@ -199,10 +251,17 @@ def label_dirs(work: Path, dataset: str, teacher: str, variant: str, draw: int) 
             "own_steps_lancer": base / f"own_steps_lancer-{variant}" / f"draw{draw}"}
 
 
+def dev_questions(cands: dict[str, dict], split: dict[str, str], dev: int) -> list[str]:
+    """The first `dev` calibration qids (sorted) with gold passages: the development questions."""
+    return sorted(q for q, s in split.items() if s == "calib" and cands[q]["gold_doc_ids"])[:dev]
+
+
 def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, n: int, draws: Sequence[int],
-                lancer_draws: Sequence[int]) -> dict[str, Any]:
+                lancer_draws: Sequence[int], dev: int = 16) -> dict[str, Any]:
     """Per draw of `draws`: its `n` test questions labelled by each source in the draw's own run directories
-    (`label_dirs`), resumed where a run is there already (module docstring)."""
+    (`label_dirs`), resumed where a run is there already (module docstring). Where a draw is one of `lancer_draws`,
+    the LANCER weight is chosen first on the `dev` development questions (`lancer_dev`) and the draw's LANCER
+    labels are re-solved at it (`beta_figures`; every weight's F1 reported beside, never used to choose)."""
     cands, split = question_pool(dataset, work)
     test = [q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"]]
     base = [f"teacher.model={teacher}", f"teacher.layers={layers}"]
@@ -210,6 +269,11 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
                "oracle_steps": [*base, "teacher.steps=oracle"],
                "own_steps_lancer": [*base, "teacher.steps=model", *VARIANTS[variant], *LANCER]}
     out: dict[str, Any] = {"questions_per_draw": n, "draws": {}}
+    if set(draws) & set(lancer_draws):
+        out["lancer_dev"] = lancer_dev(dataset, work / dataset / teacher / f"own_steps_lancer-{variant}" / "dev",
+                                       sources["own_steps_lancer"], cands, dev_questions(cands, split, dev))
+        log(f"{dataset} {teacher} LANCER on {dev} development questions: F1 by beta {out['lancer_dev']['f1']}, "
+            f"chosen {out['lancer_dev']['chosen_beta']}")
     for d in draws:
         qids = draw_questions(test, n, d)
         per: dict[str, Any] = {"variant": variant, "questions": qids, "sources": {}}
@@ -221,7 +285,12 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
             runs[source] = got = label_run(dataset, dirs[source], extra, qids)
             per["sources"][source] = {"overrides": extra, "questions": len(qids),
                                       "seconds_per_question": got["seconds_per_question"], "layers": got["layers"]}
-            per[source] = label_figures(got["labels"], cands, qids)
+            if source == "own_steps_lancer":
+                betas = beta_figures(got["recipe"], cands, qids)
+                per[source] = {**betas[str(out["lancer_dev"]["chosen_beta"])], "beta": out["lancer_dev"]["chosen_beta"]}
+                per["own_steps_lancer_f1_by_beta"] = {b: f["f1"] for b, f in betas.items()}
+            else:
+                per[source] = label_figures(got["labels"], cands, qids)
         per["own_steps_replies"] = reply_figures(reparsed(runs["own_steps"]["recipe"], cands), qids)
         out["draws"][str(d)] = per
         log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']} (usable "
@@ -314,6 +383,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           variant=source)
         seed_rows(table, f"{name}.label_f1", {d: r["own_steps"]["retrieval_top2_f1"] for d, r in draws.items()},
                   "F1", variant="retrieval_top2")
+        fused = {d: r for d, r in draws.items() if "beta" in (r.get("own_steps_lancer") or {})}
+        if fused:
+            seed_rows(table, f"{name}.lancer_minus_own_steps_f1",
+                      {d: round(r["own_steps_lancer"]["f1"] - r["own_steps"]["f1"], 4) for d, r in fused.items()},
+                      "F1", note="label F1 of own steps fused with the teacher's LANCER ratings (at the weight "
+                                 "chosen on development questions) minus own steps alone, on the same questions")
         for source in ("own_steps", "oracle_steps", "own_steps_lancer"):
             values = {d: r["sources"][source]["seconds_per_question"] for d, r in draws.items()
                       if source in r["sources"]}
@@ -321,6 +396,14 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 seed_rows(table, f"{name}.seconds_per_question", values, "s", variant=source,
                           note="the label stage's seconds a question over the draw's questions, on 2 cores")
         stamp_machines(table, start, {d: r.get("machine") for d, r in draws.items()}, result)
+        if dev := part.get("lancer_dev"):
+            start = len(table.rows)
+            for beta, f1 in dev["f1"].items():
+                chosen = " (chosen)" if float(beta) == dev["chosen_beta"] else ""
+                table.add(f"{name}.lancer_dev_label_f1", f1, "F1", variant=f"beta {beta}{chosen}",
+                          note=f"{len(dev['questions'])} development (calibration) questions; beta 0: own steps "
+                               f"alone; {dev['seconds_per_question']} s a question with the ratings, on 2 cores")
+            stamp_machines(table, start, {None: dev.get("machine")}, result)
     for key, part in sorted(result.get("student", {}).items()):
         start = len(table.rows)
         name, seeds = f"own_steps.{key}", {int(d): r for d, r in part["seeds"].items()}
@@ -382,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parts", default="parse,labels",
                         type=lambda t: harness.name_list(t, ("parse", "labels", "student"), "parts"))
     parser.add_argument("--seeds", type=harness.seed_list, default=[0, 1, 2], help="the student part's seeds")
-    parser.add_argument("--dev", type=int, default=16, help="development questions of the parse part")
+    parser.add_argument("--dev", type=int, default=16,
+                        help="development questions of the parse part and of the LANCER weight's choice")
     parser.add_argument("--questions", type=int, default=24, help="test questions per draw")
     parser.add_argument("--draws", type=harness.seed_list, default=[0, 1, 2])
     parser.add_argument("--lancer-draws", type=lambda t: [] if t == "none" else harness.seed_list(t), default=[0],
@@ -415,9 +499,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if variant is None:
             raise SystemExit(f"no reply format chosen for {key}: run the parse part first, or name --variant")
         got = labels_part(args.dataset, args.teacher, args.layers, variant, work, args.questions, args.draws,
-                          args.lancer_draws)
-        earlier = per_draw(result["labels"].get(key) or {"draws": {}})["draws"]
-        got["draws"] = {**earlier, **got["draws"]}  # draws of earlier sessions kept
+                          args.lancer_draws, args.dev)
+        earlier = per_draw(result["labels"].get(key) or {"draws": {}})
+        got["draws"] = {**earlier["draws"], **got["draws"]}  # draws of earlier sessions kept
+        if "lancer_dev" in earlier and "lancer_dev" not in got:
+            got["lancer_dev"] = earlier["lancer_dev"]
         result["labels"][key] = {**got, "layers": args.layers}
         harness.write(args.out, {**result, "versions": package_versions()}, rows)
     if "student" in args.parts:

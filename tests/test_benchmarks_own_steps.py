@@ -215,3 +215,63 @@ def test_merged_rows_say_the_machine_each_draw_and_seed_ran_on(tmp_path):
         f"{said['amd']}; {said['intel']}"
     assert rows[("own_steps.hotpotqa.big.dev_usable_rate", "prefix (chosen)", None)]["machine"] == said["amd"]
     assert rows[("own_steps.hotpotqa.big.label_f1", "own_steps", 0)]["machine"] == said["intel"]
+
+
+def test_the_lancer_weight_is_the_best_fused_one_on_development_questions():
+    assert bench.choose_beta({"0.0": 0.9, "0.25": 0.5, "0.5": 0.6, "1.0": 0.6}) == 0.5  # 0 is never chosen; ties: smaller
+    with pytest.raises(ValueError, match="no LANCER weight above 0"):
+        bench.choose_beta({"0.0": 0.9})
+
+
+def test_lancer_labels_re_solved_at_each_weight_reproduce_the_label_stage(tmp_path, sample_dir):
+    """A real LANCER label run (a tiny Qwen2 with the real tokenizer, the demo questions) made at beta 0.5:
+    re-solved at 0.5, its stored selections come back; at 0 the ratings are left out (own steps alone)."""
+    from purecover.config import load_recipe
+    from purecover.data.data_stage import run_data_stage
+    from purecover.demo.tiny import build_tiny_model
+    from purecover.teacher.label_stage import run_label_stage
+
+    tokenizer = sample_dir / "qwen2_tokenizer"
+    if not tokenizer.is_dir():
+        pytest.skip(f"Qwen2 tokenizer not found at {tokenizer}")
+    teacher = build_tiny_model(tmp_path / "teacher", tokenizer, "qwen2", seed=0)
+
+    def run(name, *extra):
+        r = load_recipe(None, [f"run_dir={tmp_path / name}", "data.path=demo", "data.k1=5", "data.limit=4",
+                               f"teacher.model={teacher}", "teacher.max_new_tokens=12", "teacher.batch_size=4",
+                               "teacher.dtype=float32", "teacher.device=cpu", "teacher.steps=oracle",
+                               "teacher.calibrate=false", *extra])
+        run_data_stage(r, show_progress=False)
+        run_label_stage(r, show_progress=False)
+        return r, {x["qid"]: x for x in bench.read_jsonl(r.run_path / "labels.jsonl")}
+
+    fused, fused_labels = run("fused", *bench.LANCER, "teacher.lancer.beta=0.5")
+    plain, plain_labels = run("plain")
+    cands = {c["qid"]: c for c in bench.read_jsonl(fused.run_path / "candidates.jsonl")}
+    qids = sorted(cands)
+    assert all(fused_labels[q]["ratings"] for q in qids)
+    figs = bench.beta_figures(fused, cands, qids, betas=(0.0, 0.5))
+    def stored(labels):  # the label stage's own selections, less the fallback rate beta_figures does not give
+        return {k: v for k, v in bench.label_figures(labels, cands, qids).items() if k != "fallback_rate"}
+
+    assert figs["0.5"] == stored(fused_labels)
+    assert figs["0.0"] == stored(plain_labels)
+    assert figs["0.0"] != figs["0.5"]  # the ratings change these selections
+    with pytest.raises(ValueError, match="not a LANCER run"):
+        bench.beta_figures(plain, cands, qids)
+
+
+def test_lancer_rows_compare_with_own_steps_per_draw_and_show_the_weights_tried():
+    fused = {**_draw(0.6, 0.7, 1.0), "own_steps_lancer": {"f1": 0.65, "retrieval_top2_f1": 0.7, "beta": 0.25}}
+    result = {"machine": {"cpus": 2},
+              "labels": {"hotpotqa.qwen": {
+                  "lancer_dev": {"questions": ["c1", "c2"], "seconds_per_question": 40.0, "chosen_beta": 0.25,
+                                 "f1": {"0.0": 0.7, "0.25": 0.72, "0.5": 0.6}, "machine": {"cpus": 2, "cpu_model": "X"}},
+                  "draws": {"0": _draw(0.6, 0.7, 1.0), "1": fused}}}}
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    assert rows[("own_steps.hotpotqa.qwen.lancer_minus_own_steps_f1", None, 1)]["value"] == pytest.approx(0.05)
+    assert ("own_steps.hotpotqa.qwen.lancer_minus_own_steps_f1", None, 0) not in rows  # draw 0 had no ratings
+    assert rows[("own_steps.hotpotqa.qwen.label_f1", "own_steps_lancer", 1)]["value"] == 0.65
+    dev = rows[("own_steps.hotpotqa.qwen.lancer_dev_label_f1", "beta 0.25 (chosen)", None)]
+    assert dev["value"] == 0.72 and "2 development" in dev["note"] and "X" in dev["machine"]
+    assert rows[("own_steps.hotpotqa.qwen.lancer_dev_label_f1", "beta 0.0", None)]["value"] == 0.7
