@@ -393,7 +393,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             values = {d: r["sources"][source]["seconds_per_question"] for d, r in draws.items()
                       if source in r["sources"]}
             if values:
-                seed_rows(table, f"{name}.seconds_per_question", values, "s", variant=source,
+                seed_rows(table, f"{name}.seconds_per_question", values, "s", variant=source, lower_is_better=True,
                           note="the label stage's seconds a question over the draw's questions, on 2 cores")
         stamp_machines(table, start, {d: r.get("machine") for d, r in draws.items()}, result)
         if dev := part.get("lancer_dev"):

@@ -90,6 +90,7 @@ def test_rows_carry_the_targets_per_draw_and_over_draws():
     assert rows[("own_steps.hotpotqa.qwen.label_f1", "retrieval_top2", 0)]["value"] == 0.6
     assert rows[("own_steps.hotpotqa.qwen.seconds_per_question", "own_steps", 0)]["value"] == 9.5
     assert rows[("own_steps.hotpotqa.qwen.seconds_per_question_mean", "own_steps", None)]["value"] == 10.0
+    assert rows[("own_steps.hotpotqa.qwen.seconds_per_question_worst", "own_steps", None)]["value"] == 10.5  # slowest
 
 
 def test_every_variant_is_a_valid_recipe_override():
