@@ -29,10 +29,14 @@ Parts
           same teacher's LANCER sub-question ratings). Per draw: label precision / recall / F1 against the gold
           passages and mean |S| of each source, retrieval top-2 and top-|S| on the same questions, own steps'
           usable-reply rate and fallbacks by code, each source's seconds a question. Draws of an earlier run in
-          ``--out`` are kept. LANCER: the label run stores the teacher's sub-question ratings (beta 0), and the
-          selection is re-solved from the stored scores at each weight of `LANCER_BETAS` (`beta_figures`, as
-          `purecover tune` does); the weight is chosen on the ``--dev`` development questions (their own LANCER run,
-          ``own_steps_lancer-VARIANT/dev``) and the draw reports its F1 at that weight, every weight's beside.
+          ``--out`` are kept.
+          Selection settings: the label runs store their scores (attention; LANCER runs the teacher's sub-question
+          ratings too, at beta 0), and the selection is re-solved from them at each point of `SELECTION_GRID`
+          (`resolved_figures`, as `purecover tune` does). The points are chosen on the ``--dev`` development
+          questions (an own-steps run of their own, ``own_steps[_lancer]-VARIANT/dev``, with ratings when a draw
+          has LANCER): the best without ratings (``own_steps_tuned``, the setting the own-steps recipes take) and
+          the best with them fused in (``own_steps_lancer``); each draw reports its F1 at the chosen points
+          (``own_steps`` stays the labels as the label stage made them, at the recipe's setting).
 
   student Own-step labels of every question of the pool (the chosen variant; resumable, ``all_own_steps``), then the
           passage-readout student of benchmarks/student_readout.py (its `STUDENT` settings, its questions and its
@@ -50,6 +54,7 @@ seed.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import random
 import sys
@@ -85,10 +90,13 @@ VARIANTS: dict[str, list[str]] = {
                            "teacher.dtype=bfloat16"],
 }
 USABLE_TARGET = at_least(0.9)
-# LANCER ratings stored with the labels (beta 0: the selection ignores them), then fused at each weight of
-# `LANCER_BETAS` by re-solving from the stored scores (`beta_figures`); the weight is chosen on development questions
-LANCER = ["teacher.lancer.enabled=true"]
-LANCER_BETAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+LANCER = ["teacher.lancer.enabled=true"]  # ratings stored with the labels (beta 0: the selection ignores them)
+# Selection settings re-solved from own steps' stored scores and chosen on development questions (`dev_choice`): the
+# recipes' were chosen for oracle steps, and a reply cut off at the token limit has no answer line of its own, so
+# weighting its steps by the answer's attention (cot_weighting) reads an answer made of the last step. beta: the
+# weight of the teacher's LANCER sub-question ratings fused in (0: own steps alone).
+SELECTION_GRID: dict[str, tuple[Any, ...]] = {"cot_weighting": (True, False), "min_select": (1, 2),
+                                              "beta": (0.0, 0.25, 0.5, 0.75, 1.0)}
 
 
 def recipe(dataset: str, run: Path, extra: Sequence[str]) -> Any:
@@ -174,50 +182,64 @@ def label_figures(labels: dict[str, dict], cands: dict[str, dict], qids: Sequenc
     return fig
 
 
-def beta_figures(run: Any, cands: dict[str, dict], qids: Sequence[str],
-                 betas: Sequence[float] = LANCER_BETAS) -> dict[str, dict[str, Any]]:
-    """str(beta) -> `set_figures` over `qids` of the selections re-solved from the LANCER run `run`'s stored
-    attention and ratings with ``teacher.lancer.beta`` = beta (`purecover tune`'s re-solve; the run's own beta
-    reproduces its labels). A question the label stage could not label (an error record) keeps its stored
-    selection."""
+def setting_name(setting: dict[str, Any]) -> str:
+    """``cot_weighting=False,min_select=2,beta=0.5``: a grid point as rows and results name it."""
+    return ",".join(f"{k}={v}" for k, v in setting.items())
+
+
+def selection_points(lancer: bool) -> list[dict[str, Any]]:
+    """The points of `SELECTION_GRID` (the last key varying fastest); without `lancer`, beta 0 only."""
+    grid = {k: (v if k != "beta" or lancer else (0.0,)) for k, v in SELECTION_GRID.items()}
+    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+
+
+def resolved_figures(run: Any, cands: dict[str, dict], qids: Sequence[str],
+                     settings: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`setting_name` -> `set_figures` over `qids` of the selections re-solved from the label run `run`'s stored
+    attention (and LANCER ratings) at each of `settings` (`resolve_params` changes: cot_weighting, min_select,
+    beta, ...), as `purecover tune` does; the run's own setting reproduces its labels. A question the label stage
+    could not label (an error record) keeps its stored selection."""
     from purecover.teacher.defaults import resolve_params
     from purecover.teacher.selection import solve
     from purecover.teacher.tune import labels_bias, load_questions, setting_estimates
 
-    if not run.teacher.lancer.enabled:
-        raise ValueError(f"{run.run_path}: not a LANCER run (teacher.lancer.enabled is false)")
+    if any(float(x.get("beta") or 0) > 0 for x in settings) and not run.teacher.lancer.enabled:
+        raise ValueError(f"{run.run_path}: not a LANCER run (teacher.lancer.enabled is false), so beta must be 0")
     path = run.run_path / "labels.jsonl"
     stored = {x["qid"]: x for x in read_jsonl(path)}
     questions = [q for q in load_questions(path, run.run_path / "candidates.jsonl") if q.qid in set(qids)]
     out = {}
-    for beta in betas:
-        params = resolve_params(run.teacher, beta=float(beta))
+    for setting in settings:
+        params = resolve_params(run.teacher, **setting)
         bias = labels_bias(run, path) if params.calibrate else None
         result = solve(setting_estimates(questions, params, bias), params)
         chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in stored[q].get("selected") or []] for q in qids}
         chosen.update({q.qid: [q.doc_ids[k] for k in result.order(i)] for i, q in enumerate(questions)})
-        out[str(float(beta))] = set_figures(chosen, cands, qids)
+        out[setting_name(setting)] = set_figures(chosen, cands, qids)
     return out
 
 
-def choose_beta(f1: dict[str, float]) -> float:
-    """The LANCER weight above 0 with the best label F1 of `f1` (str(beta) -> F1; ties: the smaller weight)."""
-    fused = [b for b in f1 if float(b) > 0]
-    if not fused:
-        raise ValueError(f"no LANCER weight above 0 among {sorted(f1)}")
-    return float(max(fused, key=lambda b: (f1[b], -float(b))))
+def choose_setting(f1: dict[str, float], points: Sequence[dict[str, Any]], fused: bool) -> dict[str, Any]:
+    """The point of `points` with the best label F1 of `f1` (`setting_name` -> F1) among those with LANCER
+    ratings fused in (beta above 0) when `fused`, else among those without (ties: the earlier point)."""
+    among = [p for p in points if (float(p.get("beta") or 0) > 0) == fused]
+    if not among:
+        raise ValueError(f"no grid point {'with' if fused else 'without'} LANCER ratings fused in")
+    return max(among, key=lambda p: (f1[setting_name(p)], -among.index(p)))
 
 
-def lancer_dev(dataset: str, run: Path, extra: Sequence[str], cands: dict[str, dict],
-               qids: Sequence[str]) -> dict[str, Any]:
-    """The LANCER weight chosen on the development questions `qids` (a LANCER label run in `run`): the beta above
-    0 with the best label F1 there (ties: the smaller), beside every beta's F1 (0: own steps alone)."""
+def dev_choice(dataset: str, run: Path, extra: Sequence[str], cands: dict[str, dict], qids: Sequence[str],
+               lancer: bool) -> dict[str, Any]:
+    """The selection settings chosen on the development questions `qids` (an own-steps label run in `run`, with
+    `LANCER` ratings when `lancer`): every `selection_points` point's label F1 there, the best without ratings
+    (``own``) and, with `lancer`, the best with them fused in (``fused``)."""
     got = label_run(dataset, run, extra, qids)
-    figs = beta_figures(got["recipe"], cands, qids)
-    chosen = choose_beta({b: f["f1"] for b, f in figs.items()})
+    points = selection_points(lancer)
+    figs = resolved_figures(got["recipe"], cands, qids, points)
+    f1 = {name: f["f1"] for name, f in figs.items()}
     return {"questions": list(qids), "seconds_per_question": got["seconds_per_question"], "machine": machine_info(),
-            "f1": {b: f["f1"] for b, f in figs.items()}, "mean_size": {b: f["mean_size"] for b, f in figs.items()},
-            "chosen_beta": float(chosen)}
+            "lancer": lancer, "f1": f1, "mean_size": {name: f["mean_size"] for name, f in figs.items()},
+            "own": choose_setting(f1, points, False), "fused": choose_setting(f1, points, True) if lancer else None}
 
 
 def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
@@ -258,22 +280,26 @@ def dev_questions(cands: dict[str, dict], split: dict[str, str], dev: int) -> li
 
 def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, n: int, draws: Sequence[int],
                 lancer_draws: Sequence[int], dev: int = 16) -> dict[str, Any]:
-    """Per draw of `draws`: its `n` test questions labelled by each source in the draw's own run directories
-    (`label_dirs`), resumed where a run is there already (module docstring). Where a draw is one of `lancer_draws`,
-    the LANCER weight is chosen first on the `dev` development questions (`lancer_dev`) and the draw's LANCER
-    labels are re-solved at it (`beta_figures`; every weight's F1 reported beside, never used to choose)."""
+    """The selection settings chosen on the `dev` development questions (`dev_choice`; with LANCER ratings when a
+    draw of `draws` is one of `lancer_draws`), then per draw of `draws`: its `n` test questions labelled by each
+    source in the draw's own run directories (`label_dirs`), resumed where a run is there already, and re-solved
+    at the chosen settings (module docstring)."""
     cands, split = question_pool(dataset, work)
     test = [q for q, s in split.items() if s == "test" and cands[q]["gold_doc_ids"]]
     base = [f"teacher.model={teacher}", f"teacher.layers={layers}"]
     sources = {"own_steps": [*base, "teacher.steps=model", *VARIANTS[variant]],
                "oracle_steps": [*base, "teacher.steps=oracle"],
                "own_steps_lancer": [*base, "teacher.steps=model", *VARIANTS[variant], *LANCER]}
-    out: dict[str, Any] = {"questions_per_draw": n, "draws": {}}
-    if set(draws) & set(lancer_draws):
-        out["lancer_dev"] = lancer_dev(dataset, work / dataset / teacher / f"own_steps_lancer-{variant}" / "dev",
-                                       sources["own_steps_lancer"], cands, dev_questions(cands, split, dev))
-        log(f"{dataset} {teacher} LANCER on {dev} development questions: F1 by beta {out['lancer_dev']['f1']}, "
-            f"chosen {out['lancer_dev']['chosen_beta']}")
+    lancer = bool(set(draws) & set(lancer_draws))
+    source = "own_steps_lancer" if lancer else "own_steps"
+    out: dict[str, Any] = {"questions_per_draw": n, "draws": {}, "dev": dev_choice(
+        dataset, work / dataset / teacher / f"{source}-{variant}" / "dev", sources[source], cands,
+        dev_questions(cands, split, dev), lancer)}
+    chosen = out["dev"]
+    log(f"{dataset} {teacher}, {dev} development questions: own steps at {setting_name(chosen['own'])} (F1 "
+        f"{chosen['f1'][setting_name(chosen['own'])]})" + (f", LANCER at {setting_name(chosen['fused'])} (F1 "
+                                                           f"{chosen['f1'][setting_name(chosen['fused'])]})"
+                                                           if lancer else ""))
     for d in draws:
         qids = draw_questions(test, n, d)
         per: dict[str, Any] = {"variant": variant, "questions": qids, "sources": {}}
@@ -286,16 +312,21 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
             per["sources"][source] = {"overrides": extra, "questions": len(qids),
                                       "seconds_per_question": got["seconds_per_question"], "layers": got["layers"]}
             if source == "own_steps_lancer":
-                betas = beta_figures(got["recipe"], cands, qids)
-                per[source] = {**betas[str(out["lancer_dev"]["chosen_beta"])], "beta": out["lancer_dev"]["chosen_beta"]}
-                per["own_steps_lancer_f1_by_beta"] = {b: f["f1"] for b, f in betas.items()}
+                fused = chosen["fused"]
+                per[source] = {**resolved_figures(got["recipe"], cands, qids, [fused])[setting_name(fused)],
+                               "setting": fused}
             else:
                 per[source] = label_figures(got["labels"], cands, qids)
+        # own steps at every point without ratings: the chosen one is the recipes' candidate, the rest only reported
+        every = resolved_figures(runs["own_steps"]["recipe"], cands, qids, selection_points(False))
+        per["own_steps_tuned"] = {**every[setting_name(chosen["own"])], "setting": chosen["own"]}
+        per["own_steps_f1_by_setting"] = {name: f["f1"] for name, f in every.items()}
         per["own_steps_replies"] = reply_figures(reparsed(runs["own_steps"]["recipe"], cands), qids)
         out["draws"][str(d)] = per
-        log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']} (usable "
-            f"{per['own_steps_replies']['usable_rate']}), oracle {per['oracle_steps']['f1']}, retrieval top-2 "
-            f"{per['own_steps']['retrieval_top2_f1']}")
+        log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']}, at the chosen setting "
+            f"{per['own_steps_tuned']['f1']} (usable {per['own_steps_replies']['usable_rate']}), oracle "
+            f"{per['oracle_steps']['f1']}, retrieval top-2 {per['own_steps']['retrieval_top2_f1']}"
+            + (f", LANCER {per['own_steps_lancer']['f1']}" if "own_steps_lancer" in per else ""))
     return out
 
 
@@ -373,22 +404,27 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         seed_rows(table, f"{name}.usable_rate", {d: r["own_steps_replies"]["usable_rate"] for d, r in draws.items()},
                   "share", USABLE_TARGET, variant=variant,
                   note="test questions of each draw whose reply gives usable steps")
+        # the target reads the own-step labels at the setting chosen on development questions where a draw has them
+        own = {d: r.get("own_steps_tuned") or r["own_steps"] for d, r in draws.items()}
+        settings = sorted({setting_name(f["setting"]) if "setting" in f else "the recipe's" for f in own.values()})
         seed_rows(table, f"{name}.own_minus_retrieval_top2_f1",
-                  {d: round(r["own_steps"]["f1"] - r["own_steps"]["retrieval_top2_f1"], 4) for d, r in draws.items()},
-                  "F1", above(0.0), note="own-step label F1 minus retrieval top-2's on the same test questions")
-        for source in ("own_steps", "oracle_steps", "own_steps_lancer"):
+                  {d: round(f["f1"] - f["retrieval_top2_f1"], 4) for d, f in own.items()}, "F1", above(0.0),
+                  variant=", ".join(settings),
+                  note="own-step label F1 (at the selection setting chosen on development questions, `variant`) "
+                       "minus retrieval top-2's on the same test questions")
+        for source in ("own_steps", "own_steps_tuned", "oracle_steps", "own_steps_lancer"):
             values = {d: (r.get(source) or {}).get("f1") for d, r in draws.items()}
             if any(v is not None for v in values.values()):
                 seed_rows(table, f"{name}.label_f1", {d: v for d, v in values.items() if v is not None}, "F1",
                           variant=source)
         seed_rows(table, f"{name}.label_f1", {d: r["own_steps"]["retrieval_top2_f1"] for d, r in draws.items()},
                   "F1", variant="retrieval_top2")
-        fused = {d: r for d, r in draws.items() if "beta" in (r.get("own_steps_lancer") or {})}
+        fused = {d: r for d, r in draws.items() if "setting" in (r.get("own_steps_lancer") or {})}
         if fused:
             seed_rows(table, f"{name}.lancer_minus_own_steps_f1",
-                      {d: round(r["own_steps_lancer"]["f1"] - r["own_steps"]["f1"], 4) for d, r in fused.items()},
-                      "F1", note="label F1 of own steps fused with the teacher's LANCER ratings (at the weight "
-                                 "chosen on development questions) minus own steps alone, on the same questions")
+                      {d: round(r["own_steps_lancer"]["f1"] - own[d]["f1"], 4) for d, r in fused.items()}, "F1",
+                      note="label F1 of own steps fused with the teacher's LANCER ratings minus own steps alone, each "
+                           "at its setting chosen on development questions, on the same questions")
         for source in ("own_steps", "oracle_steps", "own_steps_lancer"):
             values = {d: r["sources"][source]["seconds_per_question"] for d, r in draws.items()
                       if source in r["sources"]}
@@ -396,13 +432,16 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 seed_rows(table, f"{name}.seconds_per_question", values, "s", variant=source, lower_is_better=True,
                           note="the label stage's seconds a question over the draw's questions, on 2 cores")
         stamp_machines(table, start, {d: r.get("machine") for d, r in draws.items()}, result)
-        if dev := part.get("lancer_dev"):
+        if dev := part.get("dev"):
             start = len(table.rows)
-            for beta, f1 in dev["f1"].items():
-                chosen = " (chosen)" if float(beta) == dev["chosen_beta"] else ""
-                table.add(f"{name}.lancer_dev_label_f1", f1, "F1", variant=f"beta {beta}{chosen}",
-                          note=f"{len(dev['questions'])} development (calibration) questions; beta 0: own steps "
-                               f"alone; {dev['seconds_per_question']} s a question with the ratings, on 2 cores")
+            marks = {setting_name(dev["own"]): " (chosen: own steps)"}
+            if dev.get("fused"):
+                marks[setting_name(dev["fused"])] = " (chosen: LANCER)"
+            for setting, f1 in dev["f1"].items():
+                table.add(f"{name}.dev_label_f1", f1, "F1", variant=setting + marks.get(setting, ""),
+                          note=f"{len(dev['questions'])} development (calibration) questions, own steps re-solved "
+                               f"at each selection setting; {dev['seconds_per_question']} s a question"
+                               f"{' with LANCER ratings' if dev['lancer'] else ''}, on 2 cores")
             stamp_machines(table, start, {None: dev.get("machine")}, result)
     for key, part in sorted(result.get("student", {}).items()):
         start = len(table.rows)
@@ -502,8 +541,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                           args.lancer_draws, args.dev)
         earlier = per_draw(result["labels"].get(key) or {"draws": {}})
         got["draws"] = {**earlier["draws"], **got["draws"]}  # draws of earlier sessions kept
-        if "lancer_dev" in earlier and "lancer_dev" not in got:
-            got["lancer_dev"] = earlier["lancer_dev"]
         result["labels"][key] = {**got, "layers": args.layers}
         harness.write(args.out, {**result, "versions": package_versions()}, rows)
     if "student" in args.parts:

@@ -83,9 +83,9 @@ def test_rows_carry_the_targets_per_draw_and_over_draws():
     usable = rows[("own_steps.hotpotqa.qwen.usable_rate", "example", 0)]
     assert usable["target"] == ">= 0.9" and usable["met"] is True
     assert rows[("own_steps.hotpotqa.qwen.usable_rate_worst", "example", None)]["met"] is False  # 0.85
-    gap = rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1", None, 0)]
+    gap = rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1", "the recipe's", 0)]
     assert gap["value"] == pytest.approx(0.1) and gap["met"] is True
-    assert rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1_worst", None, None)]["met"] is False
+    assert rows[("own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1_worst", "the recipe's", None)]["met"] is False
     assert rows[("own_steps.hotpotqa.qwen.label_f1", "oracle_steps", 1)]["value"] == pytest.approx(0.65)
     assert rows[("own_steps.hotpotqa.qwen.label_f1", "retrieval_top2", 0)]["value"] == 0.6
     assert rows[("own_steps.hotpotqa.qwen.seconds_per_question", "own_steps", 0)]["value"] == 9.5
@@ -218,15 +218,29 @@ def test_merged_rows_say_the_machine_each_draw_and_seed_ran_on(tmp_path):
     assert rows[("own_steps.hotpotqa.big.label_f1", "own_steps", 0)]["machine"] == said["intel"]
 
 
-def test_the_lancer_weight_is_the_best_fused_one_on_development_questions():
-    assert bench.choose_beta({"0.0": 0.9, "0.25": 0.5, "0.5": 0.6, "1.0": 0.6}) == 0.5  # 0 is never chosen; ties: smaller
-    with pytest.raises(ValueError, match="no LANCER weight above 0"):
-        bench.choose_beta({"0.0": 0.9})
+def test_settings_are_chosen_with_and_without_ratings_on_development_questions():
+    own_points, points = bench.selection_points(False), bench.selection_points(True)
+    assert len(own_points) == 4 and {p["beta"] for p in own_points} == {0.0}
+    assert len(points) == 20 and points[0] == {"cot_weighting": True, "min_select": 1, "beta": 0.0}
+    f1 = {bench.setting_name(p): 0.5 for p in points}
+    f1["cot_weighting=False,min_select=1,beta=0.0"] = 0.7
+    f1["cot_weighting=True,min_select=2,beta=0.5"] = 0.6
+    f1["cot_weighting=False,min_select=1,beta=0.25"] = 0.6
+    f1["cot_weighting=True,min_select=1,beta=1.0"] = 0.9  # never chosen for own steps alone
+    assert bench.choose_setting(f1, own_points, fused=False) == {"cot_weighting": False, "min_select": 1, "beta": 0.0}
+    assert bench.choose_setting(f1, points, fused=True) == {"cot_weighting": True, "min_select": 1, "beta": 1.0}
+    del f1["cot_weighting=True,min_select=1,beta=1.0"]
+    fused = [p for p in points if p != {"cot_weighting": True, "min_select": 1, "beta": 1.0}]
+    # a tie goes to the earlier point of the grid
+    assert bench.choose_setting(f1, fused, fused=True) == {"cot_weighting": True, "min_select": 2, "beta": 0.5}
+    with pytest.raises(ValueError, match="no grid point with LANCER"):
+        bench.choose_setting(f1, own_points, fused=True)
 
 
-def test_lancer_labels_re_solved_at_each_weight_reproduce_the_label_stage(tmp_path, sample_dir):
-    """A real LANCER label run (a tiny Qwen2 with the real tokenizer, the demo questions) made at beta 0.5:
-    re-solved at 0.5, its stored selections come back; at 0 the ratings are left out (own steps alone)."""
+def test_labels_re_solved_at_each_setting_reproduce_the_label_stage(tmp_path, sample_dir):
+    """Real label runs (a tiny Qwen2 with the real tokenizer, the demo questions): a LANCER run made at beta 0.5,
+    re-solved at 0.5, gives its stored selections back, and at 0 those of a run without ratings; a run made
+    without the answer's weighting comes back from the weighted run re-solved with cot_weighting false."""
     from purecover.config import load_recipe
     from purecover.data.data_stage import run_data_stage
     from purecover.demo.tiny import build_tiny_model
@@ -246,33 +260,48 @@ def test_lancer_labels_re_solved_at_each_weight_reproduce_the_label_stage(tmp_pa
         run_label_stage(r, show_progress=False)
         return r, {x["qid"]: x for x in bench.read_jsonl(r.run_path / "labels.jsonl")}
 
+    def stored(labels):  # the label stage's own selections, less the fallback rate resolved_figures does not give
+        return {k: v for k, v in bench.label_figures(labels, cands, qids).items() if k != "fallback_rate"}
+
     fused, fused_labels = run("fused", *bench.LANCER, "teacher.lancer.beta=0.5")
     plain, plain_labels = run("plain")
+    _, flat_labels = run("flat", "teacher.cot_weighting=false")
     cands = {c["qid"]: c for c in bench.read_jsonl(fused.run_path / "candidates.jsonl")}
     qids = sorted(cands)
     assert all(fused_labels[q]["ratings"] for q in qids)
-    figs = bench.beta_figures(fused, cands, qids, betas=(0.0, 0.5))
-    def stored(labels):  # the label stage's own selections, less the fallback rate beta_figures does not give
-        return {k: v for k, v in bench.label_figures(labels, cands, qids).items() if k != "fallback_rate"}
-
-    assert figs["0.5"] == stored(fused_labels)
-    assert figs["0.0"] == stored(plain_labels)
-    assert figs["0.0"] != figs["0.5"]  # the ratings change these selections
+    figs = bench.resolved_figures(fused, cands, qids, [{"beta": 0.0}, {"beta": 0.5}])
+    assert figs["beta=0.5"] == stored(fused_labels)
+    assert figs["beta=0.0"] == stored(plain_labels)
+    assert figs["beta=0.0"] != figs["beta=0.5"]  # the ratings change these selections
+    flat = bench.resolved_figures(plain, cands, qids, [{"cot_weighting": False}])["cot_weighting=False"]
+    assert flat == stored(flat_labels)
     with pytest.raises(ValueError, match="not a LANCER run"):
-        bench.beta_figures(plain, cands, qids)
+        bench.resolved_figures(plain, cands, qids, [{"beta": 0.5}])
 
 
-def test_lancer_rows_compare_with_own_steps_per_draw_and_show_the_weights_tried():
-    fused = {**_draw(0.6, 0.7, 1.0), "own_steps_lancer": {"f1": 0.65, "retrieval_top2_f1": 0.7, "beta": 0.25}}
+def test_rows_read_the_chosen_settings_and_compare_lancer_with_own_steps_per_draw():
+    tuned = {"f1": 0.75, "retrieval_top2_f1": 0.7, "setting": {"cot_weighting": False, "min_select": 1, "beta": 0.0}}
+    lancer = {"f1": 0.8, "retrieval_top2_f1": 0.7, "setting": {"cot_weighting": True, "min_select": 2, "beta": 0.25}}
     result = {"machine": {"cpus": 2},
               "labels": {"hotpotqa.qwen": {
-                  "lancer_dev": {"questions": ["c1", "c2"], "seconds_per_question": 40.0, "chosen_beta": 0.25,
-                                 "f1": {"0.0": 0.7, "0.25": 0.72, "0.5": 0.6}, "machine": {"cpus": 2, "cpu_model": "X"}},
-                  "draws": {"0": _draw(0.6, 0.7, 1.0), "1": fused}}}}
+                  "dev": {"questions": ["c1", "c2"], "seconds_per_question": 40.0, "lancer": True,
+                          "f1": {"cot_weighting=True,min_select=1,beta=0.0": 0.5,
+                                 "cot_weighting=False,min_select=1,beta=0.0": 0.7,
+                                 "cot_weighting=True,min_select=2,beta=0.25": 0.72},
+                          "own": tuned["setting"], "fused": lancer["setting"], "machine": {"cpus": 2, "cpu_model": "X"}},
+                  "draws": {"0": _draw(0.6, 0.7, 1.0),  # an earlier draw: the recipe's setting only
+                            "1": {**_draw(0.6, 0.7, 1.0), "own_steps_tuned": tuned, "own_steps_lancer": lancer}}}}}
     rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    gap = "own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1"
+    both = "cot_weighting=False,min_select=1,beta=0.0, the recipe's"
+    assert rows[(gap, both, 1)]["value"] == pytest.approx(0.05) and rows[(gap, both, 1)]["met"] is True
+    assert rows[(gap, both, 0)]["value"] == pytest.approx(-0.1)  # the stored labels where no setting was chosen
+    assert rows[("own_steps.hotpotqa.qwen.label_f1", "own_steps", 1)]["value"] == 0.6
+    assert rows[("own_steps.hotpotqa.qwen.label_f1", "own_steps_tuned", 1)]["value"] == 0.75
     assert rows[("own_steps.hotpotqa.qwen.lancer_minus_own_steps_f1", None, 1)]["value"] == pytest.approx(0.05)
     assert ("own_steps.hotpotqa.qwen.lancer_minus_own_steps_f1", None, 0) not in rows  # draw 0 had no ratings
-    assert rows[("own_steps.hotpotqa.qwen.label_f1", "own_steps_lancer", 1)]["value"] == 0.65
-    dev = rows[("own_steps.hotpotqa.qwen.lancer_dev_label_f1", "beta 0.25 (chosen)", None)]
+    dev = rows[("own_steps.hotpotqa.qwen.dev_label_f1", "cot_weighting=True,min_select=2,beta=0.25 (chosen: LANCER)",
+                None)]
     assert dev["value"] == 0.72 and "2 development" in dev["note"] and "X" in dev["machine"]
-    assert rows[("own_steps.hotpotqa.qwen.lancer_dev_label_f1", "beta 0.0", None)]["value"] == 0.7
+    assert rows[("own_steps.hotpotqa.qwen.dev_label_f1", "cot_weighting=False,min_select=1,beta=0.0 (chosen: own "
+                 "steps)", None)]["value"] == 0.7
