@@ -74,7 +74,8 @@ def summarize(results_dir: Path, scripts_dir: Path = HERE) -> dict:
             files[name] = {"file": path.name, "status": "not run"}
             continue
         data, table = load_rows(path)
-        machines = list(dict.fromkeys(r["machine"] for r in table))
+        # each machine once: a row over seeds run on several names them all ("A; B")
+        machines = list(dict.fromkeys(m for r in table for m in r["machine"].split("; ")))
         files[name] = {"file": path.name, "status": "ok", "date": data.get("date") or "not recorded",
                        "machine": "; ".join(machines), "rows": len(table)}
         rows += [{"benchmark": name, **r} for r in table]
