@@ -38,7 +38,8 @@ Parts
           the best with them fused in (``own_steps_lancer``); each draw reports its F1 at the chosen points
           (``own_steps`` stays the labels as the label stage made them, at the recipe's setting).
 
-  student Own-step labels of every question of the pool (the chosen variant; resumable, ``all_own_steps``), then the
+  student Own-step labels of every question of the pool (the chosen variant; at ``--selection``, by default the
+          selection setting the labels part chose on development questions; resumable, ``all_own_steps[-SETTING]``), then the
           passage-readout student of benchmarks/student_readout.py (its `STUDENT` settings, its questions and its
           split at each seed) trained on them at each of ``--seeds`` (the real ``purecover train`` and ``export``
           commands) and scored on its seed's test questions: support F1, |S| and AUC in retrieval order, beside
@@ -343,19 +344,33 @@ def per_draw(part: dict[str, Any]) -> dict[str, Any]:
             "draws": {d: moved(r) for d, r in part["draws"].items()}}
 
 
+def selection_overrides(setting: dict[str, Any] | None) -> list[str]:
+    """The recipe overrides of a selection setting (`SELECTION_GRID` keys; beta 0 adds nothing: no ratings)."""
+    out = []
+    for key, value in (setting or {}).items():
+        if key == "beta":
+            if float(value) > 0:
+                raise ValueError("the student part labels without LANCER ratings: beta must be 0")
+            continue
+        out.append(f"teacher.{key}={str(value).lower() if isinstance(value, bool) else value}")
+    return out
+
+
 def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, seeds: Sequence[int],
-                 reference: dict[str, Any] | None) -> dict[str, Any]:
-    """Own-step labels of the whole pool, then a passage-readout student on them at each seed (module docstring).
-    `reference`: student_readout.json's result (the oracle-step students), or None."""
+                 reference: dict[str, Any] | None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Own-step labels of the whole pool at the selection setting `selection` (None: the recipe's), then a
+    passage-readout student on them at each seed (module docstring). `reference`: student_readout.json's result
+    (the oracle-step students), or None."""
     from benchlib.students import settings, student
 
     cands, _ = question_pool(dataset, work)
     # the labels' teacher, also written into the student runs' recipes (readout_runs' load names the oracle proxy)
     teacher_set = [f"teacher.model={teacher}", f"teacher.layers={layers}", "teacher.steps=model",
-                   "teacher.estimator=attention", *VARIANTS[variant]]
-    source = work / dataset / teacher / "all_own_steps"
+                   "teacher.estimator=attention", *VARIANTS[variant], *selection_overrides(selection)]
+    # another setting is another configuration, so another run directory
+    source = work / dataset / teacher / ("all_own_steps" + (f"-{setting_name(selection)}" if selection else ""))
     got = label_run(dataset, source, teacher_set, sorted(cands))
-    out: dict[str, Any] = {"variant": variant, "labels": {
+    out: dict[str, Any] = {"variant": variant, "selection": selection, "labels": {
         "questions": len(got["labels"]), "seconds_per_question": got["seconds_per_question"],
         "replies": reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
         "label_f1": label_figures(got["labels"], cands,
@@ -447,7 +462,8 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         start = len(table.rows)
         name, seeds = f"own_steps.{key}", {int(d): r for d, r in part["seeds"].items()}
         lab = part["labels"]
-        table.add(f"{name}.pool_label_f1", lab["label_f1"], "F1", variant=part["variant"],
+        selection = setting_name(part["selection"]) if part.get("selection") else "the recipe's selection"
+        table.add(f"{name}.pool_label_f1", lab["label_f1"], "F1", variant=f"{part['variant']}, {selection}",
                   note=f"own-step labels of all {lab['questions']} questions the students train on, against the gold "
                        f"passages; usable replies {lab['replies']['usable_rate']}, "
                        f"{lab['seconds_per_question']} s/question on 2 cores")
@@ -516,6 +532,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the reply formats the parse part tries (default: %(default)s)")
     parser.add_argument("--variant", default=None, choices=sorted(VARIANTS),
                         help="the reply format of the labels part (default: the parse part's choice)")
+    parser.add_argument("--selection", choices=("dev", "recipe"), default="dev",
+                        help="the student part's selection setting: the one the labels part chose on development "
+                             "questions (--out's, else the committed results'), or the recipe's")
     parser.add_argument("--work", default=str(ROOT / "build" / "own_steps"))
     args = harness.parse(parser, argv)
     if (status := harness.stored(args, rows, write_merged)) is not None:
@@ -548,8 +567,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if variant is None:
             raise SystemExit(f"no reply format chosen for {key}: run the parse part first, or name --variant")
         previous_seeds = ((result["student"].get(key) or {}).get("seeds") or {})
+        committed = harness.load(ROOT / "benchmarks" / "results" / "own_steps.json") or {}
+        chosen = [((r.get("labels") or {}).get(key) or {}).get("dev", {}).get("own") for r in (result, committed)]
+        selection = None if args.selection == "recipe" else next((c for c in chosen if c), None)
+        if args.selection == "dev" and selection is None:
+            raise SystemExit(f"no selection setting chosen on development questions for {key}: run the labels part "
+                             "first, or name --selection recipe")
         got = student_part(args.dataset, args.teacher, args.layers, variant, work, args.seeds,
-                           harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"))
+                           harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"), selection)
         got["seeds"] = {**previous_seeds, **got["seeds"]}  # seeds of earlier sessions kept
         result["student"][key] = {**got, "layers": args.layers}
         harness.write(args.out, {**result, "versions": package_versions()}, rows)

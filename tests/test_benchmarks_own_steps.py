@@ -105,6 +105,19 @@ def test_every_variant_is_a_valid_recipe_override():
         assert recipe.teacher.reply_prefix == ("[Step 1]:" if "prefix" in name else ""), name
 
 
+def test_every_selection_setting_is_a_valid_recipe_override():
+    """The student part labels the pool at the chosen selection setting: its overrides load and take effect."""
+    from purecover.config import load_recipe
+
+    for point in bench.selection_points(False):
+        overrides = bench.selection_overrides(point)
+        recipe = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", overrides)
+        assert recipe.teacher.cot_weighting is point["cot_weighting"] and recipe.teacher.min_select == point["min_select"]
+    assert bench.selection_overrides(None) == []
+    with pytest.raises(ValueError, match="beta must be 0"):
+        bench.selection_overrides({"cot_weighting": False, "beta": 0.5})
+
+
 def test_stored_replies_are_parsed_again_with_the_runs_settings(tmp_path):
     """`reparsed` reads the label run's reply shards and judges them by that run's recipe: a reply that copies the
     worked example is `copied` only in a run that showed the example; an unfinished reply is `unclosed`."""
@@ -133,7 +146,7 @@ def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_
     seeds = {"0": {"f1": 0.70, "retrieval_top2_f1": 0.65, "oracle_steps_f1": 0.75, "mean_size": 2.1},
              "1": {"f1": 0.60, "retrieval_top2_f1": 0.64, "oracle_steps_f1": None, "mean_size": 2.3}}
     result = {"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": {
-        "variant": "prefix", "seeds": seeds,
+        "variant": "prefix", "seeds": seeds, "selection": {"cot_weighting": False, "min_select": 1, "beta": 0.0},
         "labels": {"questions": 635, "label_f1": 0.5, "seconds_per_question": 20.0,
                    "replies": {"usable_rate": 0.97}}}}}
     rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
@@ -142,7 +155,8 @@ def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_
     assert rows[("own_steps.hotpotqa.qwen.student_minus_retrieval_top2_f1_worst", None, None)]["met"] is False
     assert rows[("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 0)]["value"] == 0.75
     assert ("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 1) not in rows  # another test split: not quoted
-    assert "20.0 s/question" in rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix", None)]["note"]
+    pool = rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix, cot_weighting=False,min_select=1,beta=0.0", None)]
+    assert "20.0 s/question" in pool["note"]
 
 
 def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
