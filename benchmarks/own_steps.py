@@ -521,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         type=lambda t: harness.name_list(t, ("parse", "labels", "student"), "parts"))
     parser.add_argument("--seeds", type=harness.seed_list, default=[0, 1, 2], help="the student part's seeds")
     parser.add_argument("--dev", type=int, default=16,
-                        help="development questions of the parse part and of the LANCER weight's choice")
+                        help="development questions of the parse part and of the labels part's selection settings")
     parser.add_argument("--questions", type=int, default=24, help="test questions per draw")
     parser.add_argument("--draws", type=harness.seed_list, default=[0, 1, 2])
     parser.add_argument("--lancer-draws", type=lambda t: [] if t == "none" else harness.seed_list(t), default=[0],

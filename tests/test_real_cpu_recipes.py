@@ -99,7 +99,7 @@ def test_real_recipes_pass_the_dry_run_and_say_how_to_fetch(tmp_path: Path) -> N
 
 def test_the_own_steps_recipe_is_the_hotpotqa_recipe_with_a_teacher_that_writes_its_steps(tmp_path: Path) -> None:
     """hotpotqa_own_steps.yaml changes the HotpotQA recipe's teacher only (model, steps, reply format, layers, replies
-    generated 8 at a time, float32 as its parse rate was measured), and
+    generated 8 at a time, float32 as its parse rate was measured, the selection chosen for own steps), and
     its dry run names the command that fetches that teacher."""
     from purecover.config import recipe_to_dict
 
@@ -108,12 +108,25 @@ def test_the_own_steps_recipe_is_the_hotpotqa_recipe_with_a_teacher_that_writes_
     a, b = recipe_to_dict(own), recipe_to_dict(base)
     assert {k for k in a if a[k] != b[k]} == {"teacher"}
     assert {k for k in a["teacher"] if a["teacher"][k] != b["teacher"][k]} == {
-        "model", "steps", "reply_prefix", "max_new_tokens", "layers", "batch_size", "dtype"}
+        "model", "steps", "reply_prefix", "max_new_tokens", "layers", "batch_size", "dtype", "cot_weighting",
+        "min_select"}
     assert (own.teacher.model, own.teacher.steps, own.teacher.reply_prefix, own.teacher.layers,
             own.teacher.batch_size, own.teacher.dtype) == (
         "qwen2.5-coder-0.5b-instruct", "model", "[Step 1]:", "full_attention", 8, "float32")
     found = {r.key: r for r in resolve_resources(own)}
     assert "run `purecover models fetch qwen2.5-coder-0.5b-instruct`" in found["teacher.model"].note
+
+
+def test_the_own_steps_recipes_take_the_selection_chosen_on_development_questions(tmp_path: Path) -> None:
+    """The own-steps selection setting (benchmarks/own_steps.py's choice on development questions, in the committed
+    results) is the HotpotQA own-steps recipe's; own_data.yaml takes its step weighting (its questions need not be
+    two-hop, so it keeps one passage at least)."""
+    results = json.loads((REAL.parents[2] / "benchmarks" / "results" / "own_steps.json").read_text())
+    chosen = results["labels"]["hotpotqa.qwen2.5-coder-0.5b-instruct"]["dev"]["own"]
+    own = load_recipe(REAL / "hotpotqa_own_steps.yaml", [f"run_dir={tmp_path / 'own'}"])
+    mine = load_recipe(REAL / "own_data.yaml", [f"run_dir={tmp_path / 'mine'}"])
+    assert (own.teacher.cot_weighting, own.teacher.min_select) == (chosen["cot_weighting"], chosen["min_select"])
+    assert (mine.teacher.cot_weighting, mine.teacher.min_select) == (chosen["cot_weighting"], 1)
 
 
 def _flashrag_own_data(sample_file, folder: Path, n: int, gold: bool) -> tuple[Path, Path]:
