@@ -1,5 +1,6 @@
-"""benchmarks/own_steps.py's own logic, without a teacher: the draws of test questions, the reply and label figures
-from label records, the chosen reply format, and the rows with their targets."""
+"""benchmarks/own_steps.py's own logic and its helpers' (own_steps_parts.py), without a real teacher: the draws of
+test questions, the reply and label figures from label records, the chosen reply format and selection settings
+(re-solved on real tiny label runs), and the rows with their targets."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import pytest
 from tests.test_benchmarks_summary import _load
 
 bench = _load("own_steps")
+parts = _load("own_steps_parts")  # its helpers
 
 
 def test_draws_are_seeded_subsets_of_the_test_questions():
     test = [f"q{i}" for i in range(40)]
-    a, b = bench.draw_questions(test, 10, 0), bench.draw_questions(list(reversed(test)), 10, 0)
+    a, b = parts.draw_questions(test, 10, 0), parts.draw_questions(list(reversed(test)), 10, 0)
     assert a == b and len(a) == 10 and set(a) <= set(test)  # the order given does not matter
-    assert bench.draw_questions(test, 10, 1) != a
-    assert bench.draw_questions(test[:5], 10, 0) == sorted(test[:5])  # fewer than asked: all of them
+    assert parts.draw_questions(test, 10, 1) != a
+    assert parts.draw_questions(test[:5], 10, 0) == sorted(test[:5])  # fewer than asked: all of them
 
 
 def _cands():
@@ -27,10 +29,10 @@ def test_reply_and_label_figures_from_records():
     labels = {"q1": {"selected": [1, 3], "status": "ok"},
               "q2": {"selected": [0], "status": "fallback", "reply_issue": "no_steps"},
               "q3": {"selected": [2], "status": "fallback", "reply_issue": "unclosed"}}
-    fig = bench.reply_figures(labels, ["q1", "q2", "q3"])
+    fig = parts.reply_figures(labels, ["q1", "q2", "q3"])
     assert fig["usable_rate"] == pytest.approx(2 / 3, abs=1e-4)  # unclosed replies keep their own steps
     assert fig["issues"] == {"no_steps": 1, "none": 1, "unclosed": 1}
-    lab = bench.label_figures(labels, _cands(), ["q1", "q2"])
+    lab = parts.label_figures(labels, _cands(), ["q1", "q2"])
     assert lab["f1"] == pytest.approx((1.0 + 2 / 3) / 2, abs=1e-4)  # q1 exact; q2 P 1, R 1/2
     assert lab["retrieval_top2_f1"] == pytest.approx((0.5 + 1.0) / 2)
     assert lab["fallback_rate"] == 0.5
@@ -109,13 +111,13 @@ def test_every_selection_setting_is_a_valid_recipe_override():
     """The student part labels the pool at the chosen selection setting: its overrides load and take effect."""
     from purecover.config import load_recipe
 
-    for point in bench.selection_points(False):
-        overrides = bench.selection_overrides(point)
+    for point in parts.selection_points(False):
+        overrides = parts.selection_overrides(point)
         recipe = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", overrides)
         assert recipe.teacher.cot_weighting is point["cot_weighting"] and recipe.teacher.min_select == point["min_select"]
-    assert bench.selection_overrides(None) == []
+    assert parts.selection_overrides(None) == []
     with pytest.raises(ValueError, match="beta must be 0"):
-        bench.selection_overrides({"cot_weighting": False, "beta": 0.5})
+        parts.selection_overrides({"cot_weighting": False, "beta": 0.5})
 
 
 def test_stored_replies_are_parsed_again_with_the_runs_settings(tmp_path):
@@ -138,7 +140,7 @@ def test_stored_replies_are_parsed_again_with_the_runs_settings(tmp_path):
         (shards / "replies.00000.jsonl").write_text(
             json.dumps({"qid": "q1", "reply": copy, "finished": True}) + "\n"
             + json.dumps({"qid": "q2", "reply": cut, "finished": False}) + "\n")
-        got = bench.reparsed(run, cands)
+        got = parts.reparsed(run, cands)
         assert got == {"q1": {"reply_issue": expected}, "q2": {"reply_issue": "unclosed"}}, example
 
 
@@ -233,22 +235,22 @@ def test_merged_rows_say_the_machine_each_draw_and_seed_ran_on(tmp_path):
 
 
 def test_settings_are_chosen_with_and_without_ratings_on_development_questions():
-    own_points, points = bench.selection_points(False), bench.selection_points(True)
+    own_points, points = parts.selection_points(False), parts.selection_points(True)
     assert len(own_points) == 4 and {p["beta"] for p in own_points} == {0.0}
     assert len(points) == 20 and points[0] == {"cot_weighting": True, "min_select": 1, "beta": 0.0}
-    f1 = {bench.setting_name(p): 0.5 for p in points}
+    f1 = {parts.setting_name(p): 0.5 for p in points}
     f1["cot_weighting=False,min_select=1,beta=0.0"] = 0.7
     f1["cot_weighting=True,min_select=2,beta=0.5"] = 0.6
     f1["cot_weighting=False,min_select=1,beta=0.25"] = 0.6
     f1["cot_weighting=True,min_select=1,beta=1.0"] = 0.9  # never chosen for own steps alone
-    assert bench.choose_setting(f1, own_points, fused=False) == {"cot_weighting": False, "min_select": 1, "beta": 0.0}
-    assert bench.choose_setting(f1, points, fused=True) == {"cot_weighting": True, "min_select": 1, "beta": 1.0}
+    assert parts.choose_setting(f1, own_points, fused=False) == {"cot_weighting": False, "min_select": 1, "beta": 0.0}
+    assert parts.choose_setting(f1, points, fused=True) == {"cot_weighting": True, "min_select": 1, "beta": 1.0}
     del f1["cot_weighting=True,min_select=1,beta=1.0"]
     fused = [p for p in points if p != {"cot_weighting": True, "min_select": 1, "beta": 1.0}]
     # a tie goes to the earlier point of the grid
-    assert bench.choose_setting(f1, fused, fused=True) == {"cot_weighting": True, "min_select": 2, "beta": 0.5}
+    assert parts.choose_setting(f1, fused, fused=True) == {"cot_weighting": True, "min_select": 2, "beta": 0.5}
     with pytest.raises(ValueError, match="no grid point with LANCER"):
-        bench.choose_setting(f1, own_points, fused=True)
+        parts.choose_setting(f1, own_points, fused=True)
 
 
 def test_labels_re_solved_at_each_setting_reproduce_the_label_stage(tmp_path, sample_dir):
@@ -272,25 +274,25 @@ def test_labels_re_solved_at_each_setting_reproduce_the_label_stage(tmp_path, sa
                                "teacher.calibrate=false", *extra])
         run_data_stage(r, show_progress=False)
         run_label_stage(r, show_progress=False)
-        return r, {x["qid"]: x for x in bench.read_jsonl(r.run_path / "labels.jsonl")}
+        return r, {x["qid"]: x for x in parts.read_jsonl(r.run_path / "labels.jsonl")}
 
     def stored(labels):  # the label stage's own selections, less the fallback rate resolved_figures does not give
-        return {k: v for k, v in bench.label_figures(labels, cands, qids).items() if k != "fallback_rate"}
+        return {k: v for k, v in parts.label_figures(labels, cands, qids).items() if k != "fallback_rate"}
 
-    fused, fused_labels = run("fused", *bench.LANCER, "teacher.lancer.beta=0.5")
+    fused, fused_labels = run("fused", *parts.LANCER, "teacher.lancer.beta=0.5")
     plain, plain_labels = run("plain")
     _, flat_labels = run("flat", "teacher.cot_weighting=false")
-    cands = {c["qid"]: c for c in bench.read_jsonl(fused.run_path / "candidates.jsonl")}
+    cands = {c["qid"]: c for c in parts.read_jsonl(fused.run_path / "candidates.jsonl")}
     qids = sorted(cands)
     assert all(fused_labels[q]["ratings"] for q in qids)
-    figs = bench.resolved_figures(fused, cands, qids, [{"beta": 0.0}, {"beta": 0.5}])
+    figs = parts.resolved_figures(fused, cands, qids, [{"beta": 0.0}, {"beta": 0.5}])
     assert figs["beta=0.5"] == stored(fused_labels)
     assert figs["beta=0.0"] == stored(plain_labels)
     assert figs["beta=0.0"] != figs["beta=0.5"]  # the ratings change these selections
-    flat = bench.resolved_figures(plain, cands, qids, [{"cot_weighting": False}])["cot_weighting=False"]
+    flat = parts.resolved_figures(plain, cands, qids, [{"cot_weighting": False}])["cot_weighting=False"]
     assert flat == stored(flat_labels)
     with pytest.raises(ValueError, match="not a LANCER run"):
-        bench.resolved_figures(plain, cands, qids, [{"beta": 0.5}])
+        parts.resolved_figures(plain, cands, qids, [{"beta": 0.5}])
 
 
 def test_rows_read_the_chosen_settings_and_compare_lancer_with_own_steps_per_draw():
