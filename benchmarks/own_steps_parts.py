@@ -129,14 +129,15 @@ def resolved_figures(run: Any, cands: dict[str, dict], qids: Sequence[str],
         raise ValueError(f"{run.run_path}: not a LANCER run (teacher.lancer.enabled is false), so beta must be 0")
     path = run.run_path / "labels.jsonl"
     stored = {x["qid"]: x for x in read_jsonl(path)}
-    questions = [q for q in load_questions(path, run.run_path / "candidates.jsonl") if q.qid in set(qids)]
+    wanted = set(qids)
+    questions = [q for q in load_questions(path, run.run_path / "candidates.jsonl") if q.qid in wanted]
+    kept = {q: [cands[q]["docs"][k]["doc_id"] for k in stored[q].get("selected") or []] for q in qids}
+    bias = labels_bias(run, path) if run.teacher.calibrate else None  # the grid does not vary calibration
     out = {}
     for setting in settings:
         params = resolve_params(run.teacher, **setting)
-        bias = labels_bias(run, path) if params.calibrate else None
-        result = solve(setting_estimates(questions, params, bias), params)
-        chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in stored[q].get("selected") or []] for q in qids}
-        chosen.update({q.qid: [q.doc_ids[k] for k in result.order(i)] for i, q in enumerate(questions)})
+        result = solve(setting_estimates(questions, params, bias if params.calibrate else None), params)
+        chosen = {**kept, **{q.qid: [q.doc_ids[k] for k in result.order(i)] for i, q in enumerate(questions)}}
         out[setting_name(setting)] = set_figures(chosen, cands, qids)
     return out
 
