@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import harness
-from benchlib.harness import busy
+from benchlib.harness import busy, stamp_machines
 from benchlib.readout_runs import samples
 from benchlib.real_runs import ROOT, prf, read_jsonl, stage_seconds
 from benchlib.rows import Rows, at_least, at_most, machine_info, now
@@ -214,8 +214,9 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         where = f"{load} busy processes"
         label = parts.get("label")
         if label:
+            start = len(table.rows)
             base, mine = label[key(LABEL_BEFORE)], label[key(LABEL_RECIPE)]
-            for name, fig in label.items():
+            for name, fig in ((n, f) for n, f in label.items() if n not in ("machine", "date")):
                 table.add("cpu_precision.label_seconds_per_question", fig["seconds_per_question"], "s",
                           variant=f"{name}, {where}",
                           note=f"{fig['questions']} questions, label F1 {fig['label_f1']}, same subsets as "
@@ -229,8 +230,10 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             table.add("cpu_precision.label_f1_loss", round(base["label_f1"] - mine["label_f1"], 4), "F1",
                       F1_LOSS_TARGET if idle else None, variant=f"{key(LABEL_RECIPE)}, {where}",
                       note=f"label F1 {mine['label_f1']} against {base['label_f1']}")
+            stamp_machines(table, start, {None: label.get("machine")}, result)
         answer = parts.get("answer")
         if answer:
+            start = len(table.rows)
             f32, bf16 = answer["float32"], answer["bfloat16"]
             table.add("cpu_precision.answer_speedup", round(f32["seconds"] / bf16["seconds"], 3), "x",
                       SPEED_TARGET if idle else None, variant=f"bfloat16 over float32, {where}",
@@ -239,8 +242,10 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             table.add("cpu_precision.answer_same", bf16["same_answers_as_float32"], "share",
                       SAME_ANSWERS_TARGET if idle else None, variant=f"bfloat16, {where}",
                       note=f"EM bfloat16 {bf16['em']} against float32 {f32['em']}, {bf16['questions']} questions")
+            stamp_machines(table, start, {None: answer.get("machine")}, result)
         select = parts.get("select")
         if select:
+            start = len(table.rows)
             f32, bf16 = select["float32"], select["bfloat16"]
             where_sel = f"{where}, {select['questions']} held-out questions"
             table.add("cpu_precision.select_speedup", round(f32["seconds_per_question"] / bf16["seconds_per_question"], 3),
@@ -254,13 +259,17 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 table.add("cpu_precision.select_f1_loss", round(f32["support_f1"] - bf16["support_f1"], 4), "F1",
                           F1_LOSS_TARGET if idle else None, variant=f"bfloat16, {where_sel}",
                           note=f"support F1 {bf16['support_f1']} against {f32['support_f1']}")
+            stamp_machines(table, start, {None: select.get("machine")}, result)
     return table.rows
 
 
 def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
-    """Results of several runs as one: later files win per load and part."""
+    """Results of several runs as one: later files win per load and part; each part keeps the machine and date of
+    the file it came from (one that records its own keeps those): bfloat16's speed depends on the CPU."""
     def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
-        out["loads"] = harness.merged([out.get("loads", {}), data.get("loads", {})], depth=2)
+        mark = {"machine": data.get("machine"), "date": data.get("date")}
+        loads = {load: {part: mark | v for part, v in parts.items()} for load, parts in data.get("loads", {}).items()}
+        out["loads"] = harness.merged([out.get("loads", {}), loads], depth=2)
 
     return harness.merge_files(paths, combine)
 

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import harness
-from benchlib.harness import seed_rows
+from benchlib.harness import seed_rows, stamp_machines
 from benchlib.readout_runs import FILES, LABELS, ROOT, labelled, load, split_of
 
 # the helpers the tests reach from here
@@ -88,6 +88,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     for dataset, d in result.get("datasets", {}).items():
         base = {int(s): b for s, b in (d.get("baselines") or {}).items()}
         for readout, by_seed in (d.get("students") or {}).items():
+            start = len(table.rows)
             seeds = {int(s): st for s, st in by_seed.items()}
             for order in ORDERS:
                 f1 = {s: st["orders"][order]["f1"] for s, st in seeds.items()}
@@ -129,6 +130,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           note=("best of retrieval top-2/top-5, bi-encoder top-2, ICR top-2 (ICR at seeds "
                                 f"{sorted(s for s, b in base.items() if b.get('icr') and s in seeds)})"
                                 if dataset == "hotpotqa" else "retrieval top-2") + f" over seeds {sorted(seeds)}")
+            stamp_machines(table, start, {s: st.get("machine") for s, st in seeds.items()}, result)
         students = d.get("students") or {}
         token, head = students.get("passage") or {}, students.get("passage_head") or {}
         both = sorted(s for s in head if (token.get(s) or {}).get("calib_subset_f1") is not None
@@ -139,6 +141,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                       round(statistics.mean(gains.values()), 4), "F1", None, variant="calibration questions",
                       note=f"per seed {gains}: the head replaces the token in the real_cpu recipes only if it is "
                            "higher at each of three seeds (test figures play no part in the choice)")
+        start = len(table.rows)
         for name in ("retrieval_top2_f1", "retrieval_top5_f1", "biencoder_top2_f1"):
             seed_rows(table, f"student_readout.{dataset}.baseline.{name}", {s: b[name] for s, b in base.items()},
                       "F1", variant="test questions")
@@ -149,24 +152,30 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           {s: b["top2_f1"] for s, b in measured.items()}, "F1", variant="test questions",
                           note="chosen on calibration questions: " + ", ".join(
                               str(b.get("layers", b.get("weight"))) for b in measured.values()))
+        stamp_machines(table, start, {s: b.get("machine") for s, b in base.items()}, result)
         for part, how, target in (("overfit", "trained in retrieval order", False),
                                   ("overfit_reshuffled", "trained in a fresh order each epoch", True)):
             for readout, o in (d.get(part) or {}).items():
+                start = len(table.rows)
                 note = f"4 training questions, 20 steps at lr 2e-3, {how}"
                 table.add(f"student_readout.{dataset}.{readout}.{part}_train_auc", o["train_auc_retrieval"], "AUC",
                           None, variant="retrieval order", note=note)
                 table.add(f"student_readout.{dataset}.{readout}.{part}_train_auc", o["train_auc_reversed"], "AUC",
                           overfit_target(readout) if target else None, variant="reversed",
                           note=note + "; scored with the candidates reversed")
+                stamp_machines(table, start, {None: o.get("machine")}, result)
         t = d.get("timing")
         if t:
+            start = len(table.rows)
             table.add(f"student_readout.{dataset}.selection_time_ratio", t["ratio"], "x", at_most(1.2),
                       variant="passage / identifier, K1 = 10",
                       note=f"{t['passage_seconds_per_question']} s vs {t['identifier_seconds_per_question']} s per "
                            f"question, {t['questions']} questions, interleaved, 1 thread")
+            stamp_machines(table, start, {None: t.get("machine")}, result)
         for size, c in sorted((d.get("curve") or {}).items(), key=lambda kv: int(kv[0]) if kv[0] != "all" else 1e9):
             table.add(f"student_readout.{dataset}.passage.learning_curve_f1", c["orders"]["retrieval"]["f1"], "F1",
                       None, variant=f"{size} training questions", seed=0)
+            stamp_machines(table, len(table.rows) - 1, {0: c.get("machine")}, result)
     return table.rows
 
 
@@ -181,13 +190,22 @@ def overfit_target(readout: str) -> str | None:
 
 def merge(paths: Sequence[str | Path]) -> dict[str, Any]:
     """Results of several runs (seeds, datasets, parts) as one: later files win per (dataset, part, key);
-    ``merged_from`` and ``commands`` keep every run's file and command (`harness.add_history`)."""
+    ``merged_from`` and ``commands`` keep every run's file and command (`harness.add_history`), and each student
+    seed, baseline seed, overfit readout, curve point and timing keeps the machine and date of the file it came
+    from (one that records its own keeps those), so its rows name where it was measured."""
     def combine(out: dict[str, Any], data: dict[str, Any]) -> None:
+        mark = {"machine": data.get("machine"), "date": data.get("date")}
         for dataset, parts in data.get("datasets", {}).items():
             mine = out["datasets"].setdefault(dataset, {})
             for part, value in parts.items():  # students by readout and seed, the per-key parts by key
                 depth = 2 if part == "students" else 1 if isinstance(value, dict) and part in (
                     "baselines", "overfit", "overfit_reshuffled", "curve") else 0
+                if part == "students":
+                    value = {r: {s: mark | st for s, st in by_seed.items()} for r, by_seed in value.items()}
+                elif depth:
+                    value = {k: mark | v if isinstance(v, dict) else v for k, v in value.items()}
+                elif part == "timing" and isinstance(value, dict):
+                    value = mark | value
                 mine[part] = harness.merged([mine.get(part, {}), value], depth) if depth else value
 
     return harness.merge_files(paths, combine)

@@ -51,6 +51,15 @@ def test_merging_keeps_each_load_and_part(tmp_path: Path):
     out = bench.merge([tmp_path / "a.json", tmp_path / "b.json"])
     assert set(out["loads"]["2"]) == {"label", "answer"} and set(out["loads"]["0"]) == {"label", "answer"}
     assert len(out["merged_from"]) == 2
+    # each part keeps the machine it ran on: bfloat16's speed-up depends on the CPU's instructions
+    amd, intel = {"cpus": 2, "cpu_model": "AMD EPYC"}, {"cpus": 2, "cpu_model": "Intel Xeon"}
+    bench.harness.write(tmp_path / "a.json", a | {"machine": amd}, bench.rows)
+    bench.harness.write(tmp_path / "b.json", b | {"machine": intel}, bench.rows)
+    rows = bench.rows(bench.merge([tmp_path / "a.json", tmp_path / "b.json"]))
+    at = {(r["figure"], r["variant"]): r["machine"] for r in rows}
+    assert at[("cpu_precision.label_speedup", "bfloat16/b1 over float32/b2, 0 busy processes")] == "2 cores, AMD EPYC"
+    assert at[("cpu_precision.answer_speedup", "bfloat16 over float32, 2 busy processes")] == "2 cores, Intel Xeon"
+    assert len([r for r in rows if r["figure"] == "cpu_precision.label_seconds_per_question"]) == 8  # no extra keys
 
 
 def test_the_readers_compare_labels_and_answers_by_question(tmp_path: Path):

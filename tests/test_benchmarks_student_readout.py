@@ -132,3 +132,29 @@ def test_rows_carry_the_issue_targets_and_merge_joins_seeds(tmp_path):
     assert choice["value"] == pytest.approx(-0.03) and choice["variant"] == "calibration questions"
     assert "{0: -0.03}" in choice["note"]
     assert all(r["target"] is None for r in rows if ".passage_head." in r["figure"])
+
+
+def test_merged_rows_name_the_machine_each_seed_was_measured_on(tmp_path):
+    """Seeds run on different CPUs keep their own machine through a merge (not the last file's)."""
+    amd, intel = {"cpus": 2, "cpu_model": "AMD EPYC"}, {"cpus": 2, "cpu_model": "Intel Xeon"}
+    a = {"machine": amd, "datasets": {"hotpotqa": {"students": {"passage": {"0": _student(0.70)}},
+                                                   "baselines": {"0": _baseline(0.65)},
+                                                   "timing": {"ratio": 1.05, "passage_seconds_per_question": 0.21,
+                                                              "identifier_seconds_per_question": 0.2,
+                                                              "questions": 40}}}}
+    b = {"machine": intel, "datasets": {"hotpotqa": {"students": {"passage": {"1": _student(0.60)}},
+                                                     "baselines": {"1": _baseline(0.62)}}}}
+    for name, data in (("a", a), ("b", b)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    merged = bench.merge([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert merged["machine"] == intel  # the file's own: the last one
+    rows = bench.rows(merged)
+    at = {(r["figure"], r.get("seed")): r["machine"] for r in rows}
+    assert at[("student_readout.hotpotqa.passage.support_f1", 0)] == "2 cores, AMD EPYC"
+    assert at[("student_readout.hotpotqa.passage.support_f1", 1)] == "2 cores, Intel Xeon"
+    assert at[("student_readout.hotpotqa.passage.train_seconds_worst", None)] == "2 cores, AMD EPYC; 2 cores, Intel Xeon"
+    assert at[("student_readout.hotpotqa.baseline.retrieval_top2_f1", 0)] == "2 cores, AMD EPYC"
+    assert at[("student_readout.hotpotqa.selection_time_ratio", None)] == "2 cores, AMD EPYC"
+    (tmp_path / "merged.json").write_text(json.dumps(merged))  # merged again: each seed keeps its machine
+    again = bench.rows(bench.merge([str(tmp_path / "merged.json")]))
+    assert {(r["figure"], r.get("seed")): r["machine"] for r in again} == at
