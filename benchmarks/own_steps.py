@@ -243,6 +243,8 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         same = oracle.get("test_qids_sha") == trained["test_qids_sha"]
         per = {"f1": fig["f1"], "mean_size": fig["mean_size"], "auc": fig["auc"], "questions": trained["questions"],
                "test_qids_sha": trained["test_qids_sha"], "train_seconds": trained["train"]["seconds"],
+               # every candidate order: a student that reads keeps its F1 with the passages reversed or shuffled
+               "orders": {o: {k: f[k] for k in ("f1", "auc", "mean_size")} for o, f in trained["orders"].items()},
                "retrieval_top2_f1": set_figures({q: [] for q in test}, cands, test)["retrieval_top2_f1"],
                "oracle_steps_f1": ((oracle.get("orders") or {}).get("retrieval") or {}).get("f1") if same else None}
         out["seeds"][str(seed)] = per
@@ -333,6 +335,17 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 seed_rows(table, f"{name}.student_f1", values, "F1", variant=variant,
                           note=None if variant != "oracle_steps" else "student_readout.json's passage student "
                           "(oracle-proxy labels) on the same test questions")
+        for order in ("reversed", "shuffled"):
+            values = {d: r["orders"][order]["f1"] for d, r in seeds.items() if order in (r.get("orders") or {})}
+            if values:
+                seed_rows(table, f"{name}.student_f1", values, "F1", variant=f"own_steps, {order} order",
+                          note="the same students with each question's candidates in another order (retrieval "
+                               "order above): a student that reads passages, not positions, keeps its F1")
+        if any("train_seconds" in r for r in seeds.values()):
+            seed_rows(table, f"{name}.student_train_seconds",
+                      {d: r["train_seconds"] for d, r in seeds.items() if "train_seconds" in r}, "s",
+                      variant="2 cores", lower_is_better=True, note="the train command, one pass over the "
+                      "training questions (student_readout.py's settings)")
         stamp_machines(table, start, {None: part.get("machine")} | {d: r.get("machine") for d, r in seeds.items()}, result)
     return table.rows
 

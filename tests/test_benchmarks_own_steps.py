@@ -145,8 +145,12 @@ def test_stored_replies_are_parsed_again_with_the_runs_settings(tmp_path):
 
 
 def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_student():
-    seeds = {"0": {"f1": 0.70, "retrieval_top2_f1": 0.65, "oracle_steps_f1": 0.75, "mean_size": 2.1},
-             "1": {"f1": 0.60, "retrieval_top2_f1": 0.64, "oracle_steps_f1": None, "mean_size": 2.3}}
+    orders = {o: {"f1": f, "auc": 0.8, "mean_size": 2.0} for o, f in (("retrieval", 0.7), ("reversed", 0.66),
+                                                                      ("shuffled", 0.68))}
+    seeds = {"0": {"f1": 0.70, "retrieval_top2_f1": 0.65, "oracle_steps_f1": 0.75, "mean_size": 2.1,
+                   "orders": orders, "train_seconds": 2400.0},
+             "1": {"f1": 0.60, "retrieval_top2_f1": 0.64, "oracle_steps_f1": None, "mean_size": 2.3,
+                   "train_seconds": 3000.0}}
     result = {"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": {
         "variant": "prefix", "seeds": seeds, "selection": {"cot_weighting": False, "min_select": 1, "beta": 0.0},
         "labels": {"questions": 635, "label_f1": 0.5, "seconds_per_question": 20.0,
@@ -159,6 +163,9 @@ def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_
     assert ("own_steps.hotpotqa.qwen.student_f1", "oracle_steps", 1) not in rows  # another test split: not quoted
     pool = rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix, cot_weighting=False,min_select=1,beta=0.0", None)]
     assert "20.0 s/question" in pool["note"]
+    assert rows[("own_steps.hotpotqa.qwen.student_f1", "own_steps, reversed order", 0)]["value"] == 0.66
+    assert ("own_steps.hotpotqa.qwen.student_f1", "own_steps, reversed order", 1) not in rows  # not measured
+    assert rows[("own_steps.hotpotqa.qwen.student_train_seconds_worst", "2 cores", None)]["value"] == 3000.0
 
 
 def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
