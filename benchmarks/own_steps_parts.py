@@ -28,7 +28,8 @@ LANCER = ["teacher.lancer.enabled=true"]  # ratings stored with the labels (beta
 # weighting its steps by the answer's attention (cot_weighting) reads an answer made of the last step. beta: the
 # weight of the teacher's LANCER sub-question ratings fused in (0: own steps alone).
 SELECTION_GRID: dict[str, tuple[Any, ...]] = {"cot_weighting": (True, False), "min_select": (1, 2),
-                                              "beta": (0.0, 0.25, 0.5, 0.75, 1.0)}
+                                              "beta": (0.0, 0.25, 0.5, 0.75, 1.0),
+                                              "repeated_steps": ("keep", "drop")}
 
 def recipe(dataset: str, run: Path, extra: Sequence[str]) -> Any:
     """The dataset's real_cpu recipe on every real sample question of `FILES` (readout_runs' `load`: one
@@ -107,8 +108,9 @@ def label_figures(labels: dict[str, dict], cands: dict[str, dict], qids: Sequenc
     return fig
 
 def setting_name(setting: dict[str, Any]) -> str:
-    """``cot_weighting=False,min_select=2,beta=0.5``: a grid point as rows and results name it."""
-    return ",".join(f"{k}={v}" for k, v in setting.items())
+    """``cot_weighting=False,min_select=2,beta=0.5``: a grid point as rows and results name it (repeated_steps
+    only when drop: the names, and the run directories named after them, of the points before it stay)."""
+    return ",".join(f"{k}={v}" for k, v in setting.items() if (k, v) != ("repeated_steps", "keep"))
 
 def selection_points(lancer: bool) -> list[dict[str, Any]]:
     """The points of `SELECTION_GRID` (the last key varying fastest); without `lancer`, beta 0 only."""

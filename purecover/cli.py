@@ -328,8 +328,8 @@ _COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
         "and fallback rate. The first --tune-fraction of the questions with gold passages choose the setting "
         "(best F1 with fallback <= --max-fallback); the rest are held out and only reported. Writes "
         "run_dir/tune/tune.json, tune.md and plots/. Grid keys: lam, tau_stop, budget, min_select, tau1, tau2, "
-        "embedding_tau, embedding_tau_e, normalize, cot_weighting, calibrate, beta; without --grid: lam x the "
-        "W and e temperatures x {0.5, 1, 2}.",
+        "embedding_tau, embedding_tau_e, normalize, cot_weighting, calibrate, beta, repeated_steps; without "
+        "--grid: lam x the W and e temperatures x {0.5, 1, 2}.",
         _cmd_tune,
     ),
     "pipeline": (

@@ -139,6 +139,7 @@ HASH_OMIT_AT_DEFAULT: tuple[str, ...] = (
     "teacher.objective",
     "teacher.attention_layout",
     "teacher.format_example",
+    "teacher.repeated_steps",
     "teacher.calibration_procedure",
     "teacher.calibration_questions",
     "student.target",

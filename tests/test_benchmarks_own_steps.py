@@ -115,7 +115,13 @@ def test_every_selection_setting_is_a_valid_recipe_override():
         overrides = parts.selection_overrides(point)
         recipe = load_recipe(bench.ROOT / "configs" / "recipes" / "real_cpu" / "hotpotqa.yaml", overrides)
         assert recipe.teacher.cot_weighting is point["cot_weighting"] and recipe.teacher.min_select == point["min_select"]
+        assert recipe.teacher.repeated_steps == point["repeated_steps"]
     assert parts.selection_overrides(None) == []
+    # names: repeated_steps only when drop, so the points that came before the key keep their names and run dirs
+    assert parts.setting_name({"cot_weighting": False, "min_select": 2, "beta": 0.0, "repeated_steps": "keep"}) \
+        == parts.setting_name({"cot_weighting": False, "min_select": 2, "beta": 0.0}) \
+        == "cot_weighting=False,min_select=2,beta=0.0"
+    assert parts.setting_name({"min_select": 2, "repeated_steps": "drop"}) == "min_select=2,repeated_steps=drop"
     with pytest.raises(ValueError, match="beta must be 0"):
         parts.selection_overrides({"cot_weighting": False, "beta": 0.5})
 
@@ -243,19 +249,26 @@ def test_merged_rows_say_the_machine_each_draw_and_seed_ran_on(tmp_path):
 
 def test_settings_are_chosen_with_and_without_ratings_on_development_questions():
     own_points, points = parts.selection_points(False), parts.selection_points(True)
-    assert len(own_points) == 4 and {p["beta"] for p in own_points} == {0.0}
-    assert len(points) == 20 and points[0] == {"cot_weighting": True, "min_select": 1, "beta": 0.0}
+    assert len(own_points) == 8 and {p["beta"] for p in own_points} == {0.0}
+    assert len(points) == 40 and points[0] == {"cot_weighting": True, "min_select": 1, "beta": 0.0,
+                                               "repeated_steps": "keep"}
+
+    def point(cot: bool, least: int, beta: float, repeated: str = "keep") -> dict:
+        return {"cot_weighting": cot, "min_select": least, "beta": beta, "repeated_steps": repeated}
+
     f1 = {parts.setting_name(p): 0.5 for p in points}
     f1["cot_weighting=False,min_select=1,beta=0.0"] = 0.7
     f1["cot_weighting=True,min_select=2,beta=0.5"] = 0.6
     f1["cot_weighting=False,min_select=1,beta=0.25"] = 0.6
     f1["cot_weighting=True,min_select=1,beta=1.0"] = 0.9  # never chosen for own steps alone
-    assert parts.choose_setting(f1, own_points, fused=False) == {"cot_weighting": False, "min_select": 1, "beta": 0.0}
-    assert parts.choose_setting(f1, points, fused=True) == {"cot_weighting": True, "min_select": 1, "beta": 1.0}
+    assert parts.choose_setting(f1, own_points, fused=False) == point(False, 1, 0.0)
+    assert parts.choose_setting(f1, points, fused=True) == point(True, 1, 1.0)
+    f1["cot_weighting=False,min_select=1,beta=0.0,repeated_steps=drop"] = 0.75
+    assert parts.choose_setting(f1, own_points, fused=False) == point(False, 1, 0.0, "drop")
     del f1["cot_weighting=True,min_select=1,beta=1.0"]
-    fused = [p for p in points if p != {"cot_weighting": True, "min_select": 1, "beta": 1.0}]
-    # a tie goes to the earlier point of the grid
-    assert parts.choose_setting(f1, fused, fused=True) == {"cot_weighting": True, "min_select": 2, "beta": 0.5}
+    fused = [p for p in points if p != point(True, 1, 1.0)]
+    # a tie goes to the earlier point of the grid (keep comes before drop)
+    assert parts.choose_setting(f1, fused, fused=True) == point(True, 2, 0.5)
     with pytest.raises(ValueError, match="no grid point with LANCER"):
         parts.choose_setting(f1, own_points, fused=True)
 

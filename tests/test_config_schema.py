@@ -22,21 +22,21 @@ SECTIONS = ("run_dir", "seed", "data", "teacher", "student", "export", "eval", "
 # configuration hashes of existing run directories must not move. A new recipe key changes them on
 # purpose (it is part of the hashed form): then record the new values here.
 # teacher.layers=all: the default before full_attention (the teacher section of a run made then). Recorded again
-# when teacher.reply_prefix, teacher.format_example, teacher.objective, teacher.attention_layout, teacher.calibration_procedure/_questions, student.target(_k) and the student's released-code loss keys
+# when teacher.reply_prefix, teacher.format_example, teacher.repeated_steps, teacher.objective, teacher.attention_layout, teacher.calibration_procedure/_questions, student.target(_k) and the student's released-code loss keys
 # were added, the eval section's again with eval.icr_*, eval.cross_encoder_ft_* (eval.cross_encoder_ft_bf16 too) and eval.report_note, the student's with student.readout, student.bce_weight, student.reshuffle_each_epoch and student.passage_score (the stage hashes below do not move: they are
 # left out of them at their defaults).
 PINNED = {
-    ("teacher.layers=all",): ("00695287a892cf23", {"data": "6a5640e8f338487f", "teacher": "7586c98a7d6bfde2",
+    ("teacher.layers=all",): ("d2a7c9b558423c7f", {"data": "6a5640e8f338487f", "teacher": "cba53e257e8225a0",
                                                    "student": "78066740172b99b4", "eval": "8b1ef090a0ba5d6d"}),
     # the defaults since teacher.layers: full_attention (the default moved: the teacher section moves with it)
-    (): ("b64eab98863ff6d7", {"data": "6a5640e8f338487f", "teacher": "455586731840a1cc",
+    (): ("4029707de43b721e", {"data": "6a5640e8f338487f", "teacher": "585173e24ed7ea4f",
                               "student": "78066740172b99b4", "eval": "8b1ef090a0ba5d6d"}),
     # integers given for floats are stored as floats, as before
     ("teacher.layers=all", "teacher.tau1=1", "teacher.tau2=2e-5", "teacher.lam=0", "student.lm_weight=1", "student.cl_weight=0.5"):
-        ("eaff0b53e133a5f5", {"teacher": "bc85cdd46f8e817e", "student": "415d957890d3468c"}),
+        ("ea4fea3890df2ece", {"teacher": "7beba10e18749ec5", "student": "415d957890d3468c"}),
     ("teacher.layers=all", "student.training={learning_rate: 1e-5, num_train_epochs: 2, bf16: true}",
      "teacher.calibration_lengths=64", "seed=7", "run_dir=runs/x"):
-        ("636abc9c2fdad2a7", {"seed": "5f83350f79a392f2", "teacher": "4d20e05fe2d2a661",
+        ("ec07847cff1a4e34", {"seed": "5f83350f79a392f2", "teacher": "57d0526fc80c7b1e",
                               "student": "2f63dd7961e3a24e"}),
 }
 

@@ -161,6 +161,10 @@ class TeacherConfig:
     cot_weighting: StrictBool = Field(
         True, description="Weigh each reasoning step by e (false: every step weighs 1, the 'w/o CoT weighting' "
         "ablation).")
+    repeated_steps: Literal["keep", "drop"] = Field(
+        "keep", description="A reasoning step that repeats an earlier one of its reply (case, spacing and final "
+        "punctuation aside; small teachers loop): keep (every copy counts in the coverage objective) or drop "
+        "(weighted 0, noted in the label's reason). Re-solvable by `purecover tune` from stored scores.")
     normalize: Literal["absolute", "zscore"] | None = Field(
         None, description="Scale of the scores the softmaxes see: absolute (the paper's) or zscore (unitless "
         "temperatures); null: the default of the signal.")

@@ -74,7 +74,7 @@ class EstimationSettings(_Written):
     """The resolved estimation parameters (`purecover.teacher.defaults.EstimationParams`): what turned the
     raw scores into e, W and a selection."""
 
-    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"objective"})
+    WRITTEN_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"objective", "repeated_steps"})
 
     e_source: str = Field(description="Signal of the step weights e: attention or similarity.")
     w_source: str = Field(description="Signal of the coverage W: attention or similarity.")
@@ -92,6 +92,9 @@ class EstimationSettings(_Written):
     objective: Literal["released_code"] | None = Field(default=None, description="released_code when the greedy "
                                                        "used the authors' released objective "
                                                        "(teacher.objective); absent for the paper's.")
+    repeated_steps: Literal["drop"] | None = Field(default=None, description="drop when steps that repeat an "
+                                                   "earlier one were weighted 0 (teacher.repeated_steps); absent "
+                                                   "when every step counts.")
 
 
 class TeacherSettings(_Written):

@@ -99,13 +99,17 @@ class EstimationParams:
     beta: float
     selection: str
     objective: str = "paper"
+    repeated_steps: str = "keep"
 
     def to_record(self) -> EstimationSettings:
         """The parameters as labels, the label stage's summary and tune.json record them (``objective`` only
-        when it is not the paper's, so records of the paper form read as every earlier version wrote them)."""
+        when it is not the paper's, ``repeated_steps`` only when drop, so records of the defaults read as every
+        earlier version wrote them)."""
         values = asdict(self)
         if values["objective"] == "paper":
             del values["objective"]
+        if values["repeated_steps"] == "keep":
+            del values["repeated_steps"]
         return EstimationSettings(**values)
 
 
@@ -118,11 +122,12 @@ def sources(estimator: str) -> tuple[str, str]:
 def resolve_params(cfg: TeacherConfig, **changes: Any) -> EstimationParams:
     """The parameters of `cfg` with nulls resolved; `changes` override recipe keys by name first
     (``lam``, ``tau_stop``, ``budget``, ``tau1``, ``tau2``, ``embedding_tau``, ``embedding_tau_e``,
-    ``normalize``, ``cot_weighting``, ``calibrate``, ``beta``, ``min_select``), as `purecover tune` does."""
+    ``normalize``, ``cot_weighting``, ``calibrate``, ``beta``, ``min_select``, ``repeated_steps``), as
+    `purecover tune` does."""
     values = {"lam": cfg.lam, "tau_stop": cfg.tau_stop, "budget": cfg.budget, "tau1": cfg.tau1, "tau2": cfg.tau2,
               "embedding_tau": cfg.embedding_tau, "embedding_tau_e": cfg.embedding_tau_e,
               "normalize": cfg.normalize, "cot_weighting": cfg.cot_weighting, "calibrate": cfg.calibrate,
-              "beta": cfg.lancer.beta, "min_select": cfg.min_select}
+              "beta": cfg.lancer.beta, "min_select": cfg.min_select, "repeated_steps": cfg.repeated_steps}
     unknown = set(changes) - set(values)
     if unknown:
         raise ValueError(f"cannot vary {sorted(unknown)}; choose among {sorted(values)}")
@@ -132,6 +137,8 @@ def resolve_params(cfg: TeacherConfig, **changes: Any) -> EstimationParams:
     scale = values["normalize"] or SIGNAL_DEFAULTS[w_src].scale
     if scale not in ("absolute", "zscore"):
         raise ValueError(f"normalize must be 'absolute' or 'zscore', got {scale!r}")
+    if values["repeated_steps"] not in ("keep", "drop"):
+        raise ValueError(f"repeated_steps must be 'keep' or 'drop', got {values['repeated_steps']!r}")
     e_key = "tau1" if e_src == "attention" else "embedding_tau_e"
     w_key = "tau2" if w_src == "attention" else "embedding_tau"
     tau_e = values[e_key] if values[e_key] is not None else SIGNAL_DEFAULTS[e_src].e[scale]
@@ -146,4 +153,4 @@ def resolve_params(cfg: TeacherConfig, **changes: Any) -> EstimationParams:
         cot_weighting=bool(values["cot_weighting"]),
         calibrate=bool(values["calibrate"]) and w_src == "attention",
         beta=float(values["beta"]) if cfg.lancer.enabled else 0.0, selection=cfg.selection,
-        objective=cfg.objective)
+        objective=cfg.objective, repeated_steps=str(values["repeated_steps"]))

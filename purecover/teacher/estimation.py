@@ -35,11 +35,13 @@ __all__ = [
     "SegmentAttention",
     "SimilarityScores",
     "coverage_matrix",
+    "drop_repeated_steps",
     "estimate",
     "estimate_from_attention",
     "estimate_from_embeddings",
     "estimate_from_similarity",
     "softmax",
+    "step_key",
     "step_scale",
     "step_weights",
     "within_step_spread",
@@ -225,10 +227,12 @@ def estimate_from_embeddings(step_emb: np.ndarray, doc_emb: np.ndarray, answer_e
 
 
 def estimate(params: EstimationParams, attention: SegmentAttention | None = None,
-             similarity: SimilarityScores | None = None, bias: Sequence[float] | None = None) -> Estimate:
+             similarity: SimilarityScores | None = None, bias: Sequence[float] | None = None,
+             steps: Sequence[str] | None = None) -> Estimate:
     """e and W of one question from whichever signals `params` names (`e_source`, `w_source`).
 
-    `bias` is used only when W comes from attention and `params.calibrate` is true.
+    `bias` is used only when W comes from attention and `params.calibrate` is true. `steps`: the question's
+    reasoning steps (N texts), needed when ``params.repeated_steps`` is drop (`drop_repeated_steps`).
     """
     def need(signal: str) -> SegmentAttention | SimilarityScores:
         value = attention if signal == "attention" else similarity
@@ -237,13 +241,49 @@ def estimate(params: EstimationParams, attention: SegmentAttention | None = None
         return value
 
     if params.e_source == params.w_source == "attention":
-        return estimate_from_attention(need("attention"), bias if params.calibrate else None, params.tau_e,
-                                       params.tau_w, params.cot_weighting, params.normalize)
-    if params.e_source == params.w_source == "similarity":
-        return estimate_from_similarity(need("similarity"), params.tau_w, params.tau_e, params.cot_weighting,
-                                        params.normalize)
-    # no_attention: e from attention (never calibrated: the bias is a property of documents), W from cosines
-    att, sim = need("attention"), need("similarity")
-    e_part = estimate_from_attention(att, None, params.tau_e, params.tau_e, params.cot_weighting, params.normalize)
-    w_part = estimate_from_similarity(sim, params.tau_w, params.tau_w, False, params.normalize)
-    return Estimate(e=e_part.e, W=w_part.W, notes=e_part.notes)
+        est = estimate_from_attention(need("attention"), bias if params.calibrate else None, params.tau_e,
+                                      params.tau_w, params.cot_weighting, params.normalize)
+    elif params.e_source == params.w_source == "similarity":
+        est = estimate_from_similarity(need("similarity"), params.tau_w, params.tau_e, params.cot_weighting,
+                                       params.normalize)
+    else:  # no_attention: e from attention (never calibrated: the bias is a property of documents), W from cosines
+        att, sim = need("attention"), need("similarity")
+        e_part = estimate_from_attention(att, None, params.tau_e, params.tau_e, params.cot_weighting,
+                                         params.normalize)
+        w_part = estimate_from_similarity(sim, params.tau_w, params.tau_w, False, params.normalize)
+        est = Estimate(e=e_part.e, W=w_part.W, notes=e_part.notes)
+    if getattr(params, "repeated_steps", "keep") == "drop":
+        if steps is None:
+            raise ValueError("teacher.repeated_steps: drop needs the question's steps")
+        est = drop_repeated_steps(est, steps, params.cot_weighting)
+    return est
+
+
+def step_key(step: str) -> str:
+    """What two steps must share to be one repeated step: the text, lower-cased, spaces collapsed, without
+    the final punctuation."""
+    return " ".join(step.lower().split()).rstrip(" .!?;:,")
+
+
+def drop_repeated_steps(est: Estimate, steps: Sequence[str], cot_weighting: bool) -> Estimate:
+    """`est` with e_i = 0 for every step i that repeats an earlier one (`step_key`; a reply that loops on one
+    sentence would otherwise count it once per copy), e renormalised to sum 1 under CoT weighting, and a note.
+    W is unchanged: a step weighted 0 adds nothing to the objective, as if its column were gone. `steps`:
+    the N step texts, in the order of e."""
+    if len(steps) != est.e.shape[0]:
+        raise ValueError(f"{len(steps)} steps for {est.e.shape[0]} step weights")
+    seen: set[str] = set()
+    repeat = []
+    for i, step in enumerate(steps):
+        key = step_key(step)
+        repeat.append(key in seen)
+        seen.add(key)
+    if not any(repeat):
+        return est
+    e = np.where(repeat, 0.0, est.e)
+    if cot_weighting and e.sum() > 0:
+        e = e / e.sum()
+    n = sum(repeat)
+    note = f"{n} step{'s' if n > 1 else ''} repeat{'' if n > 1 else 's'} an earlier one: weighted 0 " \
+           "(teacher.repeated_steps: drop)"
+    return Estimate(e=e, W=est.W, notes=[*est.notes, note])

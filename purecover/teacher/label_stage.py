@@ -257,7 +257,7 @@ class _Labeler:
         none: list[Any] = [None] * len(batch)
         attns = self.capture_attention(batch, parsed) if "attention" in (params.e_source, params.w_source) else none
         sims = self.similarities(batch, parsed) if "similarity" in (params.e_source, params.w_source) else none
-        estimates = [estimate(params, a, s, self.bias) for a, s in zip(attns, sims)]
+        estimates = [estimate(params, a, s, self.bias, p.steps) for a, s, p in zip(attns, sims, parsed)]
         pairs = []
         for rec, est in zip(batch, estimates):
             lan = lancer.get(rec.qid)

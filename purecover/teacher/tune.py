@@ -60,9 +60,11 @@ TUNE_DIR = FILES["tune"]
 # recipe keys a grid may vary (teacher section; `beta` is teacher.lancer.beta)
 GRID_KEYS: dict[str, type] = {"lam": float, "tau_stop": float, "budget": int, "min_select": int, "tau1": float,
                               "tau2": float, "embedding_tau": float, "embedding_tau_e": float, "normalize": str,
-                              "cot_weighting": bool, "calibrate": bool, "beta": float}
+                              "cot_weighting": bool, "calibrate": bool, "beta": float, "repeated_steps": str}
+# the values of each string key
+_CHOICES: dict[str, tuple[str, ...]] = {"normalize": ("absolute", "zscore"), "repeated_steps": ("keep", "drop")}
 # which parameters change e and W (the rest only change the solver): estimates are cached on these
-_ESTIMATE_FIELDS = ("normalize", "tau_e", "tau_w", "cot_weighting", "calibrate", "beta")
+_ESTIMATE_FIELDS = ("normalize", "tau_e", "tau_w", "cot_weighting", "calibrate", "beta", "repeated_steps")
 
 
 # --------------------------------------------------------------------------- grid
@@ -109,9 +111,10 @@ def _grid_value(key: str, raw: str) -> GridValue:
         return value
     if kind is bool and isinstance(value, bool):
         return value
-    if kind is str and value in ("absolute", "zscore"):
+    if kind is str and value in _CHOICES[key]:
         return value
-    raise ValueError(f"--grid: {key}={raw!r} is not a valid {'absolute | zscore' if kind is str else kind.__name__}")
+    raise ValueError(f"--grid: {key}={raw!r} is not a valid "
+                     f"{' | '.join(_CHOICES[key]) if kind is str else kind.__name__}")
 
 
 def default_grid(params: EstimationParams) -> dict[str, list[GridValue]]:
@@ -143,6 +146,7 @@ class TuneQuestion:
     similarity: SimilarityScores | None
     ratings: list[list[float]] | None
     parse_fallback: bool
+    steps: list[str] | None = None  # the label's reasoning steps (teacher.repeated_steps: drop reads them)
 
 
 def load_questions(labels_path: Path, candidates_path: Path) -> list[TuneQuestion]:
@@ -167,7 +171,8 @@ def load_questions(labels_path: Path, candidates_path: Path) -> list[TuneQuestio
             qid=cand.qid, doc_ids=[d.doc_id for d in cand.docs], gold=set(cand.gold_doc_ids),
             attention=SegmentAttention.from_record(found.attention) if found.attention is not None else None,
             similarity=SimilarityScores.from_record(found.similarity) if found.similarity is not None else None,
-            ratings=found.ratings, parse_fallback=any(c != "min_select" for c in found.fallback_reasons)))
+            ratings=found.ratings, parse_fallback=any(c != "min_select" for c in found.fallback_reasons),
+            steps=list(found.steps)))
     return out
 
 
@@ -193,7 +198,7 @@ def setting_estimates(questions: Sequence[TuneQuestion], params: EstimationParam
     or similarity (less the position `bias` when given), fused with its LANCER ratings when it has them."""
     pairs = []
     for q in questions:
-        est: Estimate = estimate(params, q.attention, q.similarity, bias)
+        est: Estimate = estimate(params, q.attention, q.similarity, bias, q.steps)
         pairs.append(fuse(est.e, est.W, q.ratings, params))
     return pairs
 

@@ -14,6 +14,7 @@ from purecover.teacher.estimation import (
     Estimate,
     SegmentAttention,
     SimilarityScores,
+    drop_repeated_steps,
     estimate,
     estimate_from_attention,
     estimate_from_embeddings,
@@ -395,3 +396,52 @@ def test_similarity_scores_round_trip_through_json_lists():
     assert sim.to_record() == d and SimilarityScores.from_record(sim.to_record()).step_doc[0, 0] == 0.5
     att = SegmentAttention.from_record(StoredAttention(step_doc=[[1e-4]], step_step=[[None]], answer_step=[2e-4]))
     assert att.answer_step[0] == 2e-4 and np.isnan(att.step_step[0, 0])
+
+
+# ---------------------------------------------------------------------------- repeated steps (teacher.repeated_steps)
+
+
+LOOP = ["Rush released Counterparts in 1993.", "The song was produced by Gavin Brown.",
+        "the song was  produced by Gavin Brown"]  # a reply that loops: the third repeats the second
+
+
+def test_repeated_steps_drop_weighs_a_repeat_zero_and_keeps_w():
+    att = attention(STEP_DOC, ANSWER_STEP)
+    keep = estimate(params("teacher.estimator=attention"), att, None, BIAS, LOOP)
+    drop = estimate(params("teacher.estimator=attention", "teacher.repeated_steps=drop"), att, None, BIAS, LOOP)
+    np.testing.assert_array_equal(drop.W, keep.W)
+    assert drop.e[2] == 0.0 and drop.e.sum() == pytest.approx(1.0)  # CoT weighting: renormalised
+    np.testing.assert_allclose(drop.e[:2], keep.e[:2] / keep.e[:2].sum())
+    assert drop.notes == [*keep.notes, "1 step repeats an earlier one: weighted 0 (teacher.repeated_steps: drop)"]
+    flat = drop_repeated_steps(Estimate(np.ones(3), keep.W, []), LOOP, cot_weighting=False)
+    np.testing.assert_array_equal(flat.e, [1.0, 1.0, 0.0])  # without CoT weighting every other step still weighs 1
+    distinct = drop_repeated_steps(keep, ["a", "b", "c"], cot_weighting=True)
+    assert distinct is keep  # nothing repeats: the estimate as it was
+
+
+def test_a_step_weighted_zero_selects_as_if_it_were_not_there():
+    """The greedy over e with a repeat weighted 0 picks what it picks with the repeat's column removed."""
+    from purecover.teacher.selection import solve
+
+    p = params("teacher.estimator=attention", "teacher.repeated_steps=drop", "teacher.lam=0.1")
+    rng = np.random.default_rng(0)
+    pairs, without = [], []
+    for _ in range(20):
+        step_doc = rng.uniform(0.5e-4, 3e-4, size=(3, 6))
+        step_doc[2] = step_doc[1]  # the loop: the repeat attends as its original does
+        est = estimate(p, attention(step_doc, rng.uniform(0.5e-4, 2e-4, 3)), None, None, LOOP)
+        pairs.append((est.e, est.W))
+        without.append((est.e[:2], est.W[:, :2]))
+    a, b = solve(pairs, p), solve(without, p)
+    assert [a.order(i) for i in range(20)] == [b.order(i) for i in range(20)]
+    np.testing.assert_allclose(a.objective, b.objective)
+
+
+def test_repeated_steps_drop_needs_the_steps():
+    p = params("teacher.estimator=attention", "teacher.repeated_steps=drop")
+    with pytest.raises(ValueError, match="needs the question's steps"):
+        estimate(p, attention(STEP_DOC, ANSWER_STEP), None, BIAS)
+    with pytest.raises(ValueError, match="2 steps for 3 step weights"):
+        estimate(p, attention(STEP_DOC, ANSWER_STEP), None, BIAS, LOOP[:2])
+    with pytest.raises(ValueError, match="repeated_steps must be 'keep' or 'drop'"):
+        resolve_params(load_recipe(None, []).teacher, repeated_steps="merge")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def test_parse_grid_forms_and_types():
         "lam": [0.1, 0.3], "tau_stop": [0.0, 0.05], "normalize": ["zscore"]}
     assert parse_grid(["teacher.budget=3,5", "cot_weighting=true,false", "embedding_tau=1e-1"]) == {
         "budget": [3, 5], "cot_weighting": [True, False], "embedding_tau": [0.1]}
+    assert parse_grid(["repeated_steps=keep,drop"]) == {"repeated_steps": ["keep", "drop"]}
 
 
 @pytest.mark.parametrize("items, message", [
@@ -42,6 +44,7 @@ def test_parse_grid_forms_and_types():
     (["lam=fast"], "lam='fast' is not a valid float"),
     (["budget=2.5"], "not a valid int"),
     (["normalize=minmax"], "absolute | zscore"),
+    (["repeated_steps=merge"], "keep | drop"),
     (["0.1,0.2"], "has no key"),
     (["lam=0.1", "lam=0.2"], "given twice"),
     (["lam="], "has no values"),
@@ -150,6 +153,35 @@ def test_tune_reproduces_attention_labels_with_calibration(tmp_path, tiny_teache
     (tmp_path / "bias.json").write_text(json.dumps(bias))
     with pytest.raises(ValueError, match="not the calibration labels.jsonl was made with"):
         labels_bias(recipe, tmp_path / "labels.jsonl")
+
+
+def test_labels_with_repeated_steps_dropped_are_reproduced_by_tune(tmp_path, tiny_teacher_dir, monkeypatch):
+    """The label stage weighs a repeated step 0 under teacher.repeated_steps: drop (noted in the reason, recorded
+    in the estimation settings); tune re-solves the stored scores to the same selections, and to keep's."""
+    from purecover.teacher import label_stage
+
+    parse = label_stage._Labeler.steps_for
+
+    def looping(self, rec, replies):  # every reply loops: its first step again at the end
+        got = parse(self, rec, replies)
+        return dataclasses.replace(got, steps=[*got.steps, got.steps[0].upper() + " "])
+
+    monkeypatch.setattr(label_stage._Labeler, "steps_for", looping)
+    settings = [f"run_dir={tmp_path}", "data.path=demo", "data.k1=5", "data.limit=8", "teacher.steps=oracle",
+                f"teacher.model={tiny_teacher_dir}", "teacher.batch_size=4", "teacher.dtype=float32",
+                "teacher.device=cpu", "teacher.calibrate=false"]
+    recipe = load_recipe(None, [*settings, "teacher.repeated_steps=drop"])
+    run_data_stage(recipe, show_progress=False)
+    run_label_stage(recipe, show_progress=False)
+    records = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    assert all("repeats an earlier one: weighted 0" in r["reason"] for r in records)
+    assert all(r["e"][-1] == 0.0 and r["teacher"]["estimation"]["repeated_steps"] == "drop" for r in records)
+    assert resolved_selections(recipe) == stored_selections(tmp_path)
+    keep = resolved_selections(recipe, repeated_steps="keep")
+    assert resolved_selections(load_recipe(None, settings)) == keep  # the recipe's default is keep
+    qs = load_questions(tmp_path / "labels.jsonl", tmp_path / "candidates.jsonl")
+    e_keep = setting_estimates(qs, resolve_params(recipe.teacher, repeated_steps="keep"), None)[0][0]
+    assert e_keep[-1] > 0.0  # kept, the repeat weighs like any step
 
 
 def test_calibration_in_the_grid_needs_calibrated_labels(tmp_path, tiny_teacher_dir):
