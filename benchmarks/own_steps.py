@@ -73,6 +73,7 @@ from own_steps_parts import (
     label_run,
     question_pool,
     reparsed,
+    repeating,
     reply_figures,
     resolved_figures,
     selection_overrides,
@@ -189,7 +190,8 @@ def labels_part(dataset: str, teacher: str, layers: str, variant: str, work: Pat
         every = resolved_figures(runs["own_steps"]["recipe"], cands, qids, selection_points(False))
         per["own_steps_tuned"] = {**every[setting_name(chosen["own"])], "setting": chosen["own"]}
         per["own_steps_f1_by_setting"] = {name: f["f1"] for name, f in every.items()}
-        per["own_steps_replies"] = reply_figures(reparsed(runs["own_steps"]["recipe"], cands), qids)
+        per["own_steps_replies"] = {**reply_figures(reparsed(runs["own_steps"]["recipe"], cands), qids),
+                                    "repeating": repeating(runs["own_steps"]["labels"], qids)}
         out["draws"][str(d)] = per
         log(f"{dataset} {teacher} draw {d}: own-step F1 {per['own_steps']['f1']}, at the chosen setting "
             f"{per['own_steps_tuned']['f1']} (usable {per['own_steps_replies']['usable_rate']}), oracle "
@@ -227,7 +229,8 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
     got = label_run(dataset, source, teacher_set, sorted(cands))
     out: dict[str, Any] = {"variant": variant, "selection": selection, "labels": {
         "questions": len(got["labels"]), "seconds_per_question": got["seconds_per_question"],
-        "replies": reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
+        "replies": {**reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
+                    "repeating": repeating(got["labels"], sorted(got["labels"]))},
         "label_f1": label_figures(got["labels"], cands,
                                   sorted(q for q in got["labels"] if cands[q]["gold_doc_ids"]))["f1"]},
         "seeds": {}}
@@ -276,6 +279,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         seed_rows(table, f"{name}.usable_rate", {d: r["own_steps_replies"]["usable_rate"] for d, r in draws.items()},
                   "share", USABLE_TARGET, variant=variant,
                   note="test questions of each draw whose reply gives usable steps")
+        repeats = {d: r["own_steps_replies"]["repeating"] for d, r in draws.items()
+                   if "repeating" in r["own_steps_replies"]}
+        if repeats:
+            seed_rows(table, f"{name}.repeating_replies", repeats, "questions", variant=variant, with_worst=False,
+                      note="test questions of each draw whose own steps repeat a step (what teacher.repeated_steps: "
+                           "drop weighs 0)")
         # the target reads the own-step labels at the setting chosen on development questions where a draw has them
         own = {d: r.get("own_steps_tuned") or r["own_steps"] for d, r in draws.items()}
         settings = sorted({setting_name(f["setting"]) if "setting" in f else "the recipe's" for f in own.values()})
@@ -291,6 +300,12 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                           variant=source)
         seed_rows(table, f"{name}.label_f1", {d: r["own_steps"]["retrieval_top2_f1"] for d, r in draws.items()},
                   "F1", variant="retrieval_top2")
+        switched = {d: flipped for d, r in draws.items() if (flipped := repeats_switched(r)) is not None}
+        if switched:
+            seed_rows(table, f"{name}.label_f1", {d: f for d, (_, f) in switched.items()}, "F1",
+                      variant="own_steps at " + ", ".join(sorted({n for n, _ in switched.values()})) + " (not chosen)",
+                      note="the setting chosen on development questions with teacher.repeated_steps switched: "
+                           "reported, never used to choose")
         fused = {d: r for d, r in draws.items() if "setting" in (r.get("own_steps_lancer") or {})}
         if fused:
             seed_rows(table, f"{name}.lancer_minus_own_steps_f1",
@@ -323,6 +338,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         table.add(f"{name}.pool_label_f1", lab["label_f1"], "F1", variant=f"{part['variant']}, {selection}",
                   note=f"own-step labels of all {lab['questions']} questions the students train on, against the gold "
                        f"passages; usable replies {lab['replies']['usable_rate']}, "
+                       f"{lab['replies'].get('repeating', 'not counted')} repeating a step, "
                        f"{lab['seconds_per_question']} s/question on 2 cores")
         seed_rows(table, f"{name}.student_minus_retrieval_top2_f1",
                   {d: round(r["f1"] - r["retrieval_top2_f1"], 4) for d, r in seeds.items()}, "F1", above(0.0),
@@ -348,6 +364,17 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                       "training questions (student_readout.py's settings)")
         stamp_machines(table, start, {None: part.get("machine")} | {d: r.get("machine") for d, r in seeds.items()}, result)
     return table.rows
+
+
+def repeats_switched(draw: dict[str, Any]) -> tuple[str, float] | None:
+    """(setting name, F1) of a draw's own steps at its chosen setting with ``repeated_steps`` switched (keep <->
+    drop), from the F1 it stored at every grid point; None when it has no such point."""
+    tuned = (draw.get("own_steps_tuned") or {}).get("setting")
+    if not tuned:
+        return None
+    flipped = {**tuned, "repeated_steps": "keep" if tuned.get("repeated_steps") == "drop" else "drop"}
+    f1 = (draw.get("own_steps_f1_by_setting") or {}).get(setting_name(flipped))
+    return None if f1 is None else (setting_name(flipped), f1)
 
 
 # ------------------------------------------------------------------------------------------------ main

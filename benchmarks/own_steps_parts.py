@@ -100,6 +100,14 @@ def reply_figures(labels: dict[str, dict], qids: Sequence[str]) -> dict[str, Any
     return {"replies": len(qids), "usable_rate": round(usable / len(qids), 4) if qids else None,
             "issues": dict(sorted(issues.items()))}
 
+def repeating(labels: dict[str, dict], qids: Sequence[str]) -> int:
+    """How many of `qids`' label records have a step that repeats an earlier one (what teacher.repeated_steps: drop
+    weighs 0; `purecover.teacher.estimation.step_key`)."""
+    from purecover.teacher.estimation import step_key
+
+    keys = [[step_key(s) for s in labels[q].get("steps") or []] for q in qids]
+    return sum(len(set(k)) < len(k) for k in keys)
+
 def label_figures(labels: dict[str, dict], cands: dict[str, dict], qids: Sequence[str]) -> dict[str, Any]:
     """`set_figures` of the labels' selected sets over `qids` (retrieval top-2 and top-|S| beside them)."""
     chosen = {q: [cands[q]["docs"][k]["doc_id"] for k in labels[q].get("selected") or []] for q in qids}

@@ -25,6 +25,11 @@ def _cands():
     return {"q1": {"docs": docs, "gold_doc_ids": ["d1", "d3"]}, "q2": {"docs": docs, "gold_doc_ids": ["d0", "d1"]}}
 
 
+def test_repeating_counts_the_records_whose_steps_repeat_one():
+    labels = {"a": {"steps": ["One fact.", "one  FACT", "Two."]}, "b": {"steps": ["One.", "Two."]}, "c": {}}
+    assert parts.repeating(labels, ["a", "b", "c"]) == 1 and parts.repeating(labels, ["b"]) == 0
+
+
 def test_reply_and_label_figures_from_records():
     labels = {"q1": {"selected": [1, 3], "status": "ok"},
               "q2": {"selected": [0], "status": "fallback", "reply_issue": "no_steps"},
@@ -326,8 +331,17 @@ def test_rows_read_the_chosen_settings_and_compare_lancer_with_own_steps_per_dra
                                  "cot_weighting=True,min_select=2,beta=0.25": 0.72},
                           "own": tuned["setting"], "fused": lancer["setting"], "machine": {"cpus": 2, "cpu_model": "X"}},
                   "draws": {"0": _draw(0.6, 0.7, 1.0),  # an earlier draw: the recipe's setting only
-                            "1": {**_draw(0.6, 0.7, 1.0), "own_steps_tuned": tuned, "own_steps_lancer": lancer}}}}}
+                            "1": {**_draw(0.6, 0.7, 1.0), "own_steps_tuned": tuned, "own_steps_lancer": lancer,
+                                  "own_steps_replies": {"usable_rate": 1.0, "issues": {}, "repeating": 5},
+                                  "own_steps_f1_by_setting": {"cot_weighting=False,min_select=1,beta=0.0": 0.75,
+                                      "cot_weighting=False,min_select=1,beta=0.0,repeated_steps=drop": 0.78}}}}}}
     rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(result)}
+    # the chosen setting with repeated steps switched: a row of its own, marked as not chosen
+    drop = rows[("own_steps.hotpotqa.qwen.label_f1",
+                 "own_steps at cot_weighting=False,min_select=1,beta=0.0,repeated_steps=drop (not chosen)", 1)]
+    assert drop["value"] == 0.78 and drop["target"] is None
+    assert rows[("own_steps.hotpotqa.qwen.repeating_replies", "example", 1)]["value"] == 5
+    assert ("own_steps.hotpotqa.qwen.repeating_replies", "example", 0) not in rows  # not counted then
     gap = "own_steps.hotpotqa.qwen.own_minus_retrieval_top2_f1"
     both = "cot_weighting=False,min_select=1,beta=0.0, the recipe's"
     assert rows[(gap, both, 1)]["value"] == pytest.approx(0.05) and rows[(gap, both, 1)]["met"] is True

@@ -274,7 +274,7 @@ def drop_repeated_steps(est: Estimate, steps: Sequence[str], cot_weighting: bool
         raise ValueError(f"{len(steps)} steps for {est.e.shape[0]} step weights")
     seen: set[str] = set()
     repeat = []
-    for i, step in enumerate(steps):
+    for step in steps:
         key = step_key(step)
         repeat.append(key in seen)
         seen.add(key)
