@@ -133,7 +133,7 @@ def parse_part(dataset: str, teacher: str, layers: str, work: Path, dev: int,
         log(f"{dataset} {teacher} {name}: usable {fig['usable_rate']} {fig['issues']}, "
             f"{fig['seconds_per_question']} s a question")
     out["chosen"] = max(out["variants"], key=lambda n: (out["variants"][n]["usable_rate"] or 0.0,
-                                                       -out["variants"][n]["seconds_per_question"]))
+                                                       -(out["variants"][n]["seconds_per_question"] or 0.0)))
     return out
 
 
@@ -229,6 +229,7 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
     got = label_run(dataset, source, teacher_set, sorted(cands))
     out: dict[str, Any] = {"variant": variant, "selection": selection, "labels": {
         "questions": len(got["labels"]), "seconds_per_question": got["seconds_per_question"],
+        "resumed": got["resumed"],
         "replies": {**reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
                     "repeating": repeating(got["labels"], sorted(got["labels"]))},
         "label_f1": label_figures(got["labels"], cands,
@@ -339,7 +340,8 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                   note=f"own-step labels of all {lab['questions']} questions the students train on, against the gold "
                        f"passages; usable replies {lab['replies']['usable_rate']}, "
                        f"{lab['replies'].get('repeating', 'not counted')} repeating a step, "
-                       f"{lab['seconds_per_question']} s/question on 2 cores")
+                       + (f"{lab['seconds_per_question']} s/question on 2 cores" if lab["seconds_per_question"]
+                          is not None else "time not measured (labelled over several sessions: the draws time it)"))
         seed_rows(table, f"{name}.student_minus_retrieval_top2_f1",
                   {d: round(r["f1"] - r["retrieval_top2_f1"], 4) for d, r in seeds.items()}, "F1", above(0.0),
                   note="held-out support F1 of the passage-readout student trained on own-step labels minus "

@@ -50,9 +50,13 @@ def draw_questions(test: Sequence[str], n: int, draw: int) -> list[str]:
     pool = sorted(test)
     return sorted(random.Random(draw).sample(pool, min(n, len(pool))))
 
+TIMING_FILE = "label_timing.json"  # a label run's seconds a question as this benchmark measured them
+
+
 def label_run(dataset: str, run: Path, extra: Sequence[str], qids: Sequence[str]) -> dict[str, Any]:
     """Data, calibrate and label stages for the questions `qids` in `run` (resumed when done already): the labels
-    (qid -> record) and the stage's seconds a question."""
+    (qid -> record) and the stage's seconds a question: None when the stage was resumed from an earlier process's
+    replies or labels (its time is then not the whole run's), said by ``resumed`` and kept in `TIMING_FILE`."""
     from purecover.data.data_stage import run_data_stage
     from purecover.teacher.calibrate_stage import run_calibrate_stage
     from purecover.teacher.label_stage import run_label_stage
@@ -67,14 +71,42 @@ def label_run(dataset: str, run: Path, extra: Sequence[str], qids: Sequence[str]
         (run / "data.run.json").unlink(missing_ok=True)  # not the data stage's output any more
     if r.teacher.calibrate:
         run_calibrate_stage(r, show_progress=False)
+    state = label_state(run)
     run_label_stage(r, show_progress=False)
-    manifest = json.loads((run / "label.run.json").read_text())
     labels = {x["qid"]: x for x in read_jsonl(run / "labels.jsonl")}
-    # the stage's own start and end (a resumed stage: its last, resumed part only)
+    per, resumed = label_timing(run, state, len(labels))
+    return {"labels": labels, "seconds_per_question": per, "resumed": resumed,
+            "layers": (json.loads((run / "label.run.json").read_text()).get("summary") or {}).get("layers"),
+            "recipe": r}
+
+def label_state(run: Path) -> str:
+    """Before the label stage runs in `run`: ``done`` (complete already), ``resumed`` (an earlier process left
+    replies or labels in its shards) or ``fresh``."""
+    manifest = run / "label.run.json"
+    if manifest.is_file() and (json.loads(manifest.read_text()).get("summary") or {}).get("status") == "complete":
+        return "done"
+    shards = (run / "label_shards").glob("*.jsonl")
+    return "resumed" if any(p.stat().st_size > 0 for p in shards) else "fresh"
+
+def label_timing(run: Path, state: str, questions: int) -> tuple[float | None, bool]:
+    """(seconds a question, resumed) of the label run in `run`, which was `state` (`label_state`) before the stage
+    ran: a stage that ran now is timed from its manifest's start and end and the result kept in `TIMING_FILE`,
+    except a resumed one (its manifest times only its last part: None); a stage complete before reads what was
+    kept (runs made before the file existed: their manifest)."""
+    from purecover.utils.io import atomic_write_json
+
+    timing = run / TIMING_FILE
+    if state == "done" and timing.is_file():
+        kept = json.loads(timing.read_text())
+        return kept["seconds_per_question"], kept["resumed"]
+    manifest = json.loads((run / "label.run.json").read_text())
     seconds = (dt.datetime.fromisoformat(manifest["finished"]) - dt.datetime.fromisoformat(manifest["started"])
                ).total_seconds()
-    return {"labels": labels, "seconds_per_question": round(float(seconds) / max(len(labels), 1), 2),
-            "layers": (manifest.get("summary") or {}).get("layers"), "recipe": r}
+    resumed = state == "resumed"
+    per = None if resumed else round(float(seconds) / max(questions, 1), 2)
+    if state != "done":
+        atomic_write_json(timing, {"seconds_per_question": per, "resumed": resumed})
+    return per, resumed
 
 def reparsed(run: Any, cands: dict[str, dict]) -> dict[str, dict]:
     """qid -> {"reply_issue": ...} of the stored replies (label_shards/replies.*.jsonl, with ``finished``) of the

@@ -25,6 +25,34 @@ def _cands():
     return {"q1": {"docs": docs, "gold_doc_ids": ["d1", "d3"]}, "q2": {"docs": docs, "gold_doc_ids": ["d0", "d1"]}}
 
 
+def test_label_time_is_reported_only_for_a_stage_that_ran_whole(tmp_path):
+    """A label stage timed from its manifest: when it ran in one piece (kept for later reads), not when it resumed
+    an earlier process's shards (its manifest times only the last part)."""
+    import json
+
+    def manifest(run, status="complete", seconds=240):
+        (run / "label.run.json").write_text(json.dumps({"started": "2026-12-07T07:00:00+00:00", "finished":
+                                                        f"2026-12-07T07:{seconds // 60:02d}:00+00:00",
+                                                        "summary": {"status": status}}))
+
+    fresh, resumed = tmp_path / "fresh", tmp_path / "resumed"
+    for run in (fresh, resumed):
+        (run / "label_shards").mkdir(parents=True)
+        (run / "label_shards" / "replies.0-of-1.jsonl").write_text("")
+    assert parts.label_state(fresh) == "fresh"
+    manifest(fresh)
+    assert parts.label_timing(fresh, "fresh", 24) == (10.0, False)
+    assert parts.label_state(fresh) == "done"
+    manifest(fresh, seconds=60)  # a later read keeps what was measured when the stage ran
+    assert parts.label_timing(fresh, "done", 24) == (10.0, False)
+    (resumed / "label_shards" / "replies.0-of-1.jsonl").write_text('{"qid": "q1", "reply": "x"}\n')
+    manifest(resumed, status="running")
+    assert parts.label_state(resumed) == "resumed"
+    manifest(resumed)
+    assert parts.label_timing(resumed, "resumed", 24) == (None, True)
+    assert parts.label_timing(resumed, "done", 24) == (None, True)
+
+
 def test_repeating_counts_the_records_whose_steps_repeat_one():
     labels = {"a": {"steps": ["One fact.", "one  FACT", "Two."]}, "b": {"steps": ["One.", "Two."]}, "c": {}}
     assert parts.repeating(labels, ["a", "b", "c"]) == 1 and parts.repeating(labels, ["b"]) == 0
