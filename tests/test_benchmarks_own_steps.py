@@ -207,6 +207,64 @@ def test_student_rows_compare_with_retrieval_per_seed_and_quote_the_oracle_step_
     assert rows[("own_steps.hotpotqa.qwen.student_train_seconds_worst", "2 cores", None)]["value"] == 3000.0
 
 
+def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only_the_same_split(tmp_path,
+                                                                                              monkeypatch):
+    """The student part's own logic, the label run and the training faked (the real ones: student_readout's
+    `student` and the label stage, tested elsewhere): the pool labelled at the chosen setting in a directory named
+    after it; per seed the test questions of the train stage's split, retrieval top-2 on exactly those, every
+    order's figures, and the oracle-step student quoted only when its test questions are the same."""
+    import importlib
+
+    students = importlib.import_module("benchlib.students")  # on the path once the benchmark is loaded
+    docs = [{"doc_id": f"d{k}"} for k in range(4)]
+    cands = {f"q{i}": {"qid": f"q{i}", "docs": docs, "gold_doc_ids": ["d0", "d1"] if i % 2 else ["d2", "d3"]}
+             for i in range(8)}
+    labels = {q: {"qid": q, "selected": [0, 1], "steps": ["A.", "a", "B."] if q == "q0" else ["A."]} for q in cands}
+    seen = {}
+
+    def label_run(dataset, run, extra, qids):
+        seen["run"], seen["extra"], seen["qids"] = run, list(extra), list(qids)
+        return {"labels": labels, "seconds_per_question": None, "resumed": True, "layers": None, "recipe": None}
+
+    splits = {0: {q: "test" if q in ("q1", "q2") else "train" for q in cands},
+              1: {q: "test" if q in ("q3", "q4") else "train" for q in cands}}
+    orders = {o: {"f1": f, "auc": 0.8, "mean_size": 2.0} for o, f in (("retrieval", 0.9), ("reversed", 0.85),
+                                                                      ("shuffled", 0.88))}
+
+    def student(dataset, readout, seed, work, source, settings, tag=""):
+        assert source == seen["run"] and tag == "_own_steps" and readout == "passage"
+        test = sorted(q for q, s in splits[seed].items() if s == "test")
+        return {"orders": orders, "questions": {"train": 6, "calib": 0, "test": 2}, "train": {"seconds": 100.0},
+                "test_qids_sha": students.qids_digest(test)}
+
+    monkeypatch.setattr(bench, "question_pool", lambda dataset, work: (cands, {}))
+    monkeypatch.setattr(bench, "label_run", label_run)
+    monkeypatch.setattr(bench, "reparsed", lambda recipe, c: {q: {} for q in c})
+    monkeypatch.setattr(bench, "load", lambda dataset, run, extra: int(extra[0].split("=")[1]))
+    monkeypatch.setattr(bench, "split_of", lambda run, seed, recipe: splits[recipe])
+    monkeypatch.setattr(students, "student", student)
+    reference = {"datasets": {"hotpotqa": {"students": {"passage": {
+        "0": {"test_qids_sha": students.qids_digest(["q1", "q2"]), "orders": {"retrieval": {"f1": 0.95}}},
+        "1": {"test_qids_sha": students.qids_digest(["q5", "q6"]), "orders": {"retrieval": {"f1": 0.7}}}}}}}}
+    setting = {"cot_weighting": False, "min_select": 2, "beta": 0.0, "repeated_steps": "keep"}
+    out = bench.student_part("hotpotqa", "qwen", "full_attention", "prefix_batch8", tmp_path, [0, 1], reference,
+                             setting)
+    assert seen["run"].name == "all_own_steps-cot_weighting=False,min_select=2,beta=0.0"
+    assert "teacher.cot_weighting=false" in seen["extra"] and "teacher.min_select=2" in seen["extra"]
+    assert seen["qids"] == sorted(cands)
+    assert out["labels"]["replies"]["repeating"] == 1 and out["labels"]["resumed"] is True
+    s0, s1 = out["seeds"]["0"], out["seeds"]["1"]
+    # q1 has gold d0, d1 (retrieval's top 2: F1 1), q2 gold d2, d3 (F1 0): the mean over the seed's test questions
+    assert s0["retrieval_top2_f1"] == 0.5 and s0["oracle_steps_f1"] == 0.95
+    assert s1["oracle_steps_f1"] is None  # another split: not quoted
+    assert s0["orders"]["reversed"]["f1"] == 0.85 and s0["f1"] == 0.9
+    rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(
+        {"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": out}})}
+    pool = rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix_batch8, cot_weighting=False,min_select=2,beta=0.0",
+                 None)]
+    assert "time not measured" in pool["note"] and "1 repeating a step" in pool["note"]
+
+
 def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
     """`--merge`: a later file replaces a part's dataset key whole (parse), the labels part's draws and the student
     part's seeds of different sessions are combined, other datasets and every run's command are kept; the rows
