@@ -252,7 +252,7 @@ def estimate(params: EstimationParams, attention: SegmentAttention | None = None
                                          params.normalize)
         w_part = estimate_from_similarity(sim, params.tau_w, params.tau_w, False, params.normalize)
         est = Estimate(e=e_part.e, W=w_part.W, notes=e_part.notes)
-    if getattr(params, "repeated_steps", "keep") == "drop":
+    if params.repeated_steps == "drop":
         if steps is None:
             raise ValueError("teacher.repeated_steps: drop needs the question's steps")
         est = drop_repeated_steps(est, steps, params.cot_weighting)
