@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchlib.harness import log
 from benchlib.readout_runs import load
 from benchlib.real_runs import mean, read_jsonl, set_figures, splits_of
 
@@ -72,7 +73,9 @@ def label_run(dataset: str, run: Path, extra: Sequence[str], qids: Sequence[str]
     if r.teacher.calibrate:
         run_calibrate_stage(r, show_progress=False)
     state = label_state(run)
-    run_label_stage(r, show_progress=False)
+    if state != "done":  # hours for a pool: the stage's own progress bars (questions done, questions a second)
+        log(f"label {run.name}: {len(keep)} questions ({state}; progress on stderr)")
+    run_label_stage(r, show_progress=state != "done")
     labels = {x["qid"]: x for x in read_jsonl(run / "labels.jsonl")}
     per, resumed = label_timing(run, state, len(labels))
     return {"labels": labels, "seconds_per_question": per, "resumed": resumed,
