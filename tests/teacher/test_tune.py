@@ -182,6 +182,10 @@ def test_labels_with_repeated_steps_dropped_are_reproduced_by_tune(tmp_path, tin
     qs = load_questions(tmp_path / "labels.jsonl", tmp_path / "candidates.jsonl")
     e_keep = setting_estimates(qs, resolve_params(recipe.teacher, repeated_steps="keep"), None)[0][0]
     assert e_keep[-1] > 0.0  # kept, the repeat weighs like any step
+    # the grid key end to end: both points re-solved, reported and plotted; the chosen one says its recipe key
+    result = tune(recipe, parse_grid(["repeated_steps=keep,drop"]), show_progress=False).to_json_dict()
+    assert [r["setting"]["repeated_steps"] for r in result["rows"]] == ["keep", "drop"]
+    assert result["plots"] and all(Path(p).is_file() for p in result["plots"])
 
 
 def test_calibration_in_the_grid_needs_calibrated_labels(tmp_path, tiny_teacher_dir):
