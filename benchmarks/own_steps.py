@@ -55,7 +55,7 @@ seed.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -214,10 +214,12 @@ def per_draw(part: dict[str, Any]) -> dict[str, Any]:
 
 
 def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, seeds: Sequence[int],
-                 reference: dict[str, Any] | None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+                 reference: dict[str, Any] | None, selection: dict[str, Any] | None = None,
+                 seed_done: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Own-step labels of the whole pool at the selection setting `selection` (None: the recipe's), then a
     passage-readout student on them at each seed (module docstring). `reference`: student_readout.json's result
-    (the oracle-step students), or None."""
+    (the oracle-step students), or None. `seed_done` gets the part so far after each seed (a kill later loses
+    no finished seed's figures)."""
     from benchlib.students import settings, student
 
     cands, _ = question_pool(dataset, work)
@@ -254,6 +256,8 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         out["seeds"][str(seed)] = per
         log(f"{dataset} student on own-step labels, seed {seed}: F1 {per['f1']} (|S| {per['mean_size']}); the "
             f"oracle-step student {per['oracle_steps_f1']}, retrieval top-2 {per['retrieval_top2_f1']}")
+        if seed_done is not None:
+            seed_done(out)
     return out
 
 
@@ -470,11 +474,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.selection == "dev" and selection is None:
             raise SystemExit(f"no selection setting chosen on development questions for {key}: run the labels part "
                              "first, or name --selection recipe")
-        got = student_part(args.dataset, args.teacher, args.layers, variant, work, args.seeds,
-                           harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"), selection)
-        got["seeds"] = {**previous_seeds, **got["seeds"]}  # seeds of earlier sessions kept
-        result["student"][key] = {**got, "layers": args.layers}
-        harness.write(args.out, {**result, "versions": package_versions()}, rows)
+        def written(got: dict[str, Any]) -> None:
+            got = {**got, "seeds": {**previous_seeds, **got["seeds"]}}  # seeds of earlier sessions kept
+            result["student"][key] = {**got, "layers": args.layers}
+            harness.write(args.out, {**result, "versions": package_versions()}, rows)
+
+        written(student_part(args.dataset, args.teacher, args.layers, variant, work, args.seeds,
+                             harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"), selection,
+                             seed_done=written))
     print(f"wrote {args.out}")
     return 0
 

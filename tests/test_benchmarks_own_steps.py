@@ -247,8 +247,10 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
         "0": {"test_qids_sha": students.qids_digest(["q1", "q2"]), "orders": {"retrieval": {"f1": 0.95}}},
         "1": {"test_qids_sha": students.qids_digest(["q5", "q6"]), "orders": {"retrieval": {"f1": 0.7}}}}}}}}
     setting = {"cot_weighting": False, "min_select": 2, "beta": 0.0, "repeated_steps": "keep"}
+    written = []
     out = bench.student_part("hotpotqa", "qwen", "full_attention", "prefix_batch8", tmp_path, [0, 1], reference,
-                             setting)
+                             setting, seed_done=lambda part: written.append(sorted(part["seeds"])))
+    assert written == [["0"], ["0", "1"]]  # each finished seed handed on at once (written before the next trains)
     assert seen["run"].name == "all_own_steps-cot_weighting=False,min_select=2,beta=0.0"
     assert "teacher.cot_weighting=false" in seen["extra"] and "teacher.min_select=2" in seen["extra"]
     assert seen["qids"] == sorted(cands)
