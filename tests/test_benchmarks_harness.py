@@ -19,6 +19,28 @@ MACHINE = {"machine": {"cpus": 2, "processor": "x86_64"}}
 MAX_LINES = 500
 
 
+def test_a_parsed_command_line_shows_the_stages_progress_on_stderr(capsys, monkeypatch) -> None:
+    """Nothing configures logging in a benchmark's process, so the stages' progress (`purecover.utils.progress`,
+    log lines under nohup) would be dropped; `parse` adds the stderr handler, once however often it runs."""
+    import logging
+
+    from purecover.utils.progress import tqdm
+
+    monkeypatch.setenv("PURECOVER_PROGRESS", "log")
+    logger = logging.getLogger("purecover.progress")
+    before = list(logger.handlers)
+    monkeypatch.setattr(logger, "handlers", [h for h in before if not getattr(h, "benchmark_progress", False)])
+    harness.parse(harness.parser("doc", out="x.json"), [])
+    harness.parse(harness.parser("doc", out="x.json"), [])
+    assert sum(getattr(h, "benchmark_progress", False) for h in logger.handlers) == 1
+    bar = tqdm(total=4, desc="label [0]", unit="q", every=0.0)
+    bar.update(1)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "label [0]: 1/4 q (25%)" in err and "label [0]: 1/4 q (25%) in " in err  # a line while it runs, one at the end
+    assert err.startswith("[") and err[3] == ":"  # stamped [HH:MM:SS] like harness.log
+
+
 def test_shared_options_are_there_only_where_asked() -> None:
     plain = harness.parser("doc", out="benchmarks/results/x.json")
     args = harness.parse(plain, [])

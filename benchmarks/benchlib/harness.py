@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -78,7 +80,36 @@ def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argp
     out = Path(args.out)
     if out.exists() and not out.is_file():
         p.error(f"--out {out} is {'a folder' if out.is_dir() else 'not a regular file'}: name a results file")
+    progress_lines()
     return args
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler on whatever ``sys.stderr`` is at each line (a stderr redirected later is followed)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def progress_lines() -> logging.Handler:
+    """The handler that writes the stages' progress (``purecover.progress``, INFO: questions done, questions a
+    second, time left) to stderr, stamped like `log`: without one a benchmark that runs a stage in its own
+    process shows no progress, since nothing configures logging there. Added once per process; the handler."""
+    logger = logging.getLogger("purecover.progress")
+    for handler in logger.handlers:
+        if getattr(handler, "benchmark_progress", False):
+            return handler
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+    handler.benchmark_progress = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
 
 
 def positive_seconds(text: str) -> float:
