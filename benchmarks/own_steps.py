@@ -215,11 +215,11 @@ def per_draw(part: dict[str, Any]) -> dict[str, Any]:
 
 def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Path, seeds: Sequence[int],
                  reference: dict[str, Any] | None, selection: dict[str, Any] | None = None,
-                 seed_done: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                 so_far: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Own-step labels of the whole pool at the selection setting `selection` (None: the recipe's), then a
     passage-readout student on them at each seed (module docstring). `reference`: student_readout.json's result
-    (the oracle-step students), or None. `seed_done` gets the part so far after each seed (a kill later loses
-    no finished seed's figures)."""
+    (the oracle-step students), or None. `so_far` gets the part so far once the pool is labelled and after each
+    seed (a kill later loses neither the pool's label figures nor a finished seed's)."""
     from benchlib.students import settings, student
 
     cands, _ = question_pool(dataset, work)
@@ -237,6 +237,8 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         "label_f1": label_figures(got["labels"], cands,
                                   sorted(q for q in got["labels"] if cands[q]["gold_doc_ids"]))["f1"]},
         "seeds": {}}
+    if so_far is not None:
+        so_far(out)
     ref = ((reference or {}).get("datasets") or {}).get(dataset) or {}
     for seed in seeds:
         settings_ = [*teacher_set, *settings("passage")]
@@ -256,8 +258,8 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         out["seeds"][str(seed)] = per
         log(f"{dataset} student on own-step labels, seed {seed}: F1 {per['f1']} (|S| {per['mean_size']}); the "
             f"oracle-step student {per['oracle_steps_f1']}, retrieval top-2 {per['retrieval_top2_f1']}")
-        if seed_done is not None:
-            seed_done(out)
+        if so_far is not None:
+            so_far(out)
     return out
 
 
@@ -479,9 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["student"][key] = {**got, "layers": args.layers}
             harness.write(args.out, {**result, "versions": package_versions()}, rows)
 
-        written(student_part(args.dataset, args.teacher, args.layers, variant, work, args.seeds,
-                             harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"), selection,
-                             seed_done=written))
+        student_part(args.dataset, args.teacher, args.layers, variant, work, args.seeds,
+                     harness.load(ROOT / "benchmarks" / "results" / "student_readout.json"), selection,
+                     so_far=written)  # written once labelled and after each seed
     print(f"wrote {args.out}")
     return 0
 

@@ -249,8 +249,8 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
     setting = {"cot_weighting": False, "min_select": 2, "beta": 0.0, "repeated_steps": "keep"}
     written = []
     out = bench.student_part("hotpotqa", "qwen", "full_attention", "prefix_batch8", tmp_path, [0, 1], reference,
-                             setting, seed_done=lambda part: written.append(sorted(part["seeds"])))
-    assert written == [["0"], ["0", "1"]]  # each finished seed handed on at once (written before the next trains)
+                             setting, so_far=lambda part: written.append(sorted(part["seeds"])))
+    assert written == [[], ["0"], ["0", "1"]]  # the labelled pool, then each finished seed, at once
     assert seen["run"].name == "all_own_steps-cot_weighting=False,min_select=2,beta=0.0"
     assert "teacher.cot_weighting=false" in seen["extra"] and "teacher.min_select=2" in seen["extra"]
     assert seen["qids"] == sorted(cands)
@@ -265,6 +265,9 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
     pool = rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix_batch8, cot_weighting=False,min_select=2,beta=0.0",
                  None)]
     assert "time not measured" in pool["note"] and "1 repeating a step" in pool["note"]
+    # what is written once the pool is labelled, before any student: the pool's row alone
+    labelled = bench.rows({"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": {**out, "seeds": {}}}})
+    assert [r["figure"] for r in labelled] == ["own_steps.hotpotqa.qwen.pool_label_f1"]
 
 
 def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
