@@ -4,6 +4,7 @@ measurements), merging loads and parts, and the readers of the run directories i
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from tests.test_benchmarks_summary import _load
@@ -85,10 +86,17 @@ def test_the_readers_compare_labels_and_answers_by_question(tmp_path: Path):
 def test_busy_processes_spin_for_the_duration_and_are_gone_after():
     import psutil
 
-    with bench.busy(2):
-        me = psutil.Process()
-        spinners = [c for c in me.children() if "while True" in " ".join(c.cmdline())]
-        assert len(spinners) == 2
+    with bench.busy(2) as pids:
+        assert len(set(pids)) == 2
+        assert set(pids) <= {c.pid for c in psutil.Process().children()}
+        spinners = [psutil.Process(pid) for pid in pids]
+        # identified by pid, not by /proc/<pid>/cmdline: after a vfork the parent may run on while the child's exec
+        # is still setting its arguments up, and CI once read one spinner's command line empty; each spinner spends
+        # CPU time within a few seconds
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and min(sum(s.cpu_times()[:2]) for s in spinners) < 0.05:
+            time.sleep(0.1)
+        assert all(sum(s.cpu_times()[:2]) >= 0.05 for s in spinners)
     assert not [c for c in spinners if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
 
 

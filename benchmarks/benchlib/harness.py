@@ -294,14 +294,15 @@ def over_seeds(table: Rows, per_seed: Sequence[dict[str, Any]], digits: int = 4)
 
 
 @contextlib.contextmanager
-def busy(n: int) -> Iterator[None]:
-    """`n` processes spinning on the CPU for the duration (the load of ``make test`` beside a run is about 2)."""
+def busy(n: int) -> Iterator[list[int]]:
+    """`n` processes spinning on the CPU for the duration (the load of ``make test`` beside a run is about 2); yields
+    their process ids."""
     import subprocess
     import sys
 
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     try:
-        yield
+        yield [p.pid for p in spinners]
     finally:
         for p in spinners:
             p.kill()
