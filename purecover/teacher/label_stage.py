@@ -147,7 +147,10 @@ class _Labeler:
             todo_l = [r for r in shard if need_lancer and r.qid not in lfile.done]
             if todo_r or todo_l:
                 generator = self._generator()
-            bar = tqdm(total=len(shard), desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
+            pending = {r.qid for r in todo_r} | {r.qid for r in todo_l}
+            # what an earlier run wrote is the bar's start, not throughput of this one
+            bar = tqdm(total=len(shard), initial=sum(r.qid not in pending for r in shard),
+                       desc=f"generate [{self.rank}]", unit="q", disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
                 own = [r for r in batch if writes_own_steps(self.cfg.steps, r) and r.qid not in rfile.done]
                 if own:
@@ -160,7 +163,7 @@ class _Labeler:
                                                          finished=out.finished).to_json_dict())
                 if need_lancer and any(r.qid not in lfile.done for r in batch):
                     self._lancer_batch(generator, batch, lfile)
-                bar.update(len(batch))
+                bar.update(sum(r.qid in pending for r in batch))
             bar.close()
         if generator is not None:
             generator.close()
@@ -320,10 +323,12 @@ class _Labeler:
         written = 0
         live = _LiveCounts()
         with ResumableJsonl(self.shard_file("labels")) as out:
-            bar = tqdm(total=len(shard), desc=f"label [{self.rank}]", unit="q", disable=not self.show_progress)
+            resumed = sum(r.qid in out.done for r in shard)
+            bar = tqdm(total=len(shard), initial=resumed, desc=f"label [{self.rank}]", unit="q",
+                       disable=not self.show_progress)
             for batch in batches(shard, self.cfg.batch_size):
-                if all(r.qid in out.done for r in batch):
-                    bar.update(len(batch))
+                pending = sum(r.qid not in out.done for r in batch)
+                if not pending:
                     continue
                 try:
                     records = self.label_batch(batch, replies, lancer)
@@ -349,7 +354,7 @@ class _Labeler:
                         written += 1
                         live.add(r)
                 bar.set_postfix(live.postfix(), refresh=False)
-                bar.update(len(batch))
+                bar.update(pending)
             bar.close()
         return written
 

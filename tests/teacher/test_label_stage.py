@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -138,7 +139,8 @@ def test_lancer_ratings_are_stored_and_fused(tmp_path, demo_candidates, tiny_tea
         assert all(0 <= r <= 5 for row in rec["ratings"] for r in row)
 
 
-def test_resume_after_a_torn_shard_equals_uninterrupted(tmp_path, demo_candidates, tiny_teacher_dir):
+def test_resume_after_a_torn_shard_equals_uninterrupted(tmp_path, demo_candidates, tiny_teacher_dir, monkeypatch,
+                                                        caplog):
     run = fresh_run(tmp_path, demo_candidates)
     recipe = make_recipe(run, tiny_teacher_dir, "teacher.calibrate=false", "teacher.batch_size=2")
     run_label_stage(recipe, show_progress=False)
@@ -149,8 +151,16 @@ def test_resume_after_a_torn_shard_equals_uninterrupted(tmp_path, demo_candidate
     replies = run / "label_shards" / "replies.0-of-1.jsonl"
     replies.write_bytes(b"\n".join(replies.read_bytes().split(b"\n")[:1]) + b"\n")
     (run / LABELS_FILE).unlink()
-    run_label_stage(recipe, show_progress=False)
+    monkeypatch.setenv("PURECOVER_PROGRESS", "log")
+    monkeypatch.setattr("purecover.utils.progress.LOG_EVERY_S", 0.0)  # a line at every update
+    with caplog.at_level(logging.INFO, logger="purecover.progress"):
+        run_label_stage(recipe, show_progress=True)
     assert (run / LABELS_FILE).read_bytes() == reference
+    # the 3 labels of the earlier run start the bar; they are not counted as this run's work: the fully labelled
+    # first batch logs nothing and the next logs its one new label (4 of 6)
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("label [0]")]
+    assert [p.split(" q ")[0] for p in progress] == ["label [0]: 4/6", "label [0]: 6/6", "label [0]: 6/6"]
+    assert " in " in progress[-1]
 
 
 @pytest.mark.slow
