@@ -229,14 +229,13 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
     # another setting is another configuration, so another run directory
     source = work / dataset / teacher / ("all_own_steps" + (f"-{setting_name(selection)}" if selection else ""))
     got = label_run(dataset, source, teacher_set, sorted(cands))
+    pool = label_figures(got["labels"], cands, sorted(q for q in got["labels"] if cands[q]["gold_doc_ids"]))
     out: dict[str, Any] = {"variant": variant, "selection": selection, "labels": {
         "questions": len(got["labels"]), "seconds_per_question": got["seconds_per_question"],
         "resumed": got["resumed"],
         "replies": {**reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
                     "repeating": repeating(got["labels"], sorted(got["labels"]))},
-        "label_f1": label_figures(got["labels"], cands,
-                                  sorted(q for q in got["labels"] if cands[q]["gold_doc_ids"]))["f1"]},
-        "seeds": {}}
+        "label_f1": pool["f1"], "retrieval_top2_f1": pool["retrieval_top2_f1"]}, "seeds": {}}
     if so_far is not None:
         so_far(out)
     ref = ((reference or {}).get("datasets") or {}).get(dataset) or {}
@@ -348,6 +347,10 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                        f"{lab['replies'].get('repeating', 'not counted')} repeating a step, "
                        + (f"{lab['seconds_per_question']} s/question on 2 cores" if lab["seconds_per_question"]
                           is not None else "time not measured (labelled over several sessions: the draws time it)"))
+        if lab.get("retrieval_top2_f1") is not None:  # absent from results written before it was stored
+            table.add(f"{name}.pool_label_minus_retrieval_top2_f1", round(lab["label_f1"] - lab["retrieval_top2_f1"], 4),
+                      "F1", above(0.0), variant=f"{part['variant']}, {selection}", note="the pool's own-step labels "
+                      f"minus retrieval top-2's ({lab['retrieval_top2_f1']}) on the same questions")
         seed_rows(table, f"{name}.student_minus_retrieval_top2_f1",
                   {d: round(r["f1"] - r["retrieval_top2_f1"], 4) for d, r in seeds.items()}, "F1", above(0.0),
                   note="held-out support F1 of the passage-readout student trained on own-step labels minus "

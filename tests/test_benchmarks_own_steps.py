@@ -219,7 +219,8 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
     docs = [{"doc_id": f"d{k}"} for k in range(4)]
     cands = {f"q{i}": {"qid": f"q{i}", "docs": docs, "gold_doc_ids": ["d0", "d1"] if i % 2 else ["d2", "d3"]}
              for i in range(8)}
-    labels = {q: {"qid": q, "selected": [0, 1], "steps": ["A.", "a", "B."] if q == "q0" else ["A."]} for q in cands}
+    labels = {q: {"qid": q, "selected": [2, 3] if q == "q0" else [0, 1], "steps": ["A.", "a", "B."] if q == "q0"
+                  else ["A."]} for q in cands}  # q0's label is right where retrieval's top 2 are wrong
     seen = {}
 
     def label_run(dataset, run, extra, qids):
@@ -265,9 +266,14 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
     pool = rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix_batch8, cot_weighting=False,min_select=2,beta=0.0",
                  None)]
     assert "time not measured" in pool["note"] and "1 repeating a step" in pool["note"]
-    # what is written once the pool is labelled, before any student: the pool's row alone
+    assert pool["value"] == 0.625 and out["labels"]["retrieval_top2_f1"] == 0.5  # 5 of 8 right against 4 of 8
+    gap = rows[("own_steps.hotpotqa.qwen.pool_label_minus_retrieval_top2_f1",
+                "prefix_batch8, cot_weighting=False,min_select=2,beta=0.0", None)]
+    assert gap["value"] == 0.125 and gap["met"] is True and "(0.5)" in gap["note"]
+    # what is written once the pool is labelled, before any student: the pool's rows alone
     labelled = bench.rows({"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": {**out, "seeds": {}}}})
-    assert [r["figure"] for r in labelled] == ["own_steps.hotpotqa.qwen.pool_label_f1"]
+    assert [r["figure"] for r in labelled] == ["own_steps.hotpotqa.qwen.pool_label_f1",
+                                               "own_steps.hotpotqa.qwen.pool_label_minus_retrieval_top2_f1"]
 
 
 def test_merge_keeps_each_run_and_combines_the_students_seeds(tmp_path):
