@@ -248,7 +248,9 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         fig = trained["orders"]["retrieval"]
         oracle = ((ref.get("students") or {}).get("passage") or {}).get(str(seed)) or {}
         same = oracle.get("test_qids_sha") == trained["test_qids_sha"]
-        per = {"f1": fig["f1"], "mean_size": fig["mean_size"], "auc": fig["auc"], "questions": trained["questions"],
+        per = {"f1": fig["f1"], "mean_size": fig["mean_size"], "auc": fig["auc"], "coverage@2": fig.get("coverage@2"),
+               "precision": fig.get("precision"), "questions": trained["questions"],
+               "calib_subset_f1": trained.get("calib_subset_f1"),  # agreement with its labels where tau3 was chosen
                "test_qids_sha": trained["test_qids_sha"], "train_seconds": trained["train"]["seconds"],
                # every candidate order: a student that reads keeps its F1 with the passages reversed or shuffled
                "orders": {o: {k: f[k] for k in ("f1", "auc", "mean_size")} for o, f in trained["orders"].items()},

@@ -229,13 +229,14 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
 
     splits = {0: {q: "test" if q in ("q1", "q2") else "train" for q in cands},
               1: {q: "test" if q in ("q3", "q4") else "train" for q in cands}}
-    orders = {o: {"f1": f, "auc": 0.8, "mean_size": 2.0} for o, f in (("retrieval", 0.9), ("reversed", 0.85),
-                                                                      ("shuffled", 0.88))}
+    orders = {o: {"f1": f, "auc": 0.8, "mean_size": 2.0, "coverage@2": 0.7, "precision": 0.6}
+              for o, f in (("retrieval", 0.9), ("reversed", 0.85), ("shuffled", 0.88))}
 
     def student(dataset, readout, seed, work, source, settings, tag=""):
         assert source == seen["run"] and tag == "_own_steps" and readout == "passage"
         test = sorted(q for q, s in splits[seed].items() if s == "test")
         return {"orders": orders, "questions": {"train": 6, "calib": 0, "test": 2}, "train": {"seconds": 100.0},
+                "calib_subset_f1": 0.55,
                 "test_qids_sha": students.qids_digest(test)}
 
     monkeypatch.setattr(bench, "question_pool", lambda dataset, work: (cands, {}))
@@ -261,6 +262,8 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
     assert s0["retrieval_top2_f1"] == 0.5 and s0["oracle_steps_f1"] == 0.95
     assert s1["oracle_steps_f1"] is None  # another split: not quoted
     assert s0["orders"]["reversed"]["f1"] == 0.85 and s0["f1"] == 0.9
+    # why a student misses: how it ranks at 2, its precision, and how well it reproduces its labels
+    assert (s0["coverage@2"], s0["precision"], s0["calib_subset_f1"]) == (0.7, 0.6, 0.55)
     rows = {(r["figure"], r.get("variant"), r.get("seed")): r for r in bench.rows(
         {"machine": {"cpus": 2}, "student": {"hotpotqa.qwen": out}})}
     pool = rows[("own_steps.hotpotqa.qwen.pool_label_f1", "prefix_batch8, cot_weighting=False,min_select=2,beta=0.0",
