@@ -235,7 +235,8 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         "resumed": got["resumed"],
         "replies": {**reply_figures(reparsed(got["recipe"], cands), sorted(got["labels"])),
                     "repeating": repeating(got["labels"], sorted(got["labels"]))},
-        "label_f1": pool["f1"], "retrieval_top2_f1": pool["retrieval_top2_f1"]}, "seeds": {}}
+        "label_f1": pool["f1"], **{k: pool[k] for k in ("precision", "recall", "mean_size", "retrieval_top2_f1",
+                                                        "retrieval_top_s_f1")}}, "seeds": {}}
     if so_far is not None:
         so_far(out)
     ref = ((reference or {}).get("datasets") or {}).get(dataset) or {}

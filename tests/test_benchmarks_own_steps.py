@@ -270,6 +270,7 @@ def test_student_part_scores_each_seed_on_its_held_out_questions_and_quotes_only
                  None)]
     assert "time not measured" in pool["note"] and "1 repeating a step" in pool["note"]
     assert pool["value"] == 0.625 and out["labels"]["retrieval_top2_f1"] == 0.5  # 5 of 8 right against 4 of 8
+    assert (out["labels"]["mean_size"], out["labels"]["retrieval_top_s_f1"]) == (2.0, 0.5)
     gap = rows[("own_steps.hotpotqa.qwen.pool_label_minus_retrieval_top2_f1",
                 "prefix_batch8, cot_weighting=False,min_select=2,beta=0.0", None)]
     assert gap["value"] == 0.125 and gap["met"] is True and "(0.5)" in gap["note"]
