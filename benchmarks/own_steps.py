@@ -249,9 +249,9 @@ def student_part(dataset: str, teacher: str, layers: str, variant: str, work: Pa
         fig = trained["orders"]["retrieval"]
         oracle = ((ref.get("students") or {}).get("passage") or {}).get(str(seed)) or {}
         same = oracle.get("test_qids_sha") == trained["test_qids_sha"]
-        per = {"f1": fig["f1"], "mean_size": fig["mean_size"], "auc": fig["auc"], "coverage@2": fig.get("coverage@2"),
-               "precision": fig.get("precision"), "questions": trained["questions"],
-               "calib_subset_f1": trained.get("calib_subset_f1"),  # agreement with its labels where tau3 was chosen
+        per = {**{k: fig[k] for k in ("f1", "precision", "mean_size", "auc", "coverage@2")},
+               "questions": trained["questions"],
+               "calib_subset_f1": trained["calib_subset_f1"],  # agreement with its labels where tau3 was chosen
                "test_qids_sha": trained["test_qids_sha"], "train_seconds": trained["train"]["seconds"],
                # every candidate order: a student that reads keeps its F1 with the passages reversed or shuffled
                "orders": {o: {k: f[k] for k in ("f1", "auc", "mean_size")} for o, f in trained["orders"].items()},
@@ -350,10 +350,10 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                        f"{lab['replies'].get('repeating', 'not counted')} repeating a step, "
                        + (f"{lab['seconds_per_question']} s/question on 2 cores" if lab["seconds_per_question"]
                           is not None else "time not measured (labelled over several sessions: the draws time it)"))
-        if lab.get("retrieval_top2_f1") is not None:  # absent from results written before it was stored
-            table.add(f"{name}.pool_label_minus_retrieval_top2_f1", round(lab["label_f1"] - lab["retrieval_top2_f1"], 4),
-                      "F1", above(0.0), variant=f"{part['variant']}, {selection}", note="the pool's own-step labels "
-                      f"minus retrieval top-2's ({lab['retrieval_top2_f1']}) on the same questions")
+        if (top2 := lab.get("retrieval_top2_f1")) is not None:  # absent from results written before it was stored
+            table.add(f"{name}.pool_label_minus_retrieval_top2_f1", round(lab["label_f1"] - top2, 4), "F1",
+                      above(0.0), variant=f"{part['variant']}, {selection}",
+                      note=f"the pool's own-step labels minus retrieval top-2's ({top2}) on the same questions")
         seed_rows(table, f"{name}.student_minus_retrieval_top2_f1",
                   {d: round(r["f1"] - r["retrieval_top2_f1"], 4) for d, r in seeds.items()}, "F1", above(0.0),
                   note="held-out support F1 of the passage-readout student trained on own-step labels minus "
